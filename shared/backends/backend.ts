@@ -1,0 +1,40 @@
+import type { Config } from '../config.js';
+import type { Mounter } from '../mounter.js';
+import type { BackendKind, VolumeRecord } from '../model.js';
+import type { Catalog } from '../store/catalog.js';
+
+export interface BackendContext {
+  config: Config;
+  catalog: Catalog;
+  mounter: Mounter;
+}
+
+/** Where a new volume's content comes from: an existing volume's or snapshot's directory. */
+export interface PopulateSource {
+  backend: BackendKind;
+  dir: string;
+  sizeBytes: number;
+}
+
+/**
+ * What differs between kinds of storage. Everything else (records, locks, reference counts, bind
+ * mounts into pods, idempotency) is the core's and is the same for every backend.
+ */
+export interface Backend {
+  readonly kind: BackendKind;
+  /** Fills a new entry's work directory with the volume's data (or a snapshot's copy of it). */
+  populate(workDir: string, volume: VolumeRecord, ctx: BackendContext, from?: PopulateSource): Promise<void>;
+  /** Copies a volume's data into a snapshot's work directory. */
+  snapshot(volume: VolumeRecord, workDir: string, ctx: BackendContext): Promise<void>;
+  /** Makes the volume a device on this node; returns its path, or "" where the backend has none. */
+  nodeAttach(volume: VolumeRecord, ctx: BackendContext): Promise<string>;
+  /** Device currently attached on this node, without attaching. */
+  attachedDevice(volume: VolumeRecord, ctx: BackendContext): string | undefined;
+  nodeDetach(volume: VolumeRecord, ctx: BackendContext): Promise<void>;
+  /** Mounts the volume's filesystem at `stagingPath` (which exists and is not a mount point). */
+  stage(volume: VolumeRecord, stagingPath: string, readonly: boolean, ctx: BackendContext): Promise<void>;
+  /** Grows the backing storage (controller side); returns whether the node must grow the filesystem. */
+  expand(volume: VolumeRecord, newSize: number, ctx: BackendContext): Promise<boolean>;
+  /** Grows the filesystem of a staged volume to its backing size (node side). */
+  expandOnNode(volume: VolumeRecord, stagingPath: string, ctx: BackendContext): Promise<void>;
+}

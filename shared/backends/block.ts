@@ -1,0 +1,77 @@
+import { open, truncate } from 'node:fs/promises';
+import { join } from 'node:path';
+import { failedPrecondition } from '../errors.js';
+import { findLoopDevice } from '../loop-devices.js';
+import { validateBlockFsType } from '../validate.js';
+import type { Backend } from './backend.js';
+
+/**
+ * A sparse image file attached as a loop device, as a cloud disk appears under /dev. The filesystem is
+ * made on first stage and only on a blank device: an image that holds anything is never reformatted.
+ */
+export const blockBackend: Backend = {
+  kind: 'block',
+
+  async populate(workDir, volume, ctx, from) {
+    const image = join(workDir, 'image.img');
+    if (from) {
+      await ctx.mounter.copySparse(join(from.dir, 'image.img'), image);
+      if (volume.capacityBytes > from.sizeBytes) await truncate(image, volume.capacityBytes);
+      return;
+    }
+    const fh = await open(image, 'wx', 0o600);
+    try {
+      await fh.truncate(volume.capacityBytes);
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+  },
+
+  async snapshot(volume, workDir, ctx) {
+    await ctx.mounter.copySparse(ctx.catalog.imagePath(volume.id), join(workDir, 'image.img'));
+  },
+
+  async nodeAttach(volume, ctx) {
+    const image = ctx.catalog.imagePath(volume.id);
+    return findLoopDevice(image) ?? (await ctx.mounter.loopAttach(image));
+  },
+
+  attachedDevice(volume, ctx) {
+    return findLoopDevice(ctx.catalog.imagePath(volume.id));
+  },
+
+  async nodeDetach(volume, ctx) {
+    const device = findLoopDevice(ctx.catalog.imagePath(volume.id));
+    if (device) await ctx.mounter.loopDetach(device);
+  },
+
+  async stage(volume, stagingPath, readonly, ctx) {
+    const device = await this.nodeAttach(volume, ctx);
+    const fsType = validateBlockFsType(volume.fsType, ctx.config.defaultFsType);
+    const found = await ctx.mounter.probeFsType(device);
+    if (found === undefined) {
+      if (readonly) throw failedPrecondition(`volume ${volume.id} has no filesystem yet and is staged read-only: it cannot be formatted`);
+      await ctx.mounter.format(device, fsType);
+    } else if (found !== fsType) {
+      throw failedPrecondition(`volume ${volume.id} holds a ${found} filesystem, not ${fsType}; refusing to mount or reformat it`);
+    }
+    const options = readonly ? ['ro'] : [];
+    // XFS refuses to mount two copies with one UUID (a snapshot restored beside its origin) without nouuid.
+    if (fsType === 'xfs') options.push('nouuid');
+    await ctx.mounter.mount(device, stagingPath, { fsType, options });
+    if (volume.fsResizePending && !readonly) await ctx.mounter.growFs(device, stagingPath, fsType);
+  },
+
+  async expand(volume, newSize, ctx) {
+    await truncate(ctx.catalog.imagePath(volume.id), newSize);
+    return true;
+  },
+
+  async expandOnNode(volume, stagingPath, ctx) {
+    const device = findLoopDevice(ctx.catalog.imagePath(volume.id));
+    if (!device) throw failedPrecondition(`volume ${volume.id} is not attached on this node`);
+    await ctx.mounter.loopRefresh(device);
+    await ctx.mounter.growFs(device, stagingPath, volume.fsType);
+  },
+};

@@ -1,0 +1,39 @@
+import { chmod, mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Backend } from './backend.js';
+
+/** A directory under the data root, bind-mounted into place. Capacity is advisory. */
+export const dirBackend: Backend = {
+  kind: 'dir',
+
+  async populate(workDir, _volume, ctx, from) {
+    const data = join(workDir, 'data');
+    await mkdir(data);
+    // Pods run as arbitrary users; like hostPath volumes the root is world-writable and fsGroup narrows it.
+    await chmod(data, 0o777);
+    if (from) await ctx.mounter.copyTree(join(from.dir, 'data'), data);
+  },
+
+  async snapshot(volume, workDir, ctx) {
+    const data = join(workDir, 'data');
+    await mkdir(data);
+    await ctx.mounter.copyTree(ctx.catalog.dataDir(volume.id), data);
+  },
+
+  async nodeAttach() {
+    return '';
+  },
+  attachedDevice() {
+    return undefined;
+  },
+  async nodeDetach() {},
+
+  async stage(volume, stagingPath, readonly, ctx) {
+    await ctx.mounter.bind(ctx.catalog.dataDir(volume.id), stagingPath, readonly);
+  },
+
+  async expand() {
+    return false;
+  },
+  async expandOnNode() {},
+};

@@ -1,0 +1,35 @@
+import { failedPrecondition, unimplemented } from '../errors.js';
+import type { Backend } from './backend.js';
+
+/** Mounts a source that already exists (tmpfs, an image file, an NFS export) with the given type and options. */
+export const staticBackend: Backend = {
+  kind: 'static',
+
+  async populate(_workDir, _volume, _ctx, from) {
+    if (from) throw unimplemented('static volumes cannot be made from a snapshot or another volume');
+  },
+
+  async snapshot() {
+    throw unimplemented('static volumes have no snapshots: twinvol does not own their data');
+  },
+
+  async nodeAttach() {
+    return '';
+  },
+  attachedDevice() {
+    return undefined;
+  },
+  async nodeDetach() {},
+
+  async stage(volume, stagingPath, readonly, ctx) {
+    if (!volume.source) throw failedPrecondition(`static volume ${volume.id} has no source`);
+    const options = [...(volume.mountOptions ?? [])];
+    if (readonly && !options.includes('ro')) options.push('ro');
+    await ctx.mounter.mount(volume.source, stagingPath, { fsType: volume.fsType, options });
+  },
+
+  async expand() {
+    throw unimplemented('static volumes cannot be expanded by twinvol');
+  },
+  async expandOnNode() {},
+};

@@ -1,0 +1,103 @@
+import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { posix } from 'node:path';
+import { errnoCode, invalidArgument } from './errors.js';
+import { type FsType, validateBlockFsType, validateNodeName } from './validate.js';
+
+/** Settings shared by the FlexVolume executable, the CLI and the CSI server. */
+export interface Config {
+  /** Cluster-scoped catalog and volume data. */
+  dataRoot: string;
+  /** Node-scoped records (tmpfs in production, so a reboot clears them with the mounts they describe). */
+  stateDir: string;
+  /** Targets and staging paths must lie below this root. */
+  kubeletDir: string;
+  /** This node's name, as kubelet and the controller-manager name it. */
+  nodeName: string;
+  /** FlexVolume attach capability, chosen at install time. */
+  flexAttach: boolean;
+  defaultFsType: FsType;
+  /** Deadline for each external command. */
+  commandTimeoutMs: number;
+}
+
+export const DEFAULT_CONFIG_PATH = '/etc/twinvol/config.json';
+
+const DEFAULTS: Omit<Config, 'nodeName'> = {
+  dataRoot: '/var/lib/twinvol',
+  stateDir: '/run/twinvol',
+  kubeletDir: '/var/lib/kubelet',
+  flexAttach: true,
+  defaultFsType: 'ext4',
+  commandTimeoutMs: 120_000,
+};
+
+const ENV_KEYS = {
+  TWINVOL_DATA_ROOT: 'dataRoot',
+  TWINVOL_STATE_DIR: 'stateDir',
+  TWINVOL_KUBELET_DIR: 'kubeletDir',
+  TWINVOL_NODE_NAME: 'nodeName',
+} as const;
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/**
+ * Built-in defaults, then the config file (TWINVOL_CONFIG or /etc/twinvol/config.json; missing is
+ * fine), then single-value environment overrides. kubelet gives the executable a bare environment,
+ * which is why the file exists at all.
+ */
+export function loadConfig(env: Env = process.env, overrides: Partial<Config> = {}): Config {
+  const file = readConfigFile(env.TWINVOL_CONFIG || DEFAULT_CONFIG_PATH, Boolean(env.TWINVOL_CONFIG));
+  const merged: Record<string, unknown> = { ...DEFAULTS, nodeName: hostname(), ...file };
+  for (const [envKey, key] of Object.entries(ENV_KEYS)) {
+    const v = env[envKey];
+    if (v) merged[key] = v;
+  }
+  for (const [k, v] of Object.entries(overrides)) if (v !== undefined) merged[k] = v;
+  return checkConfig(merged);
+}
+
+function readConfigFile(path: string, explicit: boolean): Record<string, unknown> {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    if (errnoCode(err) === 'ENOENT' && !explicit) return {};
+    throw invalidArgument(`cannot read config file ${path}: ${errnoCode(err) ?? String(err)}`);
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw invalidArgument(`config file ${path} is not valid JSON`);
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+    throw invalidArgument(`config file ${path} must hold a JSON object`);
+  const known = new Set<string>([...Object.keys(DEFAULTS), 'nodeName']);
+  for (const key of Object.keys(parsed)) if (!known.has(key)) throw invalidArgument(`config file ${path}: unknown setting "${key}"`);
+  return parsed as Record<string, unknown>;
+}
+
+function absoluteDir(value: unknown, key: string): string {
+  if (typeof value !== 'string' || !posix.isAbsolute(value) || value.includes('\0') || value.split('/').includes('..'))
+    throw invalidArgument(`setting ${key} must be an absolute path`);
+  const trimmed = value.replace(/\/+$/, '');
+  if (trimmed === '') throw invalidArgument(`setting ${key} must not be /`);
+  return trimmed;
+}
+
+function checkConfig(raw: Record<string, unknown>): Config {
+  if (typeof raw.flexAttach !== 'boolean') throw invalidArgument('setting flexAttach must be true or false');
+  const timeout = raw.commandTimeoutMs;
+  if (typeof timeout !== 'number' || !Number.isInteger(timeout) || timeout < 1000)
+    throw invalidArgument('setting commandTimeoutMs must be a whole number of at least 1000');
+  return {
+    dataRoot: absoluteDir(raw.dataRoot, 'dataRoot'),
+    stateDir: absoluteDir(raw.stateDir, 'stateDir'),
+    kubeletDir: absoluteDir(raw.kubeletDir, 'kubeletDir'),
+    nodeName: validateNodeName(raw.nodeName, 'setting nodeName'),
+    flexAttach: raw.flexAttach,
+    defaultFsType: validateBlockFsType(raw.defaultFsType, 'ext4'),
+    commandTimeoutMs: timeout,
+  };
+}

@@ -1,0 +1,64 @@
+import { alreadyExists, failedPrecondition, resourceExhausted } from '../errors.js';
+import type { Attachment, Origin, VolumeRecord } from '../model.js';
+import { validateNodeName, validateVolumeId } from '../validate.js';
+import { type Core, now } from './core.js';
+
+export interface AttachOptions {
+  readonly: boolean;
+  via: Origin;
+  /** Refuse a new attachment when the node already holds this many volumes (CSI max_volumes_per_node). */
+  maxVolumesPerNode?: number;
+}
+
+/**
+ * Records that `node` holds the volume. This is the cluster-wide exclusivity point: a single-node
+ * volume held by another node is refused, whichever front end asks, with the holder named.
+ */
+export async function attach(core: Core, id: string, node: string, opts: AttachOptions): Promise<Attachment> {
+  validateVolumeId(id);
+  validateNodeName(node);
+  const counted = opts.maxVolumesPerNode ? await attachedCount(core, node, id) : 0;
+  return core.catalog.lock('volume', id, async () => {
+    const volume = await core.catalog.requireVolume(id);
+    const mine = volume.attachments.find((a) => a.node === node);
+    if (mine) {
+      if (mine.readonly !== opts.readonly)
+        throw alreadyExists(`volume ${id} is already attached to node ${node} ${mine.readonly ? 'read-only' : 'read-write'}`);
+      return mine;
+    }
+    const holder = volume.attachments[0];
+    if (volume.access === 'single-node' && holder)
+      throw failedPrecondition(`volume ${id} is attached to node ${holder.node}; a single-node volume attaches to one node at a time`);
+    if (opts.maxVolumesPerNode && counted >= opts.maxVolumesPerNode)
+      throw resourceExhausted(`node ${node} already holds ${counted} volumes, its limit`);
+    const attachment: Attachment = { node, readonly: opts.readonly, at: now(), via: opts.via };
+    await core.catalog.updateVolumeUnlocked({ ...volume, attachments: [...volume.attachments, attachment] });
+    return attachment;
+  });
+}
+
+/** Forgets that `node` holds the volume. Unknown volumes and absent attachments are fine: detach is retried. */
+export async function detach(core: Core, id: string, node: string): Promise<void> {
+  validateVolumeId(id);
+  validateNodeName(node);
+  await core.catalog.lock('volume', id, async () => {
+    const volume = await core.catalog.getVolume(id);
+    if (!volume || !volume.attachments.some((a) => a.node === node)) return;
+    await core.catalog.updateVolumeUnlocked({ ...volume, attachments: volume.attachments.filter((a) => a.node !== node) });
+  });
+}
+
+export function attachmentOf(volume: VolumeRecord, node: string): Attachment | undefined {
+  return volume.attachments.find((a) => a.node === node);
+}
+
+/** Volumes other than `except` attached to `node`: a scan, paid only when a limit is configured. */
+async function attachedCount(core: Core, node: string, except: string): Promise<number> {
+  let count = 0;
+  for (const id of await core.catalog.listVolumeIds()) {
+    if (id === except) continue;
+    const v = await core.catalog.getVolume(id);
+    if (v && attachmentOf(v, node)) count++;
+  }
+  return count;
+}

@@ -1,0 +1,55 @@
+import { mkdir, open, realpath, rmdir, unlink, lstat } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { errnoCode, invalidArgument } from '../errors.js';
+import { validatePathUnder } from '../validate.js';
+
+/**
+ * A path the caller gave must stay under its root even after symlinks: "/kubelet/pods/x" that is a
+ * link to "/etc" is refused. The nearest existing ancestor is resolved, so paths not made yet work.
+ */
+export async function checkedPathUnder(path: unknown, root: string, what: string): Promise<string> {
+  const valid = validatePathUnder(path, root, what);
+  const realRoot = await realpath(root).catch(() => root);
+  let probe = valid;
+  for (;;) {
+    try {
+      const resolved = await realpath(probe);
+      const rest = valid.slice(probe.length);
+      if (!`${resolved}${rest}`.startsWith(`${realRoot}/`)) throw invalidArgument(`${what} ${valid} resolves outside ${root}`);
+      return valid;
+    } catch (err) {
+      if (errnoCode(err) !== 'ENOENT') throw err;
+      const up = dirname(probe);
+      if (up === probe) return valid;
+      probe = up;
+    }
+  }
+}
+
+/** Creates a mount point: a directory, or an empty file for a raw block device. Existing ones are accepted. */
+export async function makeMountPoint(path: string, kind: 'dir' | 'file'): Promise<void> {
+  if (kind === 'dir') {
+    await mkdir(path, { recursive: true, mode: 0o750 });
+    const st = await lstat(path);
+    if (!st.isDirectory()) throw invalidArgument(`${path} exists and is not a directory`);
+    return;
+  }
+  await mkdir(dirname(path), { recursive: true, mode: 0o750 });
+  const fh = await open(path, 'a', 0o640);
+  await fh.close();
+}
+
+/**
+ * Removes a mount point that is no longer mounted. Never recursive: a directory that still holds files
+ * was not ours to empty (or an unmount silently failed), so it is left where it is.
+ */
+export async function removeMountPoint(path: string): Promise<void> {
+  try {
+    const st = await lstat(path);
+    if (st.isDirectory()) await rmdir(path);
+    else await unlink(path);
+  } catch (err) {
+    const code = errnoCode(err);
+    if (code !== 'ENOENT' && code !== 'ENOTEMPTY' && code !== 'EBUSY') throw err;
+  }
+}

@@ -1,0 +1,71 @@
+import { statfs } from 'node:fs/promises';
+import { backendFor } from '../backends/index.js';
+import { failedPrecondition, notFound } from '../errors.js';
+import type { VolumeRecord } from '../model.js';
+import { mountAt } from '../mountinfo.js';
+import { validateVolumeId } from '../validate.js';
+import type { Core } from './core.js';
+import { checkedPathUnder } from './mount-target.js';
+
+export interface VolumeStats {
+  totalBytes: number;
+  availableBytes: number;
+  usedBytes: number;
+  totalInodes: number;
+  freeInodes: number;
+  usedInodes: number;
+  /** Abnormal when twinvol's record says mounted and the kernel disagrees. */
+  abnormal: boolean;
+  message: string;
+}
+
+/** Usage of a volume where it is staged or published on this node. */
+export async function volumeStats(core: Core, id: string, volumePath: string): Promise<VolumeStats> {
+  validateVolumeId(id);
+  const path = await checkedPathUnder(volumePath, core.config.kubeletDir, 'volume path');
+  const volume = await core.catalog.getVolume(id);
+  if (!volume) throw notFound(`volume ${id} does not exist`);
+  const record = (await core.nodeState.listForVolume(id)).find((r) => r.path === path);
+  if (!record) throw notFound(`volume ${id} is not staged or published at ${path}`);
+  const mount = mountAt(path);
+  if (!mount) return { ...ZERO, abnormal: true, message: `${path} is recorded as mounted but the kernel has no mount there` };
+  if (record.block) {
+    return { ...ZERO, totalBytes: volume.capacityBytes, abnormal: false, message: 'raw block device' };
+  }
+  const st = await statfs(path);
+  const totalBytes = st.blocks * st.bsize;
+  const availableBytes = st.bavail * st.bsize;
+  return {
+    totalBytes,
+    availableBytes,
+    usedBytes: totalBytes - st.bfree * st.bsize,
+    totalInodes: st.files,
+    freeInodes: st.ffree,
+    usedInodes: st.files - st.ffree,
+    abnormal: false,
+    message: 'volume is healthy',
+  };
+}
+
+const ZERO = { totalBytes: 0, availableBytes: 0, usedBytes: 0, totalInodes: 0, freeInodes: 0, usedInodes: 0 };
+
+/**
+ * Grows the filesystem of a volume staged on this node to its (already grown) backing size; online,
+ * as resize2fs and xfs_growfs allow. A volume that needs nothing answers its size.
+ */
+export async function expandOnNode(core: Core, id: string): Promise<VolumeRecord> {
+  validateVolumeId(id);
+  return core.nodeState.lockVolume(id, async () => {
+    const volume = await core.catalog.requireVolume(id);
+    if (volume.backend !== 'block') return volume;
+    const staged = (await core.nodeState.listForVolume(id)).find((r) => r.kind === 'stage' && !r.block && mountAt(r.path));
+    if (!staged) {
+      const attached = backendFor(volume.backend).attachedDevice(volume, core);
+      if (attached) await core.mounter.loopRefresh(attached);
+      else throw failedPrecondition(`volume ${id} is not staged on this node`);
+      return volume;
+    }
+    await backendFor(volume.backend).expandOnNode(volume, staged.path, core);
+    return core.catalog.updateVolume(id, (v) => ({ ...v, fsResizePending: undefined }));
+  });
+}

@@ -1,0 +1,113 @@
+import { backendFor } from '../backends/index.js';
+import { alreadyExists, failedPrecondition } from '../errors.js';
+import { applyFsGroup } from '../fs-group.js';
+import type { MountRecord, VolumeRecord } from '../model.js';
+import { describeMount } from '../mounter.js';
+import { mountAt } from '../mountinfo.js';
+import { SCHEMA_VERSION } from '../store/json-record.js';
+import { validateVolumeId } from '../validate.js';
+import { type Core, implicitStagingPath, now } from './core.js';
+import { checkedPathUnder, makeMountPoint, removeMountPoint } from './mount-target.js';
+import { stageLocked, unstageLocked } from './staging.js';
+
+export interface PublishOptions {
+  readonly: boolean;
+  /** The staging path to publish from; without it, the volume's staging on this node (or an implicit one). */
+  stagingPath?: string;
+  /** Raw block: bind the device node onto a file at the target. */
+  block?: boolean;
+  fsGroup?: number;
+}
+
+/**
+ * Bind-mounts a staged volume into a pod's target. Repeating the same publish answers the same; the
+ * same target with other options, or a target that holds someone else's mount, is AlreadyExists.
+ */
+export async function publish(core: Core, id: string, targetPath: string, opts: PublishOptions): Promise<VolumeRecord> {
+  validateVolumeId(id);
+  const target = await checkedPathUnder(targetPath, core.config.kubeletDir, 'target path');
+  const stagingPath = opts.stagingPath && (await checkedPathUnder(opts.stagingPath, core.config.kubeletDir, 'staging path'));
+  return core.nodeState.lockVolume(id, async () => {
+    const volume = await core.catalog.requireVolume(id);
+    const existing = await core.nodeState.findByPath(target);
+    if (existing && (existing.volumeId !== id || existing.kind !== 'publish'))
+      throw alreadyExists(`${target} is already used by volume ${existing.volumeId}`);
+    if (existing && (existing.readonly !== opts.readonly || Boolean(existing.block) !== Boolean(opts.block)))
+      throw alreadyExists(`volume ${id} is already published at ${target} ${existing.readonly ? 'read-only' : 'read-write'}`);
+    const mounted = mountAt(target);
+    if (mounted && existing) return volume;
+    if (mounted) throw alreadyExists(`${target} already holds a mount twinvol did not make: ${describeMount(mounted)}`);
+
+    if (!stagingPath) await ensureStagedLocked(core, id, Boolean(opts.block));
+    const staging = await stagingRecordFor(core, id, stagingPath);
+    const source = opts.block ? backendFor(volume.backend).attachedDevice(volume, core) : staging.path;
+    if (!source) throw failedPrecondition(`volume ${id} has no device on this node; stage it first`);
+    if (!opts.block && !mountAt(staging.path)) throw failedPrecondition(`volume ${id} is not mounted at its staging path ${staging.path}; stage it again`);
+
+    await makeMountPoint(target, opts.block ? 'file' : 'dir');
+    const record: MountRecord = {
+      schema: SCHEMA_VERSION,
+      volumeId: id,
+      path: target,
+      kind: 'publish',
+      readonly: opts.readonly,
+      stagingPath: staging.path,
+      ...(opts.block ? { block: true } : {}),
+      ...(opts.fsGroup !== undefined ? { fsGroup: opts.fsGroup } : {}),
+      createdAt: now(),
+    };
+    await core.nodeState.put(record);
+    try {
+      await core.mounter.bind(source, target, opts.readonly);
+    } catch (err) {
+      await core.nodeState.remove(record);
+      throw err;
+    }
+    if (opts.fsGroup !== undefined && !opts.readonly && !opts.block) await applyFsGroup(target, opts.fsGroup);
+    return volume;
+  });
+}
+
+/** A caller with no stage step (non-attachable FlexVolume) gets twinvol's own staging of the volume. */
+async function ensureStagedLocked(core: Core, id: string, block: boolean): Promise<void> {
+  const stages = (await core.nodeState.listForVolume(id)).filter((r) => r.kind === 'stage');
+  if (stages.length) return;
+  await stageLocked(core, id, implicitStagingPath(core, id), { readonly: false, implicit: true, block });
+}
+
+async function stagingRecordFor(core: Core, id: string, stagingPath: string | undefined): Promise<MountRecord> {
+  const stages = (await core.nodeState.listForVolume(id)).filter((r) => r.kind === 'stage');
+  const found = stagingPath ? stages.find((r) => r.path === stagingPath) : (stages.find((r) => !r.implicit) ?? stages[0]);
+  if (!found) throw failedPrecondition(`volume ${id} is not staged${stagingPath ? ` at ${stagingPath}` : ''} on this node`);
+  return found;
+}
+
+/**
+ * Unmounts a target and removes it. Paths never published, or already gone, answer OK (kubelet calls
+ * unmount on dirs it never mounted). When the last pod of an implicitly staged volume leaves, the
+ * staging goes too, with the attachment it stood for.
+ */
+export async function unpublish(core: Core, targetPath: string): Promise<void> {
+  const target = await checkedPathUnder(targetPath, core.config.kubeletDir, 'target path');
+  const record = await core.nodeState.findByPath(target);
+  if (!record) {
+    await core.mounter.unmountAll(target);
+    await removeMountPoint(target);
+    return;
+  }
+  await core.nodeState.lockVolume(record.volumeId, async () => {
+    await core.mounter.unmountAll(target);
+    await core.nodeState.remove(record);
+    await removeMountPoint(target);
+    const rest = await core.nodeState.listForVolume(record.volumeId);
+    const staging = rest.find((r) => r.kind === 'stage' && r.path === record.stagingPath);
+    if (staging?.implicit && !rest.some((r) => r.kind === 'publish' && r.stagingPath === staging.path)) {
+      await unstageLocked(core, staging);
+    }
+  });
+}
+
+/** Mount records of one volume on this node, for access-mode checks and listings. */
+export function mountsOf(core: Core, id: string): Promise<MountRecord[]> {
+  return core.nodeState.listForVolume(validateVolumeId(id));
+}

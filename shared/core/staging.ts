@@ -1,0 +1,138 @@
+import { backendFor } from '../backends/index.js';
+import { alreadyExists, failedPrecondition } from '../errors.js';
+import type { MountRecord, VolumeRecord } from '../model.js';
+import { describeMount } from '../mounter.js';
+import { mountAt } from '../mountinfo.js';
+import { SCHEMA_VERSION } from '../store/json-record.js';
+import { validateVolumeId } from '../validate.js';
+import { attach, detach } from './attachments.js';
+import { type Core, implicitStagingPath, now } from './core.js';
+import { checkedPathUnder, makeMountPoint, removeMountPoint } from './mount-target.js';
+
+export interface StageOptions {
+  readonly: boolean;
+  /** Raw block access: the device is made available, nothing is mounted. */
+  block?: boolean;
+  /** Staged by twinvol at its own path (see implicitStagingPath), not at a caller's. */
+  implicit?: boolean;
+}
+
+export interface StageResult {
+  volume: VolumeRecord;
+  /** The device node, for backends that have one. */
+  device: string;
+}
+
+/** Makes the volume a device on this node (FlexVolume waitforattach); returns the device path. */
+export async function nodeAttach(core: Core, id: string): Promise<StageResult> {
+  validateVolumeId(id);
+  return core.nodeState.lockVolume(id, async () => {
+    const volume = await core.catalog.requireVolume(id);
+    return { volume, device: await backendFor(volume.backend).nodeAttach(volume, core) };
+  });
+}
+
+/**
+ * Mounts the volume's filesystem at a staging path, once per volume per node. The record is written
+ * before the mount, so a crash in between leaves a record without a mount, which the next stage or
+ * unstage repairs; a mount without a record is someone else's and is never stacked upon.
+ */
+export async function stage(core: Core, id: string, stagingPath: string, opts: StageOptions): Promise<StageResult> {
+  validateVolumeId(id);
+  const path = opts.implicit
+    ? implicitStagingPath(core, id)
+    : await checkedPathUnder(stagingPath, core.config.kubeletDir, 'staging path');
+  return core.nodeState.lockVolume(id, () => stageLocked(core, id, path, opts));
+}
+
+/** Stage with the volume's node lock held; `path` is already validated. */
+export async function stageLocked(core: Core, id: string, path: string, opts: StageOptions): Promise<StageResult> {
+  const volume = await core.catalog.requireVolume(id);
+  const backend = backendFor(volume.backend);
+  const existing = await core.nodeState.findByPath(path);
+  if (existing && (existing.volumeId !== id || existing.kind !== 'stage'))
+    throw alreadyExists(`${path} is already used by volume ${existing.volumeId}`);
+  if (existing && (existing.readonly !== opts.readonly || Boolean(existing.block) !== Boolean(opts.block)))
+    throw alreadyExists(`volume ${id} is already staged at ${path} with other options (${describeOptions(existing)})`);
+  const mounted = mountAt(path);
+  if (mounted && !existing) throw alreadyExists(`${path} already holds a mount twinvol did not make: ${describeMount(mounted)}`);
+  // Implicit staging stands in for the attach step the caller does not have, exclusivity included.
+  if (opts.implicit) await attach(core, id, core.config.nodeName, { readonly: false, via: 'flex' });
+  if (opts.block) {
+    await core.nodeState.put(stageRecord(id, path, opts));
+    return { volume, device: await backend.nodeAttach(volume, core) };
+  }
+  if (!mounted) {
+    await makeMountPoint(path, 'dir');
+    await core.nodeState.put(stageRecord(id, path, opts));
+    try {
+      await backend.stage(volume, path, opts.readonly, core);
+    } catch (err) {
+      if (!mountAt(path)) await core.nodeState.remove({ volumeId: id, path });
+      throw err;
+    }
+    if (volume.fsResizePending && !opts.readonly)
+      await core.catalog.updateVolume(id, (v) => ({ ...v, fsResizePending: undefined }));
+  }
+  return { volume, device: backend.attachedDevice(volume, core) ?? '' };
+}
+
+function stageRecord(volumeId: string, path: string, opts: StageOptions): MountRecord {
+  return {
+    schema: SCHEMA_VERSION,
+    volumeId,
+    path,
+    kind: 'stage',
+    readonly: opts.readonly,
+    ...(opts.block ? { block: true } : {}),
+    ...(opts.implicit ? { implicit: true } : {}),
+    createdAt: now(),
+  };
+}
+
+function describeOptions(rec: MountRecord): string {
+  return [rec.readonly ? 'read-only' : 'read-write', rec.block ? 'raw block' : 'filesystem'].join(', ');
+}
+
+/**
+ * Unmounts a staging path. Unknown or already unmounted paths are fine (unstage is retried, and after
+ * a reboot nothing is left). A path still published from is refused: pods come off first. When the
+ * last staging of a volume goes, its device is released on this node.
+ */
+export async function unstage(core: Core, stagingPath: string): Promise<void> {
+  const path = await checkedPathUnder(stagingPath, core.config.kubeletDir, 'staging path');
+  const record = await core.nodeState.findByPath(path);
+  if (!record) {
+    await core.mounter.unmountAll(path);
+    return;
+  }
+  await core.nodeState.lockVolume(record.volumeId, () => unstageLocked(core, record));
+}
+
+/** Unstage with the volume's node lock held; also used for implicit staging when its last pod leaves. */
+export async function unstageLocked(core: Core, record: MountRecord): Promise<void> {
+  const users = await liveUsersOf(core, record);
+  if (users.length) throw failedPrecondition(`volume ${record.volumeId} is still published at ${users.map((u) => u.path).join(', ')}`);
+  if (!record.block) await core.mounter.unmountAll(record.path);
+  await core.nodeState.remove(record);
+  if (record.implicit) await removeMountPoint(record.path);
+  const others = (await core.nodeState.listForVolume(record.volumeId)).filter((r) => r.kind === 'stage');
+  if (others.length) return;
+  const volume = await core.catalog.getVolume(record.volumeId);
+  if (volume) await backendFor(volume.backend).nodeDetach(volume, core);
+  if (record.implicit) await detach(core, record.volumeId, core.config.nodeName);
+}
+
+/**
+ * Publish records made from a staging path whose mounts still exist. A record whose mount is gone
+ * (removed by hand, or its pod dir cleaned by kubelet) is dropped here: the kernel is the truth.
+ */
+async function liveUsersOf(core: Core, stagingRecord: MountRecord): Promise<MountRecord[]> {
+  const live: MountRecord[] = [];
+  for (const r of await core.nodeState.listForVolume(stagingRecord.volumeId)) {
+    if (r.kind !== 'publish' || r.stagingPath !== stagingRecord.path) continue;
+    if (mountAt(r.path)) live.push(r);
+    else await core.nodeState.remove(r);
+  }
+  return live;
+}

@@ -1,0 +1,172 @@
+import { backendFor } from '../backends/index.js';
+import { alreadyExists, failedPrecondition, invalidArgument, notFound, outOfRange } from '../errors.js';
+import type { AccessScope, BackendKind, ContentSource, Origin, VolumeRecord } from '../model.js';
+import { BACKEND_KINDS } from '../model.js';
+import { SCHEMA_VERSION } from '../store/json-record.js';
+import {
+  validateBlockFsType,
+  validateMountOptions,
+  validateStaticFsType,
+  validateStaticSource,
+  validateVolumeId,
+} from '../validate.js';
+import { type Core, now } from './core.js';
+import type { PopulateSource } from '../backends/backend.js';
+
+export interface CreateVolumeSpec {
+  id: string;
+  name?: string;
+  backend: string;
+  capacityBytes: number;
+  fsType?: string;
+  access?: AccessScope;
+  source?: string;
+  mountOptions?: string[] | string;
+  parameters?: Record<string, string>;
+  contentSource?: ContentSource;
+  createdBy: Origin;
+}
+
+export function validateBackend(value: unknown): BackendKind {
+  if (typeof value === 'string' && (BACKEND_KINDS as readonly string[]).includes(value)) return value as BackendKind;
+  throw invalidArgument(`backend ${JSON.stringify(String(value).slice(0, 40))} is unknown (use ${BACKEND_KINDS.join(', ')})`);
+}
+
+/** The record a spec asks for, every field validated, before anything touches the disk. */
+function recordFor(core: Core, spec: CreateVolumeSpec): VolumeRecord {
+  const backend = validateBackend(spec.backend);
+  const id = validateVolumeId(spec.id);
+  if (!Number.isSafeInteger(spec.capacityBytes) || spec.capacityBytes < 0) throw invalidArgument('capacity must be a whole number of bytes');
+  if (backend !== 'static' && spec.capacityBytes === 0) throw invalidArgument(`a ${backend} volume needs a size`);
+  const record: VolumeRecord = {
+    schema: SCHEMA_VERSION,
+    id,
+    name: spec.name ?? id,
+    backend,
+    capacityBytes: spec.capacityBytes,
+    fsType: '',
+    access: spec.access ?? 'single-node',
+    parameters: spec.parameters ?? {},
+    attachments: [],
+    createdBy: spec.createdBy,
+    createdAt: now(),
+  };
+  if (backend === 'block') record.fsType = validateBlockFsType(spec.fsType, core.config.defaultFsType);
+  if (backend === 'static') {
+    record.source = validateStaticSource(spec.source);
+    record.fsType = validateStaticFsType(spec.fsType);
+    record.mountOptions = validateMountOptions(spec.mountOptions);
+  } else if (spec.source !== undefined || (spec.mountOptions !== undefined && spec.mountOptions.length > 0)) {
+    throw invalidArgument(`source and mountOptions belong to static volumes, not ${backend}`);
+  }
+  if (spec.contentSource) record.contentSource = spec.contentSource;
+  return record;
+}
+
+/** Field by field, what a repeated create asks for differently from what exists. */
+function differences(existing: VolumeRecord, wanted: VolumeRecord): string[] {
+  const diff: string[] = [];
+  const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+  if (existing.backend !== wanted.backend) diff.push(`backend ${existing.backend}`);
+  if (existing.capacityBytes !== wanted.capacityBytes) diff.push(`size ${existing.capacityBytes} bytes`);
+  if (existing.fsType !== wanted.fsType) diff.push(`fsType ${existing.fsType || '(none)'}`);
+  if (existing.access !== wanted.access) diff.push(`access ${existing.access}`);
+  if (existing.source !== wanted.source) diff.push('source');
+  if (!same(existing.mountOptions ?? [], wanted.mountOptions ?? [])) diff.push('mountOptions');
+  if (!same(existing.parameters, wanted.parameters)) diff.push('parameters');
+  if (!same(existing.contentSource ?? null, wanted.contentSource ?? null)) diff.push('content source');
+  return diff;
+}
+
+export interface CreateResult {
+  volume: VolumeRecord;
+  created: boolean;
+}
+
+/**
+ * Creates a volume, or returns the existing one when the same id is asked for with the same spec
+ * (every caller retries). A different spec under an existing id is AlreadyExists, naming what differs.
+ */
+export async function createVolume(core: Core, spec: CreateVolumeSpec): Promise<CreateResult> {
+  const wanted = recordFor(core, spec);
+  return core.catalog.lock('volume', wanted.id, async () => {
+    const existing = await core.catalog.getVolume(wanted.id);
+    if (existing) {
+      const diff = differences(existing, wanted);
+      if (diff.length) throw alreadyExists(`volume ${wanted.id} already exists with another spec (${diff.join(', ')})`);
+      return { volume: existing, created: false };
+    }
+    const from = await populateSource(core, wanted);
+    await core.catalog.createEntry('volumes', wanted, (workDir) => backendFor(wanted.backend).populate(workDir, wanted, core, from));
+    return { volume: wanted, created: true };
+  });
+}
+
+async function populateSource(core: Core, volume: VolumeRecord): Promise<PopulateSource | undefined> {
+  const src = volume.contentSource;
+  if (!src) return undefined;
+  if (src.kind === 'snapshot') {
+    const snap = await core.catalog.getSnapshot(src.id);
+    if (!snap) throw notFound(`snapshot ${src.id} does not exist`);
+    checkSourceFits(volume, snap.backend, snap.sizeBytes, snap.fsType, `snapshot ${src.id}`);
+    if (snap.sizeBytes < volume.capacityBytes) volume.fsResizePending = volume.backend === 'block';
+    return { backend: snap.backend, dir: core.catalog.snapshotDir(src.id), sizeBytes: snap.sizeBytes };
+  }
+  const vol = await core.catalog.getVolume(src.id);
+  if (!vol) throw notFound(`source volume ${src.id} does not exist`);
+  checkSourceFits(volume, vol.backend, vol.capacityBytes, vol.fsType, `volume ${src.id}`);
+  if (vol.capacityBytes < volume.capacityBytes) volume.fsResizePending = volume.backend === 'block';
+  return { backend: vol.backend, dir: core.catalog.volumeDir(src.id), sizeBytes: vol.capacityBytes };
+}
+
+function checkSourceFits(volume: VolumeRecord, backend: BackendKind, size: number, fsType: string, what: string): void {
+  if (backend !== volume.backend) throw invalidArgument(`${what} is a ${backend} volume; it cannot fill a ${volume.backend} volume`);
+  if (volume.backend === 'block' && size > volume.capacityBytes)
+    throw outOfRange(`${what} holds ${size} bytes, more than the ${volume.capacityBytes} bytes requested`);
+  if (volume.backend === 'block' && fsType !== volume.fsType)
+    throw invalidArgument(`${what} holds ${fsType}, not the ${volume.fsType} requested`);
+}
+
+/**
+ * Deletes a volume and its data. Unknown ids are fine (delete is retried); a volume still attached
+ * anywhere, or still a loop device on this node, is refused rather than pulled from under a user.
+ */
+export async function deleteVolume(core: Core, id: string): Promise<void> {
+  validateVolumeId(id);
+  await core.catalog.lock('volume', id, async () => {
+    const volume = await core.catalog.getVolume(id);
+    if (!volume) return;
+    if (volume.attachments.length)
+      throw failedPrecondition(`volume ${id} is still attached to ${volume.attachments.map((a) => `node ${a.node}`).join(', ')}`);
+    const device = backendFor(volume.backend).attachedDevice(volume, core);
+    if (device) throw failedPrecondition(`volume ${id} is still in use on this node as ${device}`);
+    await core.catalog.removeEntry('volumes', id);
+  });
+}
+
+export interface ExpandResult {
+  capacityBytes: number;
+  nodeExpansionRequired: boolean;
+}
+
+/** Grows a volume's backing storage. Asking for the current size or less is a no-op: never shrink. */
+export async function expandVolume(core: Core, id: string, newSize: number): Promise<ExpandResult> {
+  validateVolumeId(id);
+  return core.catalog.lock('volume', id, async () => {
+    const volume = await core.catalog.requireVolume(id);
+    if (newSize <= volume.capacityBytes) return { capacityBytes: volume.capacityBytes, nodeExpansionRequired: false };
+    const needsNode = await backendFor(volume.backend).expand(volume, newSize, core);
+    const next = { ...volume, capacityBytes: newSize, fsResizePending: needsNode || undefined };
+    await core.catalog.updateVolumeUnlocked(next);
+    return { capacityBytes: newSize, nodeExpansionRequired: needsNode };
+  });
+}
+
+export async function listVolumes(core: Core): Promise<VolumeRecord[]> {
+  const out: VolumeRecord[] = [];
+  for (const id of await core.catalog.listVolumeIds()) {
+    const v = await core.catalog.getVolume(id);
+    if (v) out.push(v);
+  }
+  return out;
+}

@@ -1,0 +1,76 @@
+import type { Versioned } from './store/json-record.js';
+
+export type BackendKind = 'dir' | 'block' | 'static';
+export const BACKEND_KINDS: readonly BackendKind[] = ['dir', 'block', 'static'];
+
+/** single-node: attached to at most one node at a time (enforced across both front ends). */
+export type AccessScope = 'single-node' | 'multi-node';
+
+export type Origin = 'cli' | 'flex' | 'csi';
+
+export interface Attachment {
+  node: string;
+  readonly: boolean;
+  at: string;
+  via: Origin;
+}
+
+export interface ContentSource {
+  kind: 'snapshot' | 'volume';
+  id: string;
+}
+
+/** Catalog record of one volume: cluster scope, beside its data under the data root. */
+export interface VolumeRecord extends Versioned {
+  id: string;
+  /** The name it was requested under (CSI CreateVolume name); equals the id otherwise. */
+  name: string;
+  backend: BackendKind;
+  capacityBytes: number;
+  /** block: ext4 or xfs; static: the source's type; dir: "". */
+  fsType: string;
+  access: AccessScope;
+  /** static only. */
+  source?: string;
+  mountOptions?: string[];
+  /** Creation parameters, compared on a repeated create. */
+  parameters: Record<string, string>;
+  contentSource?: ContentSource;
+  attachments: Attachment[];
+  /** The image grew while its filesystem did not (offline expansion, restore into a larger volume). */
+  fsResizePending?: boolean;
+  createdBy: Origin;
+  createdAt: string;
+}
+
+export interface SnapshotRecord extends Versioned {
+  id: string;
+  name: string;
+  sourceVolumeId: string;
+  backend: BackendKind;
+  fsType: string;
+  sizeBytes: number;
+  createdAt: string;
+}
+
+/** Node-scope record of one mount twinvol made: what teardown needs, since unmount calls carry only a path. */
+export interface MountRecord extends Versioned {
+  volumeId: string;
+  path: string;
+  kind: 'stage' | 'publish';
+  readonly: boolean;
+  /** Raw block publish: the device node is bind-mounted onto a file. */
+  block?: boolean;
+  /** The staging mount a publish was made from. */
+  stagingPath?: string;
+  /** Staged by twinvol itself for a caller that has no stage step (non-attachable FlexVolume mount). */
+  implicit?: boolean;
+  fsGroup?: number;
+  createdAt: string;
+}
+
+/** FlexVolume detach names the PV, not the volume: attach records the mapping here. */
+export interface PvRecord extends Versioned {
+  pvName: string;
+  volumeId: string;
+}

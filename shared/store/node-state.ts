@@ -1,0 +1,81 @@
+import { createHash } from 'node:crypto';
+import { readdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { errnoCode } from '../errors.js';
+import type { MountRecord } from '../model.js';
+import { readRecord, removeRecord, writeRecord } from './json-record.js';
+import { withLock } from './lock.js';
+
+/**
+ * Node-scope records under the state directory: one file per mount twinvol made, named
+ * `<volumeId>@<hash of path>.json`, so a lookup by path (unmount, unmountdevice) and by volume
+ * (reference counts) are both one readdir of names without reading other records.
+ */
+export class NodeState {
+  constructor(readonly root: string) {}
+
+  private get mountsDir(): string {
+    return join(this.root, 'mounts');
+  }
+
+  private fileName(volumeId: string, path: string): string {
+    return `${volumeId}@${pathKey(path)}.json`;
+  }
+
+  /** Serialises node-side work on one volume. Taken before the catalog lock whenever both are needed. */
+  lockVolume<T>(volumeId: string, fn: () => Promise<T>): Promise<T> {
+    return withLock(join(this.root, 'locks', `${volumeId}.lock`), fn);
+  }
+
+  private async names(): Promise<string[]> {
+    try {
+      return await readdir(this.mountsDir);
+    } catch (err) {
+      if (errnoCode(err) === 'ENOENT') return [];
+      throw err;
+    }
+  }
+
+  async findByPath(path: string): Promise<MountRecord | undefined> {
+    const suffix = `@${pathKey(path)}.json`;
+    for (const name of await this.names()) {
+      if (!name.endsWith(suffix)) continue;
+      const rec = await readRecord<MountRecord>(join(this.mountsDir, name));
+      if (rec?.path === path) return rec;
+    }
+    return undefined;
+  }
+
+  async listForVolume(volumeId: string): Promise<MountRecord[]> {
+    const prefix = `${volumeId}@`;
+    const out: MountRecord[] = [];
+    for (const name of await this.names()) {
+      if (!name.startsWith(prefix) || !name.endsWith('.json')) continue;
+      const rec = await readRecord<MountRecord>(join(this.mountsDir, name));
+      if (rec) out.push(rec);
+    }
+    return out.sort((a, b) => a.path.localeCompare(b.path));
+  }
+
+  async listAll(): Promise<MountRecord[]> {
+    const out: MountRecord[] = [];
+    for (const name of await this.names()) {
+      if (!name.endsWith('.json')) continue;
+      const rec = await readRecord<MountRecord>(join(this.mountsDir, name));
+      if (rec) out.push(rec);
+    }
+    return out;
+  }
+
+  put(record: MountRecord): Promise<void> {
+    return writeRecord(join(this.mountsDir, this.fileName(record.volumeId, record.path)), record);
+  }
+
+  remove(record: Pick<MountRecord, 'volumeId' | 'path'>): Promise<void> {
+    return removeRecord(join(this.mountsDir, this.fileName(record.volumeId, record.path)));
+  }
+}
+
+export function pathKey(path: string): string {
+  return createHash('sha256').update(path).digest('hex').slice(0, 32);
+}

@@ -1,0 +1,114 @@
+import { posix } from 'node:path';
+import { invalidArgument } from './errors.js';
+
+/** Ids become file names, so the charset is the safe subset that every filesystem and tool accepts. */
+const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
+export const MAX_ID_BYTES = 128;
+
+function describe(value: string): string {
+  const shown = value.length > 40 ? `${value.slice(0, 40)}...` : value;
+  return JSON.stringify(shown.replace(/\0/g, '\\0'));
+}
+
+function checkName(value: unknown, what: string, maxBytes: number): string {
+  if (typeof value !== 'string' || value === '') throw invalidArgument(`${what} is required`);
+  if (value.includes('\0')) throw invalidArgument(`${what} ${describe(value)} contains a NUL byte`);
+  if (Buffer.byteLength(value) > maxBytes) throw invalidArgument(`${what} is longer than ${maxBytes} bytes`);
+  if (value.includes('..') || value.includes('/'))
+    throw invalidArgument(`${what} ${describe(value)} must not contain ".." or "/"`);
+  if (!ID_PATTERN.test(value))
+    throw invalidArgument(`${what} ${describe(value)} may only hold letters, digits, ".", "_" and "-", starting with a letter or digit`);
+  return value;
+}
+
+export const validateVolumeId = (value: unknown, what = 'volume id') => checkName(value, what, MAX_ID_BYTES);
+export const validateSnapshotId = (value: unknown, what = 'snapshot id') => checkName(value, what, MAX_ID_BYTES);
+/** Kubernetes object names (PVs, nodes) are DNS subdomains of up to 253 characters. */
+export const validateNodeName = (value: unknown, what = 'node name') => checkName(value, what, 253);
+export const validatePvName = (value: unknown, what = 'PV name') => checkName(value, what, 253);
+
+/**
+ * An absolute, normalised path strictly below `root`. Normalisation is checked rather than applied:
+ * "a/../b" is refused, not rewritten, because a caller that sends it is confused or hostile. Symlinks
+ * inside the root are checked separately by `assertNoSymlinkEscape`, which needs the filesystem.
+ */
+export function validatePathUnder(value: unknown, root: string, what: string): string {
+  if (typeof value !== 'string' || value === '') throw invalidArgument(`${what} is required`);
+  if (value.includes('\0')) throw invalidArgument(`${what} contains a NUL byte`);
+  if (Buffer.byteLength(value) > 4096) throw invalidArgument(`${what} is longer than 4096 bytes`);
+  if (!posix.isAbsolute(value)) throw invalidArgument(`${what} ${describe(value)} must be an absolute path`);
+  const trimmed = value.length > 1 ? value.replace(/\/+$/, '') : value;
+  if (posix.normalize(trimmed) !== trimmed || trimmed.split('/').includes('..'))
+    throw invalidArgument(`${what} ${describe(value)} is not a normalised path`);
+  const base = root.replace(/\/+$/, '');
+  if (!trimmed.startsWith(`${base}/`)) throw invalidArgument(`${what} ${describe(value)} is outside ${base}`);
+  return trimmed;
+}
+
+export type FsType = 'ext4' | 'xfs';
+export const BLOCK_FS_TYPES: readonly FsType[] = ['ext4', 'xfs'];
+
+export function validateBlockFsType(value: unknown, fallback: FsType): FsType {
+  if (value === undefined || value === '') return fallback;
+  if (typeof value === 'string' && (BLOCK_FS_TYPES as readonly string[]).includes(value)) return value as FsType;
+  throw invalidArgument(`fsType ${describe(String(value))} is not supported for block volumes (use ext4 or xfs)`);
+}
+
+/** A filesystem type for static mounts: one word, as /proc/filesystems spells them. */
+export function validateStaticFsType(value: unknown): string {
+  if (typeof value !== 'string' || !/^[a-z0-9][a-z0-9._-]{0,31}$/.test(value))
+    throw invalidArgument(`fsType ${describe(String(value))} is not a filesystem type name`);
+  return value;
+}
+
+/**
+ * Mount options travel as one comma-joined argv element after "-o", so an option can never become a
+ * flag of mount(8); the charset still keeps out quotes, spaces and commas inside one option.
+ */
+export function validateMountOptions(value: unknown): string[] {
+  if (value === undefined || value === '') return [];
+  const list = typeof value === 'string' ? value.split(',') : value;
+  if (!Array.isArray(list)) throw invalidArgument('mountOptions must be a comma-separated string or a list of strings');
+  return list.map((opt: unknown) => {
+    if (typeof opt !== 'string' || !/^[A-Za-z0-9_][A-Za-z0-9_.=:+/@-]{0,255}$/.test(opt) || opt.includes('..'))
+      throw invalidArgument(`mount option ${describe(String(opt))} is not allowed`);
+    return opt;
+  });
+}
+
+/** A static source: an absolute path (device, image or directory), a pseudo source such as "tmpfs", or host:/export. */
+export function validateStaticSource(value: unknown): string {
+  if (typeof value !== 'string' || value === '') throw invalidArgument('source is required for static volumes');
+  if (value.includes('\0') || value.split('/').includes('..') || Buffer.byteLength(value) > 1024)
+    throw invalidArgument(`source ${describe(value)} is not a valid mount source`);
+  if (!/^(\/[^,\s]*|[a-z][a-z0-9_-]{0,31}|[A-Za-z0-9.-]+:\/[^,\s]*)$/.test(value))
+    throw invalidArgument(`source ${describe(value)} must be an absolute path, a pseudo source such as "tmpfs", or host:/path`);
+  return value;
+}
+
+/** A string-to-string map (FlexVolume options, CSI parameters and contexts) with protocol-sized limits. */
+export function validateStringMap(value: unknown, what: string, maxBytes = 64 * 1024): Record<string, string> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw invalidArgument(`${what} must be a JSON object`);
+  let total = 0;
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(value)) {
+    if (typeof v !== 'string') throw invalidArgument(`${what}: value of ${describe(k)} must be a string`);
+    total += Buffer.byteLength(k) + Buffer.byteLength(v);
+    out[k] = v;
+  }
+  if (total > maxBytes) throw invalidArgument(`${what} is larger than ${maxBytes} bytes`);
+  return out;
+}
+
+export function parseBoolean(value: string | undefined, what: string, fallback: boolean): boolean {
+  if (value === undefined || value === '') return fallback;
+  if (value === 'true') return true;
+  if (value === 'false') return false;
+  throw invalidArgument(`${what} must be "true" or "false"`);
+}
+
+export function parseGid(value: string | undefined, what: string): number | undefined {
+  if (value === undefined || value === '') return undefined;
+  if (!/^[0-9]{1,10}$/.test(value) || Number(value) > 0xfffffffe) throw invalidArgument(`${what} must be a group id`);
+  return Number(value);
+}
