@@ -2,19 +2,22 @@
 // CommonJS, because kubelet runs the FlexVolume file under its bare name (no .mjs, no package.json
 // beside it) and Node only treats such a file as ESM when told to.
 import { build } from 'esbuild';
-import { chmod, mkdir, rm } from 'node:fs/promises';
+import { chmod, mkdir, rm, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 
 const entries = [
   { in: 'flex/main.ts', out: 'dist/flex/twinvol' },
   { in: 'csi/main.ts', out: 'dist/csi/twinvol-csi' },
-  { in: 'scripts/demo.ts', out: 'dist/demo.mjs' },
+  { in: 'scripts/demo.ts', out: 'dist/demo.cjs' },
 ];
 const only = process.argv.slice(2);
 
-await rm('dist', { recursive: true, force: true });
+// The project is "type":"module"; the bundles are CommonJS, as they are when installed alone.
+await mkdir('dist', { recursive: true });
+await writeFile('dist/package.json', '{ "type": "commonjs" }\n');
 for (const entry of entries) {
   if (only.length && !only.includes(entry.out)) continue;
+  await rm(entry.out, { force: true });
   await mkdir(dirname(entry.out), { recursive: true });
   await build({
     entryPoints: [entry.in],

@@ -1,0 +1,108 @@
+import yargs from 'yargs';
+import { loadConfig } from '../shared/config.js';
+import { type Core, openCore } from '../shared/core/core.js';
+import { createVolume, deleteVolume, listVolumes } from '../shared/core/volumes.js';
+import { asTwinvolError, notFound } from '../shared/errors.js';
+import type { VolumeRecord } from '../shared/model.js';
+import { formatSize, parseSize } from '../shared/size.js';
+
+/**
+ * The administrator's side of FlexVolume, which has no provisioning: volumes are made here before
+ * PVs name them. Lives in the same executable as the driver (`twinvol volume ...`) so one file is
+ * installed; kubelet never sends the verb "volume".
+ */
+export async function runCli(argv: readonly string[]): Promise<number> {
+  let core: Core | undefined;
+  const open = () => (core ??= openCore(loadConfig()));
+  let exitCode = 0;
+  const parser = yargs([...argv])
+    .scriptName('twinvol')
+    .usage('$0 volume <command>\n\nSettings come from /etc/twinvol/config.json (or TWINVOL_CONFIG) and TWINVOL_DATA_ROOT, TWINVOL_STATE_DIR, TWINVOL_KUBELET_DIR.')
+    .command('volume', 'create, delete, list and inspect volumes in the catalog', (y) =>
+      y
+        .command(
+          'create <id>',
+          'create a volume',
+          (c) =>
+            c
+              .positional('id', { type: 'string', demandOption: true, describe: 'volume id (letters, digits, . _ -; at most 128 bytes)' })
+              .option('backend', { choices: ['block', 'dir', 'static'] as const, default: 'block' as const })
+              .option('size', { type: 'string', describe: 'capacity, e.g. 1Gi (required for block and dir)' })
+              .option('fs-type', { type: 'string', describe: 'block: ext4 or xfs; static: the source filesystem type' })
+              .option('access', { choices: ['single-node', 'multi-node'] as const, default: 'single-node' as const })
+              .option('source', { type: 'string', describe: 'static: what to mount (tmpfs, /path/to/image, host:/export)' })
+              .option('mount-options', { type: 'string', describe: 'static: comma-separated mount options' })
+              .option('json', { type: 'boolean', default: false }),
+          async (a) => {
+            const { volume, created } = await createVolume(open(), {
+              id: a.id,
+              backend: a.backend,
+              capacityBytes: a.size === undefined ? 0 : parseSize(a.size),
+              fsType: a['fs-type'],
+              access: a.access,
+              source: a.source,
+              mountOptions: a['mount-options'],
+              createdBy: 'cli',
+            });
+            print(a.json ? volume : `${created ? 'created' : 'exists'}: ${describe(volume)}`);
+          },
+        )
+        .command(
+          'delete <id>',
+          'delete a volume and its data (refused while attached)',
+          (c) => c.positional('id', { type: 'string', demandOption: true }),
+          async (a) => {
+            await deleteVolume(open(), a.id);
+            print(`deleted: ${a.id}`);
+          },
+        )
+        .command(
+          'list',
+          'list volumes',
+          (c) => c.option('json', { type: 'boolean', default: false }),
+          async (a) => {
+            const volumes = await listVolumes(open());
+            if (a.json) print(volumes);
+            else if (!volumes.length) print('no volumes');
+            else for (const v of volumes) print(describe(v));
+          },
+        )
+        .command(
+          'inspect <id>',
+          'show a volume record and where this node has it mounted',
+          (c) => c.positional('id', { type: 'string', demandOption: true }),
+          async (a) => {
+            const c = open();
+            const volume = await c.catalog.getVolume(a.id);
+            if (!volume) throw notFound(`volume ${a.id} does not exist`);
+            print({ volume, mountsOnThisNode: await c.nodeState.listForVolume(a.id) });
+          },
+        )
+        .demandCommand(1, 'name a volume command: create, delete, list or inspect'),
+    )
+    .demandCommand(1)
+    .strict()
+    .help()
+    .version(false)
+    .fail((msg, err) => {
+      exitCode = err ? 1 : 2;
+      process.stderr.write(`twinvol: ${err ? asTwinvolError(err).message : `${msg}\n(see: twinvol volume --help)`}\n`);
+    });
+  try {
+    await parser.parseAsync();
+  } catch (err) {
+    process.stderr.write(`twinvol: ${asTwinvolError(err).message}\n`);
+    return 1;
+  }
+  return exitCode;
+}
+
+function print(value: unknown): void {
+  process.stdout.write(typeof value === 'string' ? `${value}\n` : `${JSON.stringify(value, null, 2)}\n`);
+}
+
+function describe(v: VolumeRecord): string {
+  const where = v.attachments.length ? `attached to ${v.attachments.map((a) => a.node).join(', ')}` : 'not attached';
+  const size = v.capacityBytes ? formatSize(v.capacityBytes) : '-';
+  return `${v.id}\t${v.backend}\t${size}\t${v.fsType || '-'}\t${v.access}\t${where}`;
+}

@@ -1,0 +1,39 @@
+import { loadConfig } from '../shared/config.js';
+import { openCore } from '../shared/core/core.js';
+import { asTwinvolError, invalidArgument } from '../shared/errors.js';
+import { fileSink, Logger } from '../shared/log.js';
+import { spawnLog } from '../shared/runner.js';
+import { failure, type FlexReply, notSupported } from './reply.js';
+import { VERBS } from './verbs.js';
+
+/**
+ * Runs one FlexVolume call and returns its reply. Never throws: every failure, including bad config
+ * or bad argv, becomes a Failure reply whose message is safe to show (no options, no secrets).
+ */
+export async function dispatch(verb: string, args: readonly string[]): Promise<FlexReply> {
+  const spec = VERBS[verb];
+  if (!spec) return notSupported();
+  const started = performance.now();
+  let logger: Logger | undefined;
+  const fields: { volumeId?: string } = {};
+  let reply: FlexReply;
+  try {
+    const config = loadConfig();
+    logger = new Logger(fileSink(`${config.stateDir}/log/flex.log`), { call: verb });
+    if (args.length !== spec.arity)
+      throw invalidArgument(`${verb} takes ${spec.arity} argument${spec.arity === 1 ? '' : 's'} (${spec.usage}), got ${args.length}`);
+    reply = await spec.handler({ core: openCore(config), args, note: (f) => Object.assign(fields, f) });
+  } catch (err) {
+    const e = asTwinvolError(err);
+    reply = failure(e.message);
+    logger?.error('call failed', { code: e.code });
+  }
+  logger?.info('call', {
+    ...fields,
+    status: reply.status,
+    message: reply.message,
+    durationMs: Math.round(performance.now() - started),
+    spawns: spawnLog().map((s) => `${s.command}:${s.exitCode}:${Math.round(s.durationMs)}ms`),
+  });
+  return reply;
+}

@@ -1,0 +1,39 @@
+// The FlexVolume executable. kubelet starts it once per call and parses stdout+stderr as one JSON
+// document, so start-up stays minimal: `init` is answered from here with only the config reader
+// loaded, and everything else (state, locks, execa, yargs) is imported when a verb needs it.
+import { loadConfig } from '../shared/config.js';
+import { failure, type FlexReply, sendReply, success } from './reply.js';
+
+// Anything Node would print (a warning, a deprecation) would corrupt the reply.
+process.removeAllListeners('warning');
+process.on('warning', () => undefined);
+
+function init(): FlexReply {
+  const config = loadConfig();
+  // fsGroup:false because twinvol applies fsGroup itself on mount; attach only when not the default.
+  return success({ capabilities: config.flexAttach ? { fsGroup: false } : { attach: false, fsGroup: false } });
+}
+
+async function main(argv: readonly string[]): Promise<void> {
+  const [verb = '', ...args] = argv;
+  if (verb === 'init') {
+    sendReply(init());
+    return;
+  }
+  if (verb === 'volume' || verb === 'help' || verb === '--help') {
+    const { runCli } = await import('./cli.js');
+    process.exitCode = await runCli(argv);
+    return;
+  }
+  const { dispatch } = await import('./dispatch.js');
+  sendReply(await dispatch(verb, args));
+}
+
+function fatal(err: unknown): void {
+  const message = err instanceof Error ? err.message : String(err);
+  sendReply(failure(`twinvol: ${message}`));
+}
+
+process.on('uncaughtException', fatal);
+process.on('unhandledRejection', fatal);
+main(process.argv.slice(2)).catch(fatal);

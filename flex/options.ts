@@ -1,0 +1,109 @@
+import { invalidArgument, notFound } from '../shared/errors.js';
+import type { Core } from '../shared/core/core.js';
+import { createVolume } from '../shared/core/volumes.js';
+import type { VolumeRecord } from '../shared/model.js';
+import { parseSize } from '../shared/size.js';
+import { parseBoolean, parseGid, validatePvName, validateStringMap, validateVolumeId } from '../shared/validate.js';
+
+/** Keys kubelet adds to every options map (see protocols.md); everything else comes from the PV. */
+const KUBE = 'kubernetes.io/';
+const K_FS_TYPE = `${KUBE}fsType`;
+const K_READWRITE = `${KUBE}readwrite`;
+const K_PV_NAME = `${KUBE}pvOrVolumeName`;
+const K_FS_GROUP = `${KUBE}mounterArgs.FsGroup`;
+const K_FS_GROUP_OLD = `${KUBE}fsGroup`;
+const K_SECRET = `${KUBE}secret/`;
+
+/** The PV options twinvol reads. Unknown ones are refused, so a typo ("volumeID") is a clear error, not a silent default. */
+const DRIVER_KEYS = ['volumeId', 'createIfMissing', 'size', 'backend', 'fsType', 'readOnly', 'access', 'source', 'mountOptions'] as const;
+
+export interface FlexOptions {
+  raw: Record<string, string>;
+  /** The volume id from the options, or the PV name to resolve it through. */
+  volumeId?: string;
+  pvName?: string;
+  readonly: boolean;
+  fsGroup?: number;
+  secretKeys: string[];
+}
+
+/** Parses the options argv element: one JSON object of strings, as kubelet's Go encoder writes it. */
+export function parseOptions(json: string | undefined): FlexOptions {
+  if (json === undefined) throw invalidArgument('the options JSON argument is missing');
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(json);
+  } catch {
+    throw invalidArgument('the options argument is not valid JSON');
+  }
+  const raw = validateStringMap(parsed, 'options');
+  for (const key of Object.keys(raw)) {
+    if (key.startsWith(KUBE)) continue;
+    if (!(DRIVER_KEYS as readonly string[]).includes(key))
+      throw invalidArgument(`unknown option "${key.slice(0, 64)}" (twinvol reads: ${DRIVER_KEYS.join(', ')})`);
+  }
+  const secretKeys: string[] = [];
+  for (const [key, value] of Object.entries(raw)) {
+    if (!key.startsWith(K_SECRET)) continue;
+    // Validated so a mangled secret fails here, loudly, rather than deep in a mount; never echoed.
+    if (!/^[A-Za-z0-9+/]*={0,2}$/.test(value) || value.length % 4 !== 0) throw invalidArgument(`secret ${key.slice(K_SECRET.length, K_SECRET.length + 64)} is not base64`);
+    secretKeys.push(key.slice(K_SECRET.length));
+  }
+  const readwrite = raw[K_READWRITE];
+  if (readwrite !== undefined && readwrite !== 'ro' && readwrite !== 'rw') throw invalidArgument(`${K_READWRITE} must be "ro" or "rw"`);
+  const options: FlexOptions = {
+    raw,
+    readonly: readwrite === 'ro' || parseBoolean(raw.readOnly, 'readOnly', false),
+    secretKeys,
+  };
+  if (raw.volumeId !== undefined) options.volumeId = validateVolumeId(raw.volumeId, 'option volumeId');
+  if (raw[K_PV_NAME]) options.pvName = validatePvName(raw[K_PV_NAME], K_PV_NAME);
+  const gid = parseGid(raw[K_FS_GROUP] ?? raw[K_FS_GROUP_OLD], 'fsGroup');
+  if (gid !== undefined) options.fsGroup = gid;
+  return options;
+}
+
+/**
+ * The volume these options name. The id comes from the `volumeId` option, or, for calls made from
+ * volumes kubelet reconstructed after a restart (which carry only the PV name), from the PV record
+ * that attach left, or from a volume whose id is the PV name.
+ */
+export async function resolveVolume(core: Core, opts: FlexOptions): Promise<VolumeRecord> {
+  const id = opts.volumeId ?? (opts.pvName && ((await core.catalog.pvVolume(opts.pvName)) ?? opts.pvName));
+  if (!id) throw invalidArgument('options name no volume: set volumeId in the PV\'s flexVolume.options');
+  validateVolumeId(id, 'volume id');
+  const existing = await core.catalog.getVolume(id);
+  if (existing) {
+    checkNoRedirect(existing, opts.raw);
+    return existing;
+  }
+  if (!parseBoolean(opts.raw.createIfMissing, 'createIfMissing', false))
+    throw notFound(`volume ${id} does not exist: create it with "twinvol volume create", or set createIfMissing and size`);
+  const { volume } = await createVolume(core, {
+    id,
+    backend: opts.raw.backend ?? 'block',
+    capacityBytes: opts.raw.size === undefined ? 0 : parseSize(opts.raw.size),
+    fsType: opts.raw.fsType || opts.raw[K_FS_TYPE] || undefined,
+    access: parseAccess(opts.raw.access),
+    source: opts.raw.source,
+    mountOptions: opts.raw.mountOptions,
+    createdBy: 'flex',
+  });
+  return volume;
+}
+
+function parseAccess(value: string | undefined): VolumeRecord['access'] {
+  if (value === undefined || value === 'single-node' || value === 'multi-node') return value ?? 'single-node';
+  throw invalidArgument('access must be "single-node" or "multi-node"');
+}
+
+/** Options may repeat what the catalog holds, never contradict it: a PV cannot point a volume at another source. */
+function checkNoRedirect(volume: VolumeRecord, raw: Record<string, string>): void {
+  if (raw.backend !== undefined && raw.backend !== volume.backend)
+    throw invalidArgument(`volume ${volume.id} is a ${volume.backend} volume, not ${raw.backend.slice(0, 16)}`);
+  if (raw.source !== undefined && raw.source !== volume.source)
+    throw invalidArgument(`option source does not match volume ${volume.id}'s source`);
+  const fsType = raw.fsType || raw[K_FS_TYPE];
+  if (fsType && volume.fsType && fsType !== volume.fsType)
+    throw invalidArgument(`volume ${volume.id} holds ${volume.fsType}, not ${fsType.slice(0, 16)}`);
+}

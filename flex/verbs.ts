@@ -1,0 +1,180 @@
+import { attach, attachmentOf, detach } from '../shared/core/attachments.js';
+import type { Core } from '../shared/core/core.js';
+import { expandOnNode } from '../shared/core/node-volume.js';
+import { publish, unpublish } from '../shared/core/publishing.js';
+import { nodeAttach, stage, unstage } from '../shared/core/staging.js';
+import { expandVolume } from '../shared/core/volumes.js';
+import { failedPrecondition, invalidArgument } from '../shared/errors.js';
+import type { VolumeRecord } from '../shared/model.js';
+import { parseSize } from '../shared/size.js';
+import { validateNodeName, validatePvName } from '../shared/validate.js';
+import { type FlexOptions, parseOptions, resolveVolume } from './options.js';
+import { type FlexReply, success } from './reply.js';
+
+/** What a verb handler is given: the argv after the verb, the core, and a place to name the volume for the log. */
+export interface VerbContext {
+  core: Core;
+  args: readonly string[];
+  note: (fields: { volumeId?: string }) => void;
+}
+
+type Handler = (ctx: VerbContext) => Promise<FlexReply>;
+
+interface VerbSpec {
+  /** Exact argv count after the verb: kubelet never sends more or fewer. */
+  arity: number;
+  usage: string;
+  handler: Handler;
+}
+
+/** Options argument parsed and the volume resolved, with its id noted for the log line. */
+async function volumeFrom(ctx: VerbContext, json: string | undefined): Promise<{ opts: FlexOptions; volume: VolumeRecord }> {
+  const opts = parseOptions(json);
+  ctx.note({ volumeId: opts.volumeId ?? opts.pvName });
+  const volume = await resolveVolume(ctx.core, opts);
+  ctx.note({ volumeId: volume.id });
+  return { opts, volume };
+}
+
+/** On the node, the volume must be attached here (FlexVolume attach ran on the controller-manager). */
+function requireAttachedHere(core: Core, volume: VolumeRecord): void {
+  if (attachmentOf(volume, core.config.nodeName)) return;
+  const holder = volume.attachments[0];
+  throw failedPrecondition(
+    holder
+      ? `volume ${volume.id} is attached to node ${holder.node}, not to this node ${core.config.nodeName}`
+      : `volume ${volume.id} is not attached to node ${core.config.nodeName}`,
+  );
+}
+
+const arg = (ctx: VerbContext, i: number): string => ctx.args[i] ?? '';
+
+export const VERBS: Record<string, VerbSpec> = {
+  getvolumename: {
+    arity: 1,
+    usage: 'getvolumename <json>',
+    handler: async (ctx) => {
+      const { volume } = await volumeFrom(ctx, ctx.args[0]);
+      return success({ volumeName: volume.id });
+    },
+  },
+
+  attach: {
+    arity: 2,
+    usage: 'attach <json> <node>',
+    handler: async (ctx) => {
+      const node = validateNodeName(arg(ctx, 1));
+      const { opts, volume } = await volumeFrom(ctx, ctx.args[0]);
+      // detach names only the PV: remember which volume it stands for before attaching.
+      if (opts.pvName) await ctx.core.catalog.recordPv(opts.pvName, volume.id);
+      await attach(ctx.core, volume.id, node, { readonly: false, via: 'flex' });
+      return success({ device: '' });
+    },
+  },
+
+  isattached: {
+    arity: 2,
+    usage: 'isattached <json> <node>',
+    handler: async (ctx) => {
+      const node = validateNodeName(arg(ctx, 1));
+      const opts = parseOptions(ctx.args[0]);
+      const id = opts.volumeId ?? (opts.pvName && ((await ctx.core.catalog.pvVolume(opts.pvName)) ?? opts.pvName));
+      ctx.note({ volumeId: id || undefined });
+      const volume = id ? await ctx.core.catalog.getVolume(id) : undefined;
+      return success({ attached: Boolean(volume && attachmentOf(volume, node)) });
+    },
+  },
+
+  detach: {
+    arity: 2,
+    usage: 'detach <pvName> <node>',
+    handler: async (ctx) => {
+      const pvName = validatePvName(arg(ctx, 0));
+      const node = validateNodeName(arg(ctx, 1));
+      const id = (await ctx.core.catalog.pvVolume(pvName)) ?? pvName;
+      ctx.note({ volumeId: id });
+      await detach(ctx.core, id, node);
+      return success();
+    },
+  },
+
+  waitforattach: {
+    arity: 2,
+    usage: 'waitforattach <device> <json>',
+    handler: async (ctx) => {
+      const { volume } = await volumeFrom(ctx, ctx.args[1]);
+      requireAttachedHere(ctx.core, volume);
+      const { device } = await nodeAttach(ctx.core, volume.id);
+      return success({ device });
+    },
+  },
+
+  mountdevice: {
+    arity: 3,
+    usage: 'mountdevice <deviceMountPath> <device> <json>',
+    handler: async (ctx) => {
+      const { opts, volume } = await volumeFrom(ctx, ctx.args[2]);
+      requireAttachedHere(ctx.core, volume);
+      await stage(ctx.core, volume.id, arg(ctx, 0), { readonly: opts.readonly });
+      return success();
+    },
+  },
+
+  unmountdevice: {
+    arity: 1,
+    usage: 'unmountdevice <deviceMountPath>',
+    handler: async (ctx) => {
+      await unstage(ctx.core, arg(ctx, 0));
+      return success();
+    },
+  },
+
+  mount: {
+    arity: 2,
+    usage: 'mount <podVolumeDir> <json>',
+    handler: async (ctx) => {
+      const { opts, volume } = await volumeFrom(ctx, ctx.args[1]);
+      await publish(ctx.core, volume.id, arg(ctx, 0), { readonly: opts.readonly, fsGroup: opts.fsGroup });
+      return success();
+    },
+  },
+
+  unmount: {
+    arity: 1,
+    usage: 'unmount <podVolumeDir>',
+    handler: async (ctx) => {
+      await unpublish(ctx.core, arg(ctx, 0));
+      return success();
+    },
+  },
+
+  expandvolume: {
+    arity: 4,
+    usage: 'expandvolume <json> <deviceMountPath> <newSize> <oldSize>',
+    handler: async (ctx) => {
+      const newSize = parseByteCount(arg(ctx, 2), 'newSize');
+      parseByteCount(arg(ctx, 3), 'oldSize');
+      const { volume } = await volumeFrom(ctx, ctx.args[0]);
+      const result = await expandVolume(ctx.core, volume.id, newSize);
+      return success({ volumeNewSize: result.capacityBytes });
+    },
+  },
+
+  expandfs: {
+    arity: 5,
+    usage: 'expandfs <json> <devicePath> <mountPath> <newSize> <oldSize>',
+    handler: async (ctx) => {
+      parseByteCount(arg(ctx, 3), 'newSize');
+      parseByteCount(arg(ctx, 4), 'oldSize');
+      const { volume } = await volumeFrom(ctx, ctx.args[0]);
+      const grown = await expandOnNode(ctx.core, volume.id);
+      return success({ volumeNewSize: grown.capacityBytes });
+    },
+  },
+};
+
+/** Sizes in expand calls are plain base-10 byte counts. */
+function parseByteCount(value: string, what: string): number {
+  if (!/^[0-9]+$/.test(value)) throw invalidArgument(`${what} must be a number of bytes`);
+  return parseSize(value, what);
+}
