@@ -85,8 +85,9 @@ export async function runCli(argv: readonly string[]): Promise<number> {
     .help()
     .version(false)
     .fail((msg, err) => {
-      exitCode = err ? 1 : 2;
-      process.stderr.write(`twinvol: ${err ? asTwinvolError(err).message : `${msg}\n(see: twinvol volume --help)`}\n`);
+      if (err) throw err;
+      exitCode = 2;
+      process.stderr.write(`twinvol: ${msg}\n(see: twinvol volume --help)\n`);
     });
   try {
     await parser.parseAsync();

@@ -51,9 +51,28 @@ export class Mounter {
     else await this.exec('mkfs.xfs', ['-q', '--', device]);
   }
 
+  /** Grows a mounted filesystem. ext4 needs CAP_SYS_RESOURCE for this; see growExt4Offline. */
   async growFs(device: string, mountPath: string, fsType: string): Promise<void> {
-    if (fsType === 'xfs') await this.exec('xfs_growfs', ['--', mountPath]);
-    else await this.exec('resize2fs', ['--', device]);
+    if (fsType === 'xfs') {
+      await this.exec('xfs_growfs', [mountPath]);
+      return;
+    }
+    try {
+      await this.exec('resize2fs', [device]);
+    } catch (err) {
+      if (err instanceof CommandError && /Permission denied/.test(err.result.stderr))
+        throw failedPrecondition(
+          `online ext4 resize of ${device} is not permitted on this host (the kernel wants CAP_SYS_RESOURCE); the filesystem grows when the volume is next staged`,
+        );
+      throw err;
+    }
+  }
+
+  /** Grows an unmounted ext4 filesystem; resize2fs insists on a fresh check first. */
+  async growExt4Offline(device: string): Promise<void> {
+    // e2fsck -p exits 1 when it fixed something, which is still a filesystem fit to resize.
+    await this.exec('e2fsck', ['-f', '-p', device], [1]);
+    await this.exec('resize2fs', [device]);
   }
 
   async loopAttach(image: string): Promise<string> {

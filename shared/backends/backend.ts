@@ -31,8 +31,11 @@ export interface Backend {
   /** Device currently attached on this node, without attaching. */
   attachedDevice(volume: VolumeRecord, ctx: BackendContext): string | undefined;
   nodeDetach(volume: VolumeRecord, ctx: BackendContext): Promise<void>;
-  /** Mounts the volume's filesystem at `stagingPath` (which exists and is not a mount point). */
-  stage(volume: VolumeRecord, stagingPath: string, readonly: boolean, ctx: BackendContext): Promise<void>;
+  /**
+   * Mounts the volume's filesystem at `stagingPath` (which exists and is not a mount point). Returns
+   * whether the filesystem now fills its backing storage, so a pending resize can be marked done.
+   */
+  stage(volume: VolumeRecord, stagingPath: string, readonly: boolean, ctx: BackendContext): Promise<boolean>;
   /** Grows the backing storage (controller side); returns whether the node must grow the filesystem. */
   expand(volume: VolumeRecord, newSize: number, ctx: BackendContext): Promise<boolean>;
   /** Grows the filesystem of a staged volume to its backing size (node side). */

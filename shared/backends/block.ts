@@ -2,6 +2,7 @@ import { open, truncate } from 'node:fs/promises';
 import { join } from 'node:path';
 import { failedPrecondition } from '../errors.js';
 import { findLoopDevice } from '../loop-devices.js';
+import { readMounts } from '../mountinfo.js';
 import { validateBlockFsType } from '../validate.js';
 import type { Backend } from './backend.js';
 
@@ -56,11 +57,25 @@ export const blockBackend: Backend = {
     } else if (found !== fsType) {
       throw failedPrecondition(`volume ${volume.id} holds a ${found} filesystem, not ${fsType}; refusing to mount or reformat it`);
     }
+    let grown = found === undefined || !volume.fsResizePending;
+    if (!grown && !readonly) {
+      await ctx.mounter.loopRefresh(device);
+      // Offline growth only while no other mount of the device exists (e2fsck on a mounted fs is refused).
+      if (fsType === 'ext4' && !readMounts().some((m) => m.source === device)) {
+        await ctx.mounter.growExt4Offline(device);
+        grown = true;
+      }
+    }
     const options = readonly ? ['ro'] : [];
     // XFS refuses to mount two copies with one UUID (a snapshot restored beside its origin) without nouuid.
     if (fsType === 'xfs') options.push('nouuid');
     await ctx.mounter.mount(device, stagingPath, { fsType, options });
-    if (volume.fsResizePending && !readonly) await ctx.mounter.growFs(device, stagingPath, fsType);
+    // XFS only grows mounted.
+    if (!grown && !readonly && fsType === 'xfs') {
+      await ctx.mounter.growFs(device, stagingPath, fsType);
+      grown = true;
+    }
+    return grown;
   },
 
   async expand(volume, newSize, ctx) {

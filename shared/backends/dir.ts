@@ -30,6 +30,7 @@ export const dirBackend: Backend = {
 
   async stage(volume, stagingPath, readonly, ctx) {
     await ctx.mounter.bind(ctx.catalog.dataDir(volume.id), stagingPath, readonly);
+    return true;
   },
 
   async expand() {

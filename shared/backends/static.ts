@@ -26,6 +26,7 @@ export const staticBackend: Backend = {
     const options = [...(volume.mountOptions ?? [])];
     if (readonly && !options.includes('ro')) options.push('ro');
     await ctx.mounter.mount(volume.source, stagingPath, { fsType: volume.fsType, options });
+    return true;
   },
 
   async expand() {

@@ -65,14 +65,14 @@ export async function stageLocked(core: Core, id: string, path: string, opts: St
   if (!mounted) {
     await makeMountPoint(path, 'dir');
     await core.nodeState.put(stageRecord(id, path, opts));
+    let filled: boolean;
     try {
-      await backend.stage(volume, path, opts.readonly, core);
+      filled = await backend.stage(volume, path, opts.readonly, core);
     } catch (err) {
       if (!mountAt(path)) await core.nodeState.remove({ volumeId: id, path });
       throw err;
     }
-    if (volume.fsResizePending && !opts.readonly)
-      await core.catalog.updateVolume(id, (v) => ({ ...v, fsResizePending: undefined }));
+    if (volume.fsResizePending && filled) await core.catalog.updateVolume(id, (v) => ({ ...v, fsResizePending: undefined }));
   }
   return { volume, device: backend.attachedDevice(volume, core) ?? '' };
 }

@@ -1,0 +1,99 @@
+import { spawn } from 'node:child_process';
+import { resolve } from 'node:path';
+import { goJson } from './go-json.js';
+
+export const FLEX_BIN = resolve(import.meta.dirname, '../../dist/flex/twinvol');
+
+export interface FlexResult {
+  exitCode: number;
+  /** stdout and stderr together, as kubelet reads them. */
+  output: string;
+  reply: Record<string, unknown>;
+}
+
+/**
+ * Runs the bundled executable the way kubelet does: a fresh process, argv as given, stdin closed,
+ * cwd "/", a bare environment (a plain PATH, no HOME), stdout and stderr read as ONE document.
+ * Throws if that document is not a single JSON object: that alone would fail a real kubelet call.
+ */
+export function runFlex(env: Record<string, string>, argv: readonly string[]): Promise<FlexResult> {
+  return new Promise((done, fail) => {
+    const child = spawn(FLEX_BIN, [...argv], {
+      cwd: '/',
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { PATH: '/usr/bin:/bin', ...env },
+    });
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    child.on('error', fail);
+    child.on('close', (code) => {
+      let reply: unknown;
+      try {
+        reply = JSON.parse(output);
+      } catch {
+        fail(new Error(`flex ${argv[0]} printed something that is not one JSON document: ${JSON.stringify(output)}`));
+        return;
+      }
+      if (typeof reply !== 'object' || reply === null || Array.isArray(reply)) {
+        fail(new Error(`flex ${argv[0]} replied with a non-object: ${output}`));
+        return;
+      }
+      done({ exitCode: code ?? -1, output, reply: reply as Record<string, unknown> });
+    });
+  });
+}
+
+/** kubelet's base options for a volume, plus the PV's flexVolume.options. */
+export function flexOptions(pvName: string, extra: Record<string, string> = {}, readwrite: 'rw' | 'ro' = 'rw'): string {
+  return goJson({
+    'kubernetes.io/fsType': '',
+    'kubernetes.io/pvOrVolumeName': pvName,
+    'kubernetes.io/readwrite': readwrite,
+    ...extra,
+  });
+}
+
+/** What kubelet sends after a restart, for volumes it reconstructed from the mount table. */
+export function reconstructedOptions(pvName: string): string {
+  return goJson({ 'kubernetes.io/fsType': '', 'kubernetes.io/pvOrVolumeName': pvName, 'kubernetes.io/readwrite': 'rw' });
+}
+
+/** The mount call's options: pod info, fsGroup, secrets (base64). */
+export function mountOptions(pvName: string, pod: { uid: string; name: string }, extra: Record<string, string> = {}): string {
+  return goJson({
+    'kubernetes.io/fsType': '',
+    'kubernetes.io/pod.name': pod.name,
+    'kubernetes.io/pod.namespace': 'default',
+    'kubernetes.io/pod.uid': pod.uid,
+    'kubernetes.io/pvOrVolumeName': pvName,
+    'kubernetes.io/readwrite': 'rw',
+    'kubernetes.io/serviceAccount.name': 'default',
+    ...extra,
+  });
+}
+
+export function expectSuccess(r: FlexResult): FlexResult {
+  if (r.reply.status !== 'Success' || r.exitCode !== 0)
+    throw new Error(`expected Success/exit 0, got exit ${r.exitCode}: ${r.output}`);
+  return r;
+}
+
+export interface CliResult {
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** The administrator's CLI (`twinvol volume ...`), which is human output, not the kubelet protocol. */
+export function runCli(env: Record<string, string>, args: readonly string[]): Promise<CliResult> {
+  return new Promise((done, fail) => {
+    const child = spawn(FLEX_BIN, ['volume', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: '/usr/bin:/bin', ...env } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('error', fail);
+    child.on('close', (code) => done({ exitCode: code ?? -1, stdout, stderr }));
+  });
+}

@@ -1,0 +1,87 @@
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { readMounts } from '../../shared/mountinfo.js';
+
+/** A private world for one suite: data root, node state, kubelet dir, all under one temp dir. */
+export interface Scratch {
+  root: string;
+  dataRoot: string;
+  stateDir: string;
+  kubeletDir: string;
+  /** Environment for processes that should use this world. */
+  env: Record<string, string>;
+  cleanup(): void;
+}
+
+export function createScratch(nodeName = 'node-a'): Scratch {
+  const root = mkdtempSync('/tmp/twinvol-test-');
+  const dataRoot = join(root, 'data');
+  const stateDir = join(root, 'state');
+  const kubeletDir = join(root, 'kubelet');
+  mkdirSync(kubeletDir, { recursive: true });
+  writeFileSync(join(root, 'config.json'), '{}\n');
+  return {
+    root,
+    dataRoot,
+    stateDir,
+    kubeletDir,
+    env: {
+      TWINVOL_DATA_ROOT: dataRoot,
+      TWINVOL_STATE_DIR: stateDir,
+      TWINVOL_KUBELET_DIR: kubeletDir,
+      TWINVOL_NODE_NAME: nodeName,
+      // Point the config file away from the machine's /etc/twinvol.
+      TWINVOL_CONFIG: join(root, 'config.json'),
+    },
+    cleanup: () => releaseUnder(root),
+  };
+}
+
+/** Mount points at or below `root`, deepest first. */
+export function mountsUnder(root: string): string[] {
+  return readMounts()
+    .map((m) => m.mountPoint)
+    .filter((p) => p === root || p.startsWith(`${root}/`))
+    .sort((a, b) => b.length - a.length);
+}
+
+/** Loop devices whose backing file lies below `root`. */
+export function loopsUnder(root: string): string[] {
+  const out: string[] = [];
+  for (const name of readdirSync('/sys/block').filter((n) => n.startsWith('loop'))) {
+    try {
+      const backing = readFileSync(`/sys/block/${name}/loop/backing_file`, 'utf8').trim();
+      if (backing.startsWith(`${root}/`)) out.push(`/dev/${name}`);
+    } catch {
+      // not bound
+    }
+  }
+  return out;
+}
+
+/**
+ * Unmounts everything below `root`, detaches its loop devices and removes it: run in afterAll/afterEach
+ * so a failing test leaves nothing on the machine. Lazy unmounts cannot fail on a busy mount.
+ */
+export function releaseUnder(root: string): void {
+  for (let pass = 0; pass < 5; pass++) {
+    const mounts = mountsUnder(root);
+    if (!mounts.length) break;
+    for (const m of mounts) {
+      try {
+        execFileSync('umount', ['-l', m], { stdio: 'ignore' });
+      } catch {
+        // already gone
+      }
+    }
+  }
+  for (const dev of loopsUnder(root)) {
+    try {
+      execFileSync('losetup', ['-d', dev], { stdio: 'ignore' });
+    } catch {
+      // already detached
+    }
+  }
+  rmSync(root, { recursive: true, force: true });
+}
