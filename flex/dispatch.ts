@@ -3,16 +3,16 @@ import { openCore } from '../shared/core/core.js';
 import { asTwinvolError, invalidArgument } from '../shared/errors.js';
 import { fileSink, Logger } from '../shared/log.js';
 import { spawnLog } from '../shared/runner.js';
-import { failure, type FlexReply, notSupported } from './reply.js';
+import { failure, type FlexReply } from './reply.js';
+import type { FlexVerb } from './verb-names.js';
 import { VERBS } from './verbs.js';
 
 /**
  * Runs one FlexVolume call and returns its reply. Never throws: every failure, including bad config
  * or bad argv, becomes a Failure reply whose message is safe to show (no options, no secrets).
  */
-export async function dispatch(verb: string, args: readonly string[]): Promise<FlexReply> {
+export async function dispatch(verb: FlexVerb, args: readonly string[]): Promise<FlexReply> {
   const spec = VERBS[verb];
-  if (!spec) return notSupported();
   const started = performance.now();
   let logger: Logger | undefined;
   const fields: { volumeId?: string } = {};

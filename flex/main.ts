@@ -1,8 +1,10 @@
 // The FlexVolume executable. kubelet starts it once per call and parses stdout+stderr as one JSON
-// document, so start-up stays minimal: `init` is answered from here with only the config reader
-// loaded, and everything else (state, locks, execa, yargs) is imported when a verb needs it.
+// document, so start-up stays minimal: `init` and unknown verbs are answered from here with only
+// the config reader loaded; the rest (state, locks, execa, yargs) is loaded when a verb needs it.
 import { loadConfig } from '../shared/config.js';
-import { failure, type FlexReply, sendReply, success } from './reply.js';
+import { loadPacked } from './packed-modules.js';
+import { failure, type FlexReply, notSupported, sendReply, success } from './reply.js';
+import { isFlexVerb } from './verb-names.js';
 
 // Anything Node would print (a warning, a deprecation) would corrupt the reply.
 process.removeAllListeners('warning');
@@ -21,12 +23,14 @@ async function main(argv: readonly string[]): Promise<void> {
     return;
   }
   if (verb === 'volume' || verb === 'help' || verb === '--help') {
-    const { runCli } = await import('./cli.js');
-    process.exitCode = await runCli(argv);
+    process.exitCode = await loadPacked<typeof import('./cli.js')>('cli').runCli(argv);
     return;
   }
-  const { dispatch } = await import('./dispatch.js');
-  sendReply(await dispatch(verb, args));
+  if (!isFlexVerb(verb)) {
+    sendReply(notSupported());
+    return;
+  }
+  sendReply(await loadPacked<typeof import('./dispatch.js')>('dispatch').dispatch(verb, args));
 }
 
 function fatal(err: unknown): void {

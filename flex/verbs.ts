@@ -10,6 +10,7 @@ import { parseSize } from '../shared/size.js';
 import { validateNodeName, validatePvName } from '../shared/validate.js';
 import { type FlexOptions, parseOptions, resolveVolume } from './options.js';
 import { type FlexReply, success } from './reply.js';
+import type { FlexVerb } from './verb-names.js';
 
 /** What a verb handler is given: the argv after the verb, the core, and a place to name the volume for the log. */
 export interface VerbContext {
@@ -49,7 +50,7 @@ function requireAttachedHere(core: Core, volume: VolumeRecord): void {
 
 const arg = (ctx: VerbContext, i: number): string => ctx.args[i] ?? '';
 
-export const VERBS: Record<string, VerbSpec> = {
+export const VERBS: Record<FlexVerb, VerbSpec> = {
   getvolumename: {
     arity: 1,
     usage: 'getvolumename <json>',

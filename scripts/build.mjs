@@ -4,9 +4,70 @@
 import { build } from 'esbuild';
 import { chmod, mkdir, rm, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
+import { gzipSync } from 'node:zlib';
+
+const common = {
+  bundle: true,
+  platform: 'node',
+  target: 'node20',
+  format: 'cjs',
+  legalComments: 'none',
+  loader: { '.proto': 'text' },
+  // ESM-only dependencies read import.meta.url; in a CommonJS bundle it is rebuilt from __filename.
+  define: { 'import.meta.url': '__twinvolImportMetaUrl' },
+  logLevel: 'warning',
+};
+const importMetaShim = 'var __twinvolImportMetaUrl = require("node:url").pathToFileURL(__filename).href;';
+// --no-warnings: kubelet reads stderr as part of the reply, so Node must never print a warning there.
+const shebang = '#!/usr/bin/env -S node --no-warnings';
+
+/**
+ * Modules packed into the FlexVolume executable (see flex/packed-modules.ts): each is bundled on its
+ * own, minified, gzipped and base64-encoded, with the other packed names left to its require.
+ */
+const packedModules = {
+  dispatch: "export { dispatch } from './flex/dispatch.ts';",
+  cli: "export { runCli } from './flex/cli.ts';",
+  execa: "export * from 'execa';",
+};
+
+/**
+ * In a packed module, an import of a packed sibling becomes a CommonJS stub that requires it, so the
+ * sibling is fetched by the loader's require when first used. (A bare external `import()` would stay
+ * a dynamic import, which code compiled by vm cannot perform.)
+ */
+function siblingsPlugin(siblings) {
+  const filter = new RegExp(`^(${siblings.join('|')})$`);
+  return {
+    name: 'twinvol-packed-siblings',
+    setup(b) {
+      b.onResolve({ filter }, (args) =>
+        args.namespace === 'sibling' ? { path: args.path, external: true } : { path: args.path, namespace: 'sibling' },
+      );
+      b.onLoad({ filter: /.*/, namespace: 'sibling' }, (args) => ({ contents: `module.exports = require(${JSON.stringify(args.path)});`, loader: 'js' }));
+    },
+  };
+}
+
+async function packedPlugin() {
+  const packed = {};
+  for (const [name, contents] of Object.entries(packedModules)) {
+    const siblings = Object.keys(packedModules).filter((n) => n !== name);
+    const r = await build({ ...common, stdin: { contents, resolveDir: '.', loader: 'ts' }, plugins: [siblingsPlugin(siblings)], write: false, minify: true, banner: { js: importMetaShim } });
+    packed[name] = gzipSync(r.outputFiles[0].contents, { level: 9 }).toString('base64');
+  }
+  return {
+    name: 'twinvol-packed',
+    setup(b) {
+      b.onResolve({ filter: /^twinvol:packed$/ }, (args) => ({ path: args.path, namespace: 'twinvol' }));
+      b.onLoad({ filter: /.*/, namespace: 'twinvol' }, () => ({ contents: `export default ${JSON.stringify(packed)};`, loader: 'js' }));
+    },
+  };
+}
 
 const entries = [
-  { in: 'flex/main.ts', out: 'dist/flex/twinvol' },
+  // The start-up path of every kubelet call: minified, no import.meta shim, the rest packed inside.
+  { in: 'flex/main.ts', out: 'dist/flex/twinvol', lean: true, plugins: async () => [await packedPlugin()] },
   { in: 'csi/main.ts', out: 'dist/csi/twinvol-csi' },
   { in: 'scripts/demo.ts', out: 'dist/demo.cjs' },
 ];
@@ -20,22 +81,13 @@ for (const entry of entries) {
   await rm(entry.out, { force: true });
   await mkdir(dirname(entry.out), { recursive: true });
   await build({
+    ...common,
     entryPoints: [entry.in],
     outfile: entry.out,
-    bundle: true,
-    platform: 'node',
-    target: 'node20',
-    format: 'cjs',
+    minify: Boolean(entry.lean),
     minifySyntax: true,
-    legalComments: 'none',
-    loader: { '.proto': 'text' },
-    // ESM-only dependencies read import.meta.url; in a CommonJS bundle it is rebuilt from __filename.
-    define: { 'import.meta.url': '__twinvolImportMetaUrl' },
-    // --no-warnings: kubelet reads stderr as part of the reply, so Node must never print a warning there.
-    banner: {
-      js: '#!/usr/bin/env -S node --no-warnings\nvar __twinvolImportMetaUrl = require("node:url").pathToFileURL(__filename).href;',
-    },
-    logLevel: 'warning',
+    plugins: entry.plugins ? await entry.plugins() : [],
+    banner: { js: entry.lean ? shebang : `${shebang}\n${importMetaShim}` },
   });
   await chmod(entry.out, 0o755);
 }
