@@ -14,8 +14,8 @@ export interface Scratch {
   cleanup(): void;
 }
 
-export function createScratch(nodeName = 'node-a'): Scratch {
-  const root = mkdtempSync('/tmp/twinvol-test-');
+export function createScratch(nodeName = 'node-a', prefix = '/tmp/twinvol-test-'): Scratch {
+  const root = mkdtempSync(prefix);
   const dataRoot = join(root, 'data');
   const stateDir = join(root, 'state');
   const kubeletDir = join(root, 'kubelet');

@@ -1,0 +1,97 @@
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { goJson } from '../../test/helpers/go-json.js';
+import { deviceMountPath, podVolumeDir } from '../../test/helpers/kubelet-paths.js';
+import type { Scratch } from '../../test/helpers/scratch.js';
+import { printStep } from './report.js';
+
+export interface FlexCall {
+  reply: Record<string, unknown>;
+  exitCode: number;
+}
+
+/** Runs the bundled executable exactly as kubelet does and prints the call with what it spawned. */
+export class FlexDriver {
+  constructor(
+    private readonly bin: string,
+    private readonly scratch: Scratch,
+  ) {}
+
+  async call(argv: string[], shown = argv[0] ?? ''): Promise<FlexCall> {
+    const started = performance.now();
+    const { output, exitCode } = await new Promise<{ output: string; exitCode: number }>((done, fail) => {
+      const child = spawn(this.bin, argv, { cwd: '/', stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: '/usr/bin:/bin', ...this.scratch.env } });
+      let out = '';
+      child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+      child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+      child.on('error', fail);
+      child.on('close', (code) => done({ output: out, exitCode: code ?? -1 }));
+    });
+    const ms = performance.now() - started;
+    const reply = JSON.parse(output) as Record<string, unknown>;
+    const extra = Object.entries(reply)
+      .filter(([k]) => k !== 'status')
+      .map(([k, v]) => `${k}=${JSON.stringify(v)}`)
+      .join(' ');
+    const spawned = this.lastSpawns();
+    printStep({ model: 'flex', call: shown, outcome: String(reply.status), ms, detail: [extra, spawned && `spawned: ${spawned}`].filter(Boolean).join('  ') });
+    if (reply.status === 'Failure') throw new Error(`flex ${argv[0]} failed: ${String(reply.message)}`);
+    return { reply, exitCode };
+  }
+
+  /** The administrator's CLI (`twinvol volume ...`): human output, exit code 0 on success. */
+  async admin(args: string[]): Promise<void> {
+    const started = performance.now();
+    const { out, code } = await new Promise<{ out: string; code: number }>((done, fail) => {
+      const child = spawn(this.bin, ['volume', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: '/usr/bin:/bin', ...this.scratch.env } });
+      let text = '';
+      child.stdout.on('data', (d: Buffer) => (text += d.toString()));
+      child.stderr.on('data', (d: Buffer) => (text += d.toString()));
+      child.on('error', fail);
+      child.on('close', (c) => done({ out: text.trim(), code: c ?? -1 }));
+    });
+    printStep({ model: 'flex', call: `twinvol volume ${args.slice(0, 2).join(' ')}`, outcome: code === 0 ? 'ok' : 'failed', ms: performance.now() - started, detail: out.split('\n')[0] });
+    if (code !== 0) throw new Error(`twinvol volume ${args[0]} failed: ${out}`);
+  }
+
+  /** The tools the last call spawned, from the executable's own log line. */
+  private lastSpawns(): string {
+    try {
+      const lines = readFileSync(join(this.scratch.stateDir, 'log/flex.log'), 'utf8').trim().split('\n');
+      const last = JSON.parse(lines[lines.length - 1] ?? '{}') as { spawns?: string[] };
+      return (last.spawns ?? []).map((s) => s.split(':')[0]).join(' ');
+    } catch {
+      return '';
+    }
+  }
+
+  /** What kubelet and the controller-manager do to give a pod the volume, on an attachable driver. */
+  async attachAndMount(volumeId: string, pvName: string, podUid: string, node: string): Promise<{ global: string; podDir: string }> {
+    const opts = goJson({ 'kubernetes.io/fsType': 'ext4', 'kubernetes.io/pvOrVolumeName': pvName, 'kubernetes.io/readwrite': 'rw', volumeId });
+    await this.call(['init']);
+    await this.call(['attach', opts, node]);
+    const wait = await this.call(['waitforattach', '', opts]);
+    const global = deviceMountPath(this.scratch.kubeletDir, pvName);
+    await this.call(['mountdevice', global, String(wait.reply.device ?? ''), opts]);
+    const podDir = podVolumeDir(this.scratch.kubeletDir, podUid, pvName);
+    const mountOpts = goJson({
+      'kubernetes.io/fsType': 'ext4',
+      'kubernetes.io/mounterArgs.FsGroup': '2000',
+      'kubernetes.io/pod.name': `demo-${podUid}`,
+      'kubernetes.io/pod.namespace': 'default',
+      'kubernetes.io/pod.uid': podUid,
+      'kubernetes.io/pvOrVolumeName': pvName,
+      'kubernetes.io/readwrite': 'rw',
+      volumeId,
+    });
+    await this.call(['mount', podDir, mountOpts]);
+    return { global, podDir };
+  }
+
+  async unmountAndDetach(pvName: string, node: string, where: { global: string; podDir: string }): Promise<void> {
+    await this.call(['unmount', where.podDir]);
+    await this.call(['unmountdevice', where.global]);
+    await this.call(['detach', pvName, node]);
+  }
+}
