@@ -41,3 +41,14 @@ export interface Backend {
   /** Grows the filesystem of a staged volume to its backing size (node side). */
   expandOnNode(volume: VolumeRecord, stagingPath: string, ctx: BackendContext): Promise<void>;
 }
+
+/** The device half of a backend that mounts without a block device of its own (dir, static). */
+export const withoutDevice: Pick<Backend, 'nodeAttach' | 'attachedDevice' | 'nodeDetach'> = {
+  async nodeAttach() {
+    return '';
+  },
+  attachedDevice() {
+    return undefined;
+  },
+  async nodeDetach() {},
+};

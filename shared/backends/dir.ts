@@ -1,6 +1,6 @@
 import { chmod, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Backend } from './backend.js';
+import { type Backend, withoutDevice } from './backend.js';
 
 /** A directory under the data root, bind-mounted into place. Capacity is advisory. */
 export const dirBackend: Backend = {
@@ -20,13 +20,7 @@ export const dirBackend: Backend = {
     await ctx.mounter.copyTree(ctx.catalog.dataDir(volume.id), data);
   },
 
-  async nodeAttach() {
-    return '';
-  },
-  attachedDevice() {
-    return undefined;
-  },
-  async nodeDetach() {},
+  ...withoutDevice,
 
   async stage(volume, stagingPath, readonly, ctx) {
     await ctx.mounter.bind(ctx.catalog.dataDir(volume.id), stagingPath, readonly);

@@ -1,5 +1,5 @@
 import { failedPrecondition, unimplemented } from '../errors.js';
-import type { Backend } from './backend.js';
+import { type Backend, withoutDevice } from './backend.js';
 
 /** Mounts a source that already exists (tmpfs, an image file, an NFS export) with the given type and options. */
 export const staticBackend: Backend = {
@@ -13,13 +13,7 @@ export const staticBackend: Backend = {
     throw unimplemented('static volumes have no snapshots: twinvol does not own their data');
   },
 
-  async nodeAttach() {
-    return '';
-  },
-  attachedDevice() {
-    return undefined;
-  },
-  async nodeDetach() {},
+  ...withoutDevice,
 
   async stage(volume, stagingPath, readonly, ctx) {
     if (!volume.source) throw failedPrecondition(`static volume ${volume.id} has no source`);
