@@ -66,6 +66,8 @@ export interface MountRecord extends Versioned {
   /** Staged by twinvol itself for a caller that has no stage step (non-attachable FlexVolume mount). */
   implicit?: boolean;
   fsGroup?: number;
+  /** Extra mount options a stage was made with (CSI mount_flags): a re-stage must ask for the same. */
+  mountFlags?: string[];
   createdAt: string;
 }
 

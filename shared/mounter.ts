@@ -18,9 +18,9 @@ export class Mounter {
     await this.exec('mount', [...args, '--', source, target]);
   }
 
-  /** A bind mount; util-linux applies "ro" with the remount the kernel needs for bind mounts. */
-  bind(source: string, target: string, readonly: boolean): Promise<void> {
-    return this.mount(source, target, { options: readonly ? ['bind', 'ro'] : ['bind'] });
+  /** A bind mount; util-linux applies "ro" (and `extra` flags) with the remount the kernel needs for bind mounts. */
+  bind(source: string, target: string, readonly: boolean, extra: readonly string[] = []): Promise<void> {
+    return this.mount(source, target, { options: [...(readonly ? ['bind', 'ro'] : ['bind']), ...extra] });
   }
 
   /**

@@ -34,8 +34,9 @@ export interface Backend {
   /**
    * Mounts the volume's filesystem at `stagingPath` (which exists and is not a mount point). Returns
    * whether the filesystem now fills its backing storage, so a pending resize can be marked done.
+   * `mountFlags` are extra, validated mount options (CSI mount_flags).
    */
-  stage(volume: VolumeRecord, stagingPath: string, readonly: boolean, ctx: BackendContext): Promise<boolean>;
+  stage(volume: VolumeRecord, stagingPath: string, readonly: boolean, ctx: BackendContext, mountFlags?: readonly string[]): Promise<boolean>;
   /** Grows the backing storage (controller side); returns whether the node must grow the filesystem. */
   expand(volume: VolumeRecord, newSize: number, ctx: BackendContext): Promise<boolean>;
   /** Grows the filesystem of a staged volume to its backing size (node side). */

@@ -47,7 +47,7 @@ export const blockBackend: Backend = {
     if (device) await ctx.mounter.loopDetach(device);
   },
 
-  async stage(volume, stagingPath, readonly, ctx) {
+  async stage(volume, stagingPath, readonly, ctx, mountFlags = []) {
     const device = await this.nodeAttach(volume, ctx);
     const fsType = validateBlockFsType(volume.fsType, ctx.config.defaultFsType);
     const found = await ctx.mounter.probeFsType(device);
@@ -66,7 +66,7 @@ export const blockBackend: Backend = {
         grown = true;
       }
     }
-    const options = readonly ? ['ro'] : [];
+    const options = [...(readonly ? ['ro'] : []), ...mountFlags];
     // XFS refuses to mount two copies with one UUID (a snapshot restored beside its origin) without nouuid.
     if (fsType === 'xfs') options.push('nouuid');
     await ctx.mounter.mount(device, stagingPath, { fsType, options });

@@ -22,8 +22,8 @@ export const dirBackend: Backend = {
 
   ...withoutDevice,
 
-  async stage(volume, stagingPath, readonly, ctx) {
-    await ctx.mounter.bind(ctx.catalog.dataDir(volume.id), stagingPath, readonly);
+  async stage(volume, stagingPath, readonly, ctx, mountFlags) {
+    await ctx.mounter.bind(ctx.catalog.dataDir(volume.id), stagingPath, readonly, mountFlags);
     return true;
   },
 

@@ -15,9 +15,9 @@ export const staticBackend: Backend = {
 
   ...withoutDevice,
 
-  async stage(volume, stagingPath, readonly, ctx) {
+  async stage(volume, stagingPath, readonly, ctx, mountFlags = []) {
     if (!volume.source) throw failedPrecondition(`static volume ${volume.id} has no source`);
-    const options = [...(volume.mountOptions ?? [])];
+    const options = [...(volume.mountOptions ?? []), ...mountFlags];
     if (readonly && !options.includes('ro')) options.push('ro');
     await ctx.mounter.mount(volume.source, stagingPath, { fsType: volume.fsType, options });
     return true;

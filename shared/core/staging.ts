@@ -15,6 +15,8 @@ export interface StageOptions {
   block?: boolean;
   /** Staged by twinvol at its own path (see implicitStagingPath), not at a caller's. */
   implicit?: boolean;
+  /** Extra mount options (CSI mount_flags), already validated with validateMountOptions. */
+  mountFlags?: string[];
 }
 
 export interface StageResult {
@@ -52,7 +54,7 @@ export async function stageLocked(core: Core, id: string, path: string, opts: St
   const existing = await core.nodeState.findByPath(path);
   if (existing && (existing.volumeId !== id || existing.kind !== 'stage'))
     throw alreadyExists(`${path} is already used by volume ${existing.volumeId}`);
-  if (existing && (existing.readonly !== opts.readonly || Boolean(existing.block) !== Boolean(opts.block)))
+  if (existing && (existing.readonly !== opts.readonly || Boolean(existing.block) !== Boolean(opts.block) || !sameFlags(existing.mountFlags, opts.mountFlags)))
     throw alreadyExists(`volume ${id} is already staged at ${path} with other options (${describeOptions(existing)})`);
   const mounted = mountAt(path);
   if (mounted && !existing) throw alreadyExists(`${path} already holds a mount twinvol did not make: ${describeMount(mounted)}`);
@@ -67,7 +69,7 @@ export async function stageLocked(core: Core, id: string, path: string, opts: St
     await core.nodeState.put(stageRecord(id, path, opts));
     let filled: boolean;
     try {
-      filled = await backend.stage(volume, path, opts.readonly, core);
+      filled = await backend.stage(volume, path, opts.readonly, core, opts.mountFlags);
     } catch (err) {
       if (!mountAt(path)) await core.nodeState.remove({ volumeId: id, path });
       throw err;
@@ -86,12 +88,17 @@ function stageRecord(volumeId: string, path: string, opts: StageOptions): MountR
     readonly: opts.readonly,
     ...(opts.block ? { block: true } : {}),
     ...(opts.implicit ? { implicit: true } : {}),
+    ...(opts.mountFlags?.length ? { mountFlags: opts.mountFlags } : {}),
     createdAt: now(),
   };
 }
 
+function sameFlags(a: readonly string[] = [], b: readonly string[] = []): boolean {
+  return a.length === b.length && a.every((flag, i) => flag === b[i]);
+}
+
 function describeOptions(rec: MountRecord): string {
-  return [rec.readonly ? 'read-only' : 'read-write', rec.block ? 'raw block' : 'filesystem'].join(', ');
+  return [rec.readonly ? 'read-only' : 'read-write', rec.block ? 'raw block' : 'filesystem', ...(rec.mountFlags?.length ? ['with mount flags'] : [])].join(', ');
 }
 
 /**
