@@ -34,7 +34,7 @@ export function observeSpawns(observer: Observer): () => void {
 }
 
 /** kubelet runs drivers with a plain PATH; the tools we need live in the sbin directories. */
-function toolEnv(): NodeJS.ProcessEnv {
+export function toolEnv(): NodeJS.ProcessEnv {
   const path = process.env.PATH ?? '';
   const parts = path.split(':').filter(Boolean);
   for (const dir of ['/usr/local/sbin', '/usr/local/bin', '/usr/sbin', '/usr/bin', '/sbin', '/bin'])
