@@ -1,0 +1,89 @@
+import { backendFor } from '../backends/index.js';
+import { alreadyExists, invalidArgument, notFound } from '../errors.js';
+import type { SnapshotRecord } from '../model.js';
+import { SCHEMA_VERSION } from '../store/json-record.js';
+import { validateSnapshotId, validateVolumeId } from '../validate.js';
+import { type Core, now } from './core.js';
+
+export interface CreateSnapshotResult {
+  snapshot: SnapshotRecord;
+  created: boolean;
+}
+
+/**
+ * Copies a volume's data into a snapshot named `name` (which is its id). Repeating the call with the
+ * same source answers the existing snapshot; the same name for another source is AlreadyExists.
+ * Snapshots are full (sparse, reflinked where possible) copies, so a volume never depends on them.
+ * Data a node still holds in its page cache is not in the copy: the copy is crash-consistent.
+ */
+export async function createSnapshot(core: Core, name: string, sourceVolumeId: string): Promise<CreateSnapshotResult> {
+  validateSnapshotId(name, 'snapshot name');
+  validateVolumeId(sourceVolumeId, 'source volume id');
+  return core.catalog.lock('snapshot', name, async () => {
+    const existing = await core.catalog.getSnapshot(name);
+    if (existing) {
+      if (existing.sourceVolumeId !== sourceVolumeId)
+        throw alreadyExists(`snapshot ${name} already exists with source volume ${existing.sourceVolumeId}`);
+      return { snapshot: existing, created: false };
+    }
+    // Held while copying, so the source cannot be deleted or grown halfway through the copy.
+    return core.catalog.lock('volume', sourceVolumeId, async () => {
+      const volume = await core.catalog.requireVolume(sourceVolumeId);
+      if (volume.backend === 'static') throw invalidArgument(`volume ${volume.id} is static: twinvol does not own its data and cannot snapshot it`);
+      const snapshot: SnapshotRecord = {
+        schema: SCHEMA_VERSION,
+        id: name,
+        name,
+        sourceVolumeId,
+        backend: volume.backend,
+        fsType: volume.fsType,
+        sizeBytes: volume.capacityBytes,
+        createdAt: now(),
+      };
+      await core.catalog.createEntry('snapshots', snapshot, (workDir) => backendFor(volume.backend).snapshot(volume, workDir, core));
+      return { snapshot, created: true };
+    });
+  });
+}
+
+/** Deletes a snapshot and its copy. Unknown ids are fine: delete is retried. */
+export async function deleteSnapshot(core: Core, id: string): Promise<void> {
+  validateSnapshotId(id);
+  await core.catalog.lock('snapshot', id, () => core.catalog.removeEntry('snapshots', id));
+}
+
+export async function getSnapshot(core: Core, id: string): Promise<SnapshotRecord> {
+  validateSnapshotId(id);
+  const snapshot = await core.catalog.getSnapshot(id);
+  if (!snapshot) throw notFound(`snapshot ${id} does not exist`);
+  return snapshot;
+}
+
+export interface SnapshotFilter {
+  snapshotId?: string;
+  sourceVolumeId?: string;
+}
+
+/**
+ * Snapshots ordered by id (the order paging relies on), narrowed by the filter. A filter naming
+ * something that cannot exist (a malformed id) matches nothing rather than failing the listing.
+ */
+export async function listSnapshots(core: Core, filter: SnapshotFilter = {}): Promise<SnapshotRecord[]> {
+  if (filter.snapshotId && !isValidId(filter.snapshotId)) return [];
+  const ids = filter.snapshotId ? [filter.snapshotId] : await core.catalog.listSnapshotIds();
+  const out: SnapshotRecord[] = [];
+  for (const id of ids) {
+    const s = await core.catalog.getSnapshot(id);
+    if (s && (!filter.sourceVolumeId || s.sourceVolumeId === filter.sourceVolumeId)) out.push(s);
+  }
+  return out;
+}
+
+function isValidId(id: string): boolean {
+  try {
+    validateSnapshotId(id);
+    return true;
+  } catch {
+    return false;
+  }
+}
