@@ -1,0 +1,84 @@
+import { invalidArgument } from '../shared/errors.js';
+import type { AccessScope, BackendKind } from '../shared/model.js';
+import { parseGid, validateMountOptions } from '../shared/validate.js';
+import type { AccessModeName, VolumeCapability } from './messages.js';
+
+/** A volume capability, checked and reduced to what the core understands. */
+export interface Capability {
+  access: 'mount' | 'block';
+  mode: Exclude<AccessModeName, 'UNKNOWN'>;
+  scope: AccessScope;
+  /** The mode only allows reading (the *_READER_ONLY modes). */
+  readerOnly: boolean;
+  /** Mount access only; "" when the CO leaves the choice to the plugin. */
+  fsType: string;
+  mountFlags: string[];
+  /** volume_mount_group as a gid. */
+  mountGroup?: number;
+}
+
+const MODES: Record<Exclude<AccessModeName, 'UNKNOWN'>, { scope: AccessScope; readerOnly: boolean }> = {
+  SINGLE_NODE_WRITER: { scope: 'single-node', readerOnly: false },
+  SINGLE_NODE_READER_ONLY: { scope: 'single-node', readerOnly: true },
+  SINGLE_NODE_SINGLE_WRITER: { scope: 'single-node', readerOnly: false },
+  SINGLE_NODE_MULTI_WRITER: { scope: 'single-node', readerOnly: false },
+  MULTI_NODE_READER_ONLY: { scope: 'multi-node', readerOnly: true },
+  MULTI_NODE_SINGLE_WRITER: { scope: 'multi-node', readerOnly: false },
+  MULTI_NODE_MULTI_WRITER: { scope: 'multi-node', readerOnly: false },
+};
+
+function isMode(value: unknown): value is Exclude<AccessModeName, 'UNKNOWN'> {
+  return typeof value === 'string' && Object.hasOwn(MODES, value);
+}
+
+export function parseCapability(cap: VolumeCapability | null | undefined, what = 'volume_capability'): Capability {
+  if (!cap) throw invalidArgument(`${what} is required`);
+  const mode = cap.access_mode?.mode;
+  if (!isMode(mode)) throw invalidArgument(`${what}.access_mode is required`);
+  const access = cap.access_type ?? (cap.mount ? 'mount' : cap.block ? 'block' : undefined);
+  if (access !== 'mount' && access !== 'block') throw invalidArgument(`${what} must set block or mount access`);
+  const parsed: Capability = { access, mode, ...MODES[mode], fsType: '', mountFlags: [] };
+  if (access === 'mount' && cap.mount) {
+    parsed.fsType = cap.mount.fs_type;
+    parsed.mountFlags = validateMountOptions(cap.mount.mount_flags);
+    const gid = parseGid(cap.mount.volume_mount_group, `${what}.mount.volume_mount_group`);
+    if (gid !== undefined) parsed.mountGroup = gid;
+  }
+  return parsed;
+}
+
+export function parseCapabilities(caps: readonly VolumeCapability[], what = 'volume_capabilities'): Capability[] {
+  if (!caps.length) throw invalidArgument(`${what} is required`);
+  return caps.map((c, i) => parseCapability(c, `${what}[${i}]`));
+}
+
+/** What decides whether a capability fits a volume: its record, or the record a create asks for. */
+export interface VolumeShape {
+  id: string;
+  backend: BackendKind;
+  fsType: string;
+  access: AccessScope;
+}
+
+/**
+ * Why `cap` does not fit the volume, or undefined when it does. A dir volume is a bind-mounted
+ * directory: it has no block device and no filesystem type of its own, so a requested fs_type is not
+ * held against it (provisioners often default one). A block volume's filesystem may be mounted on one
+ * node only, and several nodes writing one image is never safe.
+ */
+export function mismatch(volume: VolumeShape, cap: Capability): string | undefined {
+  if (cap.access === 'block' && volume.backend !== 'block') return `a ${volume.backend} volume has no block device; use mount access`;
+  if (volume.backend === 'block' && cap.mode === 'MULTI_NODE_MULTI_WRITER') return 'a block volume cannot be written from several nodes';
+  if (volume.backend === 'block' && cap.access === 'mount' && cap.scope === 'multi-node')
+    return 'a block volume with a filesystem can be mounted on one node only';
+  if (cap.scope === 'multi-node' && volume.access === 'single-node') return `volume ${volume.id} was created for single-node access`;
+  if (cap.access === 'mount' && cap.fsType && volume.backend !== 'dir' && cap.fsType !== volume.fsType)
+    return `volume ${volume.id} holds ${volume.fsType || 'no filesystem type'}, not ${cap.fsType}`;
+  return undefined;
+}
+
+/** INVALID_ARGUMENT when the capability does not fit: the request asks for something this volume cannot be. */
+export function requireFits(volume: VolumeShape, cap: Capability): void {
+  const why = mismatch(volume, cap);
+  if (why) throw invalidArgument(why);
+}

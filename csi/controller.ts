@@ -1,0 +1,266 @@
+import { statfs } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import type { UntypedServiceImplementation } from '@grpc/grpc-js';
+import { attach, detach } from '../shared/core/attachments.js';
+import type { Core } from '../shared/core/core.js';
+import { createSnapshot, deleteSnapshot, getSnapshot, listSnapshots } from '../shared/core/snapshots.js';
+import { createVolume, deleteVolume, expandVolume, validateBackend } from '../shared/core/volumes.js';
+import { errnoCode, invalidArgument, notFound } from '../shared/errors.js';
+import type { AccessScope, ContentSource, VolumeRecord } from '../shared/model.js';
+import { validateBlockFsType, validateNodeName, validateSnapshotId, validateVolumeId } from '../shared/validate.js';
+import { type Capability, mismatch, parseCapabilities, parseCapability, requireFits } from './capabilities.js';
+import { DEFAULT_SIZE_BYTES, sizeFromRange } from './capacity.js';
+import { volumeCondition } from './condition.js';
+import type { ServiceContext, Settings } from './context.js';
+import { toCsiSnapshot, toCsiVolume } from './convert.js';
+import type {
+  ControllerCapabilityName,
+  ControllerExpandVolumeRequest,
+  ControllerExpandVolumeResponse,
+  ControllerGetCapabilitiesResponse,
+  ControllerGetVolumeRequest,
+  ControllerGetVolumeResponse,
+  ControllerPublishVolumeRequest,
+  ControllerPublishVolumeResponse,
+  ControllerUnpublishVolumeRequest,
+  CreateSnapshotRequest,
+  CreateVolumeRequest,
+  CreateVolumeResponse,
+  DeleteVolumeRequest,
+  Empty,
+  GetCapacityRequest,
+  GetCapacityResponse,
+  ListRequest,
+  ListSnapshotsRequest,
+  ListSnapshotsResponse,
+  ListVolumesResponse,
+  SnapshotIdRequest,
+  SnapshotResponse,
+  ValidateVolumeCapabilitiesRequest,
+  ValidateVolumeCapabilitiesResponse,
+  VolumeContentSource,
+  VolumeStatus,
+} from './messages.js';
+import { paginate } from './paging.js';
+import { CREATE_KEYS, pluginKeys, redirectReason, withoutCoKeys } from './parameters.js';
+
+const CAPABILITIES: ControllerCapabilityName[] = [
+  'CREATE_DELETE_VOLUME',
+  'PUBLISH_UNPUBLISH_VOLUME',
+  'LIST_VOLUMES',
+  'GET_CAPACITY',
+  'CREATE_DELETE_SNAPSHOT',
+  'LIST_SNAPSHOTS',
+  'CLONE_VOLUME',
+  'EXPAND_VOLUME',
+  'PUBLISH_READONLY',
+  'GET_VOLUME',
+  'VOLUME_CONDITION',
+  'LIST_VOLUMES_PUBLISHED_NODES',
+  'SINGLE_NODE_MULTI_WRITER',
+  'GET_SNAPSHOT',
+];
+
+export function controllerService({ core, rpc, settings }: ServiceContext): UntypedServiceImplementation {
+  const volume = <R extends { volume_id: string }>() => ({
+    describe: (r: R) => ({ volumeId: r.volume_id }),
+    exclusiveOn: (r: R) => `volume/${r.volume_id}`,
+  });
+  const readVolume = <R extends { volume_id: string }>() => ({ describe: (r: R) => ({ volumeId: r.volume_id }) });
+  const snapshot = <R extends { snapshot_id: string }>() => ({
+    describe: (r: R) => ({ snapshotId: r.snapshot_id }),
+    exclusiveOn: (r: R) => `snapshot/${r.snapshot_id}`,
+  });
+
+  return {
+    CreateVolume: rpc.unary<CreateVolumeRequest, CreateVolumeResponse>('CreateVolume', (r) => createVolumeRpc(core, r), {
+      describe: (r) => ({ volumeId: r.name }),
+      exclusiveOn: (r) => `volume/${r.name}`,
+    }),
+    DeleteVolume: rpc.unary<DeleteVolumeRequest, Empty>('DeleteVolume', async (r) => {
+      await deleteVolume(core, validateVolumeId(r.volume_id, 'volume_id'));
+      return {};
+    }, volume()),
+    ControllerPublishVolume: rpc.unary<ControllerPublishVolumeRequest, ControllerPublishVolumeResponse>(
+      'ControllerPublishVolume',
+      (r) => publishRpc(core, settings, r),
+      { describe: (r) => ({ volumeId: r.volume_id, nodeId: r.node_id }), exclusiveOn: (r) => `volume/${r.volume_id}` },
+    ),
+    ControllerUnpublishVolume: rpc.unary<ControllerUnpublishVolumeRequest, Empty>(
+      'ControllerUnpublishVolume',
+      (r) => unpublishRpc(core, r),
+      { describe: (r) => ({ volumeId: r.volume_id, nodeId: r.node_id }), exclusiveOn: (r) => `volume/${r.volume_id}` },
+    ),
+    ValidateVolumeCapabilities: rpc.unary<ValidateVolumeCapabilitiesRequest, ValidateVolumeCapabilitiesResponse>(
+      'ValidateVolumeCapabilities',
+      (r) => validateRpc(core, r),
+      readVolume(),
+    ),
+    ListVolumes: rpc.unary<ListRequest, ListVolumesResponse>('ListVolumes', (r) => listVolumesRpc(core, r)),
+    ControllerGetVolume: rpc.unary<ControllerGetVolumeRequest, ControllerGetVolumeResponse>('ControllerGetVolume', async (r) => {
+      const v = await core.catalog.requireVolume(validateVolumeId(r.volume_id, 'volume_id'));
+      return { volume: toCsiVolume(v), status: await statusOf(core, v) };
+    }, readVolume()),
+    GetCapacity: rpc.unary<GetCapacityRequest, GetCapacityResponse>('GetCapacity', async () => ({
+      available_capacity: String(await freeBytes(core.config.dataRoot)),
+    })),
+    ControllerGetCapabilities: rpc.unary<Empty, ControllerGetCapabilitiesResponse>('ControllerGetCapabilities', async () => ({
+      capabilities: CAPABILITIES.map((type) => ({ rpc: { type } })),
+    })),
+    CreateSnapshot: rpc.unary<CreateSnapshotRequest, SnapshotResponse>('CreateSnapshot', async (r) => {
+      const name = validateSnapshotId(r.name, 'name');
+      const source = validateVolumeId(r.source_volume_id, 'source_volume_id');
+      pluginKeys(r.parameters, 'parameters', []);
+      return { snapshot: toCsiSnapshot((await createSnapshot(core, name, source)).snapshot) };
+    }, { describe: (r) => ({ snapshotId: r.name, volumeId: r.source_volume_id }), exclusiveOn: (r) => `snapshot/${r.name}` }),
+    DeleteSnapshot: rpc.unary<SnapshotIdRequest, Empty>('DeleteSnapshot', async (r) => {
+      await deleteSnapshot(core, validateSnapshotId(r.snapshot_id, 'snapshot_id'));
+      return {};
+    }, snapshot()),
+    ListSnapshots: rpc.unary<ListSnapshotsRequest, ListSnapshotsResponse>('ListSnapshots', async (r) => {
+      const all = await listSnapshots(core, { snapshotId: r.snapshot_id || undefined, sourceVolumeId: r.source_volume_id || undefined });
+      const page = paginate(all, r, 'snapshots');
+      return { entries: page.items.map((s) => ({ snapshot: toCsiSnapshot(s) })), next_token: page.nextToken };
+    }),
+    GetSnapshot: rpc.unary<SnapshotIdRequest, SnapshotResponse>('GetSnapshot', async (r) => ({
+      snapshot: toCsiSnapshot(await getSnapshot(core, validateSnapshotId(r.snapshot_id, 'snapshot_id'))),
+    }), { describe: (r) => ({ snapshotId: r.snapshot_id }) }),
+    ControllerExpandVolume: rpc.unary<ControllerExpandVolumeRequest, ControllerExpandVolumeResponse>(
+      'ControllerExpandVolume',
+      (r) => expandRpc(core, r),
+      volume(),
+    ),
+    ControllerModifyVolume: rpc.unimplemented('ControllerModifyVolume'),
+  };
+}
+
+async function createVolumeRpc(core: Core, req: CreateVolumeRequest): Promise<CreateVolumeResponse> {
+  const id = validateVolumeId(req.name, 'name');
+  const caps = parseCapabilities(req.volume_capabilities);
+  const params = pluginKeys(req.parameters, 'parameters', CREATE_KEYS);
+  const backend = validateBackend(params.backend ?? 'block');
+  const fsType = backend === 'block' ? blockFsType(core, params.fsType, caps) : backend === 'static' ? params.fsType : '';
+  const access: AccessScope = caps.some((c) => c.scope === 'multi-node') ? 'multi-node' : 'single-node';
+  for (const cap of caps) requireFits({ id, backend, fsType: fsType ?? '', access }, cap);
+  const capacityBytes = sizeFromRange(req.capacity_range, backend === 'static' ? 0 : DEFAULT_SIZE_BYTES, backend === 'block');
+  const { volume } = await createVolume(core, {
+    id,
+    name: req.name,
+    backend,
+    capacityBytes,
+    fsType,
+    access,
+    source: params.source,
+    mountOptions: params.mountOptions,
+    parameters: params,
+    contentSource: contentSourceOf(req.volume_content_source),
+    createdBy: 'csi',
+  });
+  return { volume: toCsiVolume(volume) };
+}
+
+/** The StorageClass's fsType, else the one the mount capabilities name, else the configured default. */
+function blockFsType(core: Core, param: string | undefined, caps: readonly Capability[]): string {
+  const named = new Set(caps.filter((c) => c.access === 'mount' && c.fsType).map((c) => c.fsType));
+  if (param) named.add(param);
+  if (named.size > 1) throw invalidArgument(`conflicting filesystem types requested: ${[...named].join(', ')}`);
+  return validateBlockFsType([...named][0], core.config.defaultFsType);
+}
+
+function contentSourceOf(src: VolumeContentSource | null | undefined): ContentSource | undefined {
+  if (!src) return undefined;
+  if (src.snapshot) return { kind: 'snapshot', id: validateSnapshotId(src.snapshot.snapshot_id, 'volume_content_source.snapshot.snapshot_id') };
+  if (src.volume) return { kind: 'volume', id: validateVolumeId(src.volume.volume_id, 'volume_content_source.volume.volume_id') };
+  throw invalidArgument('volume_content_source must name a snapshot or a volume');
+}
+
+/**
+ * Node ids are not checked against a node list (twinvol has none): any well-formed id is accepted,
+ * unless --strict-nodes is set, in which case only this server's own node id exists.
+ */
+async function publishRpc(core: Core, settings: Settings, req: ControllerPublishVolumeRequest): Promise<ControllerPublishVolumeResponse> {
+  const id = validateVolumeId(req.volume_id, 'volume_id');
+  const node = validateNodeName(req.node_id, 'node_id');
+  const cap = parseCapability(req.volume_capability);
+  const volume = await core.catalog.requireVolume(id);
+  if (settings.strictNodes && node !== settings.nodeId) throw notFound(`node ${node} is not known to this twinvol controller`);
+  requireFits(volume, cap);
+  await attach(core, id, node, { readonly: req.readonly, via: 'csi', maxVolumesPerNode: settings.maxVolumesPerNode || undefined });
+  return { publish_context: {} };
+}
+
+/** An empty node_id means every node. Volumes and attachments already gone are fine: the call is retried. */
+async function unpublishRpc(core: Core, req: ControllerUnpublishVolumeRequest): Promise<Empty> {
+  const id = validateVolumeId(req.volume_id, 'volume_id');
+  const nodes = req.node_id
+    ? [validateNodeName(req.node_id, 'node_id')]
+    : ((await core.catalog.getVolume(id))?.attachments.map((a) => a.node) ?? []);
+  for (const node of nodes) await detach(core, id, node);
+  return {};
+}
+
+async function validateRpc(core: Core, req: ValidateVolumeCapabilitiesRequest): Promise<ValidateVolumeCapabilitiesResponse> {
+  const id = validateVolumeId(req.volume_id, 'volume_id');
+  const caps = parseCapabilities(req.volume_capabilities);
+  const volume = await core.catalog.requireVolume(id);
+  const params = withoutCoKeys(req.parameters);
+  const reasons = [
+    ...caps.map((c) => mismatch(volume, c)),
+    redirectReason(req.volume_context, volume),
+    Object.keys(params).length && !sameMap(params, volume.parameters) ? `parameters differ from those volume ${id} was created with` : undefined,
+  ].filter((r): r is string => Boolean(r));
+  if (reasons.length) return { confirmed: null, message: reasons.join('; ') };
+  return {
+    confirmed: { volume_context: req.volume_context, volume_capabilities: req.volume_capabilities, parameters: req.parameters, mutable_parameters: {} },
+    message: '',
+  };
+}
+
+function sameMap(a: Record<string, string>, b: Record<string, string>): boolean {
+  const keys = Object.keys(a);
+  return keys.length === Object.keys(b).length && keys.every((k) => a[k] === b[k]);
+}
+
+/** Pages over ids first, so only the records on the page are read. */
+async function listVolumesRpc(core: Core, req: ListRequest): Promise<ListVolumesResponse> {
+  const page = paginate((await core.catalog.listVolumeIds()).map((id) => ({ id })), req, 'volumes');
+  const entries: ListVolumesResponse['entries'] = [];
+  for (const { id } of page.items) {
+    const v = await core.catalog.getVolume(id);
+    if (v) entries.push({ volume: toCsiVolume(v), status: await statusOf(core, v) });
+  }
+  return { entries, next_token: page.nextToken };
+}
+
+async function statusOf(core: Core, volume: VolumeRecord): Promise<VolumeStatus> {
+  return { published_node_ids: volume.attachments.map((a) => a.node), volume_condition: await volumeCondition(core, volume) };
+}
+
+/**
+ * A block volume always asks for the node step, even for raw block access: the node's loop device
+ * only sees the grown image after a refresh. Answering from the backend (not from whether this call
+ * grew anything) keeps a repeated call's answer identical.
+ */
+async function expandRpc(core: Core, req: ControllerExpandVolumeRequest): Promise<ControllerExpandVolumeResponse> {
+  const id = validateVolumeId(req.volume_id, 'volume_id');
+  if (!req.capacity_range) throw invalidArgument('capacity_range is required');
+  if (req.volume_capability) parseCapability(req.volume_capability);
+  const volume = await core.catalog.requireVolume(id);
+  if (volume.backend === 'static') throw invalidArgument(`volume ${id} is static: twinvol does not own its size`);
+  const size = sizeFromRange(req.capacity_range, 0, volume.backend === 'block');
+  if (!size) throw invalidArgument('capacity_range must ask for a size');
+  const result = await expandVolume(core, id, size);
+  return { capacity_bytes: String(result.capacityBytes), node_expansion_required: volume.backend === 'block' };
+}
+
+/** Free bytes of the filesystem holding the data root (or of its nearest existing ancestor, before first use). */
+async function freeBytes(path: string): Promise<number> {
+  for (let p = path; ; p = dirname(p)) {
+    try {
+      const st = await statfs(p);
+      return st.bavail * st.bsize;
+    } catch (err) {
+      if (errnoCode(err) !== 'ENOENT' || p === '/') throw err;
+    }
+  }
+}

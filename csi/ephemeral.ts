@@ -1,0 +1,46 @@
+import type { CreateVolumeSpec } from '../shared/core/volumes.js';
+import { invalidArgument } from '../shared/errors.js';
+import type { VolumeRecord } from '../shared/model.js';
+import { parseSize } from '../shared/size.js';
+import { parseBoolean } from '../shared/validate.js';
+import { DEFAULT_SIZE_BYTES, sizeFromRange } from './capacity.js';
+import type { StringMap } from './messages.js';
+import { pluginKeys } from './parameters.js';
+
+/** kubelet's marker on NodePublish of a CSI inline (pod-lifetime) volume. */
+export const EPHEMERAL_CONTEXT_KEY = 'csi.storage.k8s.io/ephemeral';
+/** Stored in the volume's parameters: only such volumes are deleted by NodeUnpublish. */
+const EPHEMERAL_PARAMETER = 'ephemeral';
+
+export function isEphemeralRequest(context: StringMap): boolean {
+  return parseBoolean(context[EPHEMERAL_CONTEXT_KEY], EPHEMERAL_CONTEXT_KEY, false);
+}
+
+export function isEphemeralVolume(volume: VolumeRecord): boolean {
+  return volume.parameters[EPHEMERAL_PARAMETER] === 'true';
+}
+
+/**
+ * The volume an inline volume stands for, from the pod spec's volumeAttributes: `backend` (dir by
+ * default, or block), `size` (e.g. "1Gi"; 10 GiB sparse by default) and `fsType` for block. The id is
+ * kubelet's volume_id itself ("csi-<hash>"), which is already unique per pod and volume. The marker
+ * parameter also keeps such a volume apart from a provisioned one of the same id: their parameters
+ * differ, so one can never be taken (or deleted) for the other.
+ */
+export function ephemeralSpec(id: string, context: StringMap): CreateVolumeSpec {
+  const attrs = pluginKeys(context, 'volume_context', ['backend', 'size', 'fsType']);
+  const backend = attrs.backend ?? 'dir';
+  // A static inline volume would let a pod spec choose what the node mounts.
+  if (backend !== 'dir' && backend !== 'block') throw invalidArgument('an inline volume is a dir or block volume');
+  const requested = attrs.size === undefined ? 0 : parseSize(attrs.size, 'volume_context size');
+  const capacityBytes = sizeFromRange({ required_bytes: String(requested), limit_bytes: '0' }, DEFAULT_SIZE_BYTES, backend === 'block');
+  return {
+    id,
+    backend,
+    capacityBytes,
+    fsType: attrs.fsType,
+    access: 'single-node',
+    parameters: { ...attrs, [EPHEMERAL_PARAMETER]: 'true' },
+    createdBy: 'csi',
+  };
+}

@@ -1,0 +1,89 @@
+import { parseArgs } from 'node:util';
+import type { Config } from '../shared/config.js';
+import type { Mode } from './context.js';
+import { socketPathOf } from './endpoint.js';
+
+export const USAGE = `Usage: twinvol-csi --endpoint unix:///path/csi.sock [options]
+
+  --endpoint <ep>              unix:///path or an absolute path (default: $CSI_ENDPOINT)
+  --mode controller|node|all   services to serve (default: all)
+  --node-id <id>               this node's id (default: the configured node name)
+  --driver-name <name>         plugin name (default: csi.twinvol.io)
+  --max-volumes-per-node <n>   reported by NodeGetInfo and enforced at ControllerPublish (default: 0, no limit)
+  --strict-nodes               ControllerPublish to any node but --node-id is NOT_FOUND
+  --data-root <dir>            catalog and volume data (TWINVOL_DATA_ROOT)
+  --state-dir <dir>            node-scope records (TWINVOL_STATE_DIR)
+  --kubelet-dir <dir>          kubelet root; targets must lie below it (TWINVOL_KUBELET_DIR)
+  -h, --help                   this text
+`;
+
+/** A mistake on the command line: reported on stderr with exit code 2. */
+export class UsageError extends Error {}
+
+export interface Flags {
+  help: boolean;
+  socketPath: string;
+  mode: Mode;
+  driverName: string;
+  maxVolumesPerNode: number;
+  strictNodes: boolean;
+  /** Handed to loadConfig; --node-id becomes the node name the core records attachments under. */
+  overrides: Partial<Config>;
+}
+
+const MODES: readonly Mode[] = ['controller', 'node', 'all'];
+/** Domain style, at most 63 characters, alphanumeric at both ends (CSI GetPluginInfo). */
+const DRIVER_NAME = /^[A-Za-z0-9](?:[A-Za-z0-9.-]{0,61}[A-Za-z0-9])?$/;
+
+export function parseFlags(argv: readonly string[], env: Readonly<Record<string, string | undefined>>): Flags {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: [...argv],
+      strict: true,
+      allowPositionals: false,
+      options: {
+        endpoint: { type: 'string' },
+        mode: { type: 'string', default: 'all' },
+        'node-id': { type: 'string' },
+        'driver-name': { type: 'string', default: 'csi.twinvol.io' },
+        'max-volumes-per-node': { type: 'string', default: '0' },
+        'strict-nodes': { type: 'boolean', default: false },
+        'data-root': { type: 'string' },
+        'state-dir': { type: 'string' },
+        'kubelet-dir': { type: 'string' },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+    }));
+  } catch (err) {
+    throw new UsageError(err instanceof Error ? err.message : String(err));
+  }
+  const help = values.help;
+  const endpoint = values.endpoint ?? env.CSI_ENDPOINT;
+  if (!endpoint && !help) throw new UsageError('--endpoint (or CSI_ENDPOINT) is required');
+  const mode = values.mode as Mode;
+  if (!MODES.includes(mode)) throw new UsageError(`--mode must be one of ${MODES.join(', ')}`);
+  if (!DRIVER_NAME.test(values['driver-name'])) throw new UsageError('--driver-name must be a domain-style name of at most 63 characters');
+  const max = values['max-volumes-per-node'];
+  if (!/^[0-9]{1,9}$/.test(max)) throw new UsageError('--max-volumes-per-node must be a whole number');
+  let socketPath = '';
+  try {
+    socketPath = endpoint ? socketPathOf(endpoint) : '';
+  } catch (err) {
+    throw new UsageError(err instanceof Error ? err.message : String(err));
+  }
+  return {
+    help,
+    socketPath,
+    mode,
+    driverName: values['driver-name'],
+    maxVolumesPerNode: Number(max),
+    strictNodes: values['strict-nodes'],
+    overrides: {
+      nodeName: values['node-id'],
+      dataRoot: values['data-root'],
+      stateDir: values['state-dir'],
+      kubeletDir: values['kubelet-dir'],
+    },
+  };
+}

@@ -1,0 +1,27 @@
+import type { UntypedServiceImplementation } from '@grpc/grpc-js';
+import { failedPrecondition } from '../shared/errors.js';
+import { type ServiceContext, servesController } from './context.js';
+import type { Empty, GetPluginCapabilitiesResponse, GetPluginInfoResponse, PluginCapability, ProbeResponse } from './messages.js';
+
+export function identityService({ rpc, settings, tools }: ServiceContext): UntypedServiceImplementation {
+  const capabilities: PluginCapability[] = [
+    ...(servesController(settings.mode) ? [{ service: { type: 'CONTROLLER_SERVICE' as const } }] : []),
+    { service: { type: 'VOLUME_ACCESSIBILITY_CONSTRAINTS' } },
+    { volume_expansion: { type: 'ONLINE' } },
+  ];
+  return {
+    GetPluginInfo: rpc.unary<Empty, GetPluginInfoResponse>('GetPluginInfo', async () => ({
+      name: settings.driverName,
+      vendor_version: settings.vendorVersion,
+      manifest: {},
+    })),
+
+    GetPluginCapabilities: rpc.unary<Empty, GetPluginCapabilitiesResponse>('GetPluginCapabilities', async () => ({ capabilities })),
+
+    // The tools were looked up once at start: Probe is called every few seconds and must stay cheap.
+    Probe: rpc.unary<Empty, ProbeResponse>('Probe', async () => {
+      if (tools.missing.length) throw failedPrecondition(`required tools are missing: ${tools.missing.join(', ')}`);
+      return { ready: { value: true } };
+    }),
+  };
+}

@@ -1,0 +1,173 @@
+import type { UntypedServiceImplementation } from '@grpc/grpc-js';
+import { attachmentOf } from '../shared/core/attachments.js';
+import type { Core } from '../shared/core/core.js';
+import { expandOnNode, volumeStats } from '../shared/core/node-volume.js';
+import { mountsOf, publish, unpublish } from '../shared/core/publishing.js';
+import { stage, unstage } from '../shared/core/staging.js';
+import { createVolume, deleteVolume } from '../shared/core/volumes.js';
+import { failedPrecondition, invalidArgument, notFound } from '../shared/errors.js';
+import type { VolumeRecord } from '../shared/model.js';
+import { mountAt } from '../shared/mountinfo.js';
+import { validatePathUnder, validateVolumeId } from '../shared/validate.js';
+import { type Capability, parseCapability, requireFits } from './capabilities.js';
+import type { ServiceContext, Settings } from './context.js';
+import { ephemeralSpec, isEphemeralRequest, isEphemeralVolume } from './ephemeral.js';
+import type {
+  Empty,
+  NodeCapabilityName,
+  NodeExpandVolumeRequest,
+  NodeExpandVolumeResponse,
+  NodeGetCapabilitiesResponse,
+  NodeGetInfoResponse,
+  NodeGetVolumeStatsRequest,
+  NodeGetVolumeStatsResponse,
+  NodePublishVolumeRequest,
+  NodeStageVolumeRequest,
+  NodeUnpublishVolumeRequest,
+  NodeUnstageVolumeRequest,
+  VolumeUsage,
+} from './messages.js';
+import { requireNoRedirect } from './parameters.js';
+import { nodeTopology } from './topology.js';
+
+const CAPABILITIES: NodeCapabilityName[] = [
+  'STAGE_UNSTAGE_VOLUME',
+  'GET_VOLUME_STATS',
+  'EXPAND_VOLUME',
+  'VOLUME_CONDITION',
+  'SINGLE_NODE_MULTI_WRITER',
+  'VOLUME_MOUNT_GROUP',
+];
+
+export function nodeService({ core, rpc, settings }: ServiceContext): UntypedServiceImplementation {
+  const changes = <R extends { volume_id: string }>(path: (r: R) => string) => ({
+    describe: (r: R) => ({ volumeId: r.volume_id, path: path(r) }),
+    exclusiveOn: (r: R) => `volume/${r.volume_id}`,
+  });
+  const under = (value: string, what: string) => validatePathUnder(value, core.config.kubeletDir, what);
+
+  return {
+    NodeStageVolume: rpc.unary<NodeStageVolumeRequest, Empty>('NodeStageVolume', async (r) => {
+      const id = validateVolumeId(r.volume_id, 'volume_id');
+      const path = under(r.staging_target_path, 'staging_target_path');
+      const cap = parseCapability(r.volume_capability);
+      const volume = await core.catalog.requireVolume(id);
+      requireNoRedirect(r.volume_context, volume);
+      requireFits(volume, cap);
+      requireAttachedHere(volume, settings);
+      await stage(core, id, path, { readonly: cap.readerOnly, block: cap.access === 'block', mountFlags: cap.mountFlags });
+      return {};
+    }, changes((r) => r.staging_target_path)),
+
+    NodeUnstageVolume: rpc.unary<NodeUnstageVolumeRequest, Empty>('NodeUnstageVolume', async (r) => {
+      const id = validateVolumeId(r.volume_id, 'volume_id');
+      const path = under(r.staging_target_path, 'staging_target_path');
+      await requireNotOther(core, path, id);
+      await unstage(core, path);
+      return {};
+    }, changes((r) => r.staging_target_path)),
+
+    NodePublishVolume: rpc.unary<NodePublishVolumeRequest, Empty>('NodePublishVolume', async (r) => {
+      const id = validateVolumeId(r.volume_id, 'volume_id');
+      const target = under(r.target_path, 'target_path');
+      const cap = parseCapability(r.volume_capability);
+      if (isEphemeralRequest(r.volume_context)) await publishEphemeral(core, id, target, cap, r);
+      else await publishStaged(core, id, target, cap, r);
+      return {};
+    }, changes((r) => r.target_path)),
+
+    NodeUnpublishVolume: rpc.unary<NodeUnpublishVolumeRequest, Empty>('NodeUnpublishVolume', async (r) => {
+      const id = validateVolumeId(r.volume_id, 'volume_id');
+      const target = under(r.target_path, 'target_path');
+      await requireNotOther(core, target, id);
+      await unpublish(core, target);
+      // An inline volume lives as long as its pod: gone with its last mount.
+      const volume = await core.catalog.getVolume(id);
+      if (volume && isEphemeralVolume(volume) && !(await mountsOf(core, id)).length) await deleteVolume(core, id);
+      return {};
+    }, changes((r) => r.target_path)),
+
+    NodeGetVolumeStats: rpc.unary<NodeGetVolumeStatsRequest, NodeGetVolumeStatsResponse>('NodeGetVolumeStats', async (r) => {
+      const id = validateVolumeId(r.volume_id, 'volume_id');
+      const s = await volumeStats(core, id, under(r.volume_path, 'volume_path'));
+      const usage: VolumeUsage[] = [{ unit: 'BYTES', total: String(s.totalBytes), available: String(s.availableBytes), used: String(s.usedBytes) }];
+      // A raw block device has no inodes to count; reporting zeros would read as a full filesystem.
+      if (s.totalInodes) usage.push({ unit: 'INODES', total: String(s.totalInodes), available: String(s.freeInodes), used: String(s.usedInodes) });
+      return { usage, volume_condition: { abnormal: s.abnormal, message: s.message } };
+    }, { describe: (r) => ({ volumeId: r.volume_id, path: r.volume_path }) }),
+
+    NodeExpandVolume: rpc.unary<NodeExpandVolumeRequest, NodeExpandVolumeResponse>('NodeExpandVolume', async (r) => {
+      const id = validateVolumeId(r.volume_id, 'volume_id');
+      const path = under(r.volume_path, 'volume_path');
+      if (r.volume_capability) parseCapability(r.volume_capability);
+      await core.catalog.requireVolume(id);
+      const mounts = await mountsOf(core, id);
+      if (!mounts.some((m) => m.path === path || m.path === r.staging_target_path))
+        throw notFound(`volume ${id} is not staged or published at ${path}`);
+      const volume = await expandOnNode(core, id);
+      return { capacity_bytes: String(volume.capacityBytes) };
+    }, changes((r) => r.volume_path)),
+
+    NodeGetCapabilities: rpc.unary<Empty, NodeGetCapabilitiesResponse>('NodeGetCapabilities', async () => ({
+      capabilities: CAPABILITIES.map((type) => ({ rpc: { type } })),
+    })),
+
+    NodeGetInfo: rpc.unary<Empty, NodeGetInfoResponse>('NodeGetInfo', async () => ({
+      node_id: settings.nodeId,
+      max_volumes_per_node: String(settings.maxVolumesPerNode),
+      accessible_topology: nodeTopology(settings.nodeId),
+    })),
+  };
+}
+
+async function publishStaged(core: Core, id: string, target: string, cap: Capability, r: NodePublishVolumeRequest): Promise<void> {
+  // twinvol advertises STAGE_UNSTAGE_VOLUME: a publish without a staging path skipped a step.
+  if (!r.staging_target_path) throw failedPrecondition('staging_target_path is required: twinvol stages volumes before publishing them');
+  const stagingPath = validatePathUnder(r.staging_target_path, core.config.kubeletDir, 'staging_target_path');
+  const volume = await core.catalog.requireVolume(id);
+  requireNoRedirect(r.volume_context, volume);
+  requireFits(volume, cap);
+  if (cap.mode === 'SINGLE_NODE_SINGLE_WRITER') {
+    const other = (await mountsOf(core, id)).find((m) => m.kind === 'publish' && m.path !== target && mountAt(m.path));
+    if (other) throw failedPrecondition(`volume ${id} is single-writer and already published at ${other.path}`);
+  }
+  await publish(core, id, target, {
+    readonly: r.readonly || cap.readerOnly,
+    stagingPath,
+    block: cap.access === 'block',
+    fsGroup: cap.mountGroup,
+  });
+}
+
+/** An inline volume: made on first publish, staged by twinvol itself (no stage call comes for it). */
+async function publishEphemeral(core: Core, id: string, target: string, cap: Capability, r: NodePublishVolumeRequest): Promise<void> {
+  if (cap.access !== 'mount') throw invalidArgument('an inline volume is a filesystem: use mount access');
+  const { created } = await createVolume(core, ephemeralSpec(id, r.volume_context));
+  try {
+    await publish(core, id, target, { readonly: r.readonly, fsGroup: cap.mountGroup });
+  } catch (err) {
+    // Nothing else would ever delete it: kubelet only unpublishes what it saw published.
+    if (created) await deleteVolume(core, id).catch(() => undefined);
+    throw err;
+  }
+}
+
+/**
+ * CSI has no separate attach on the node: ControllerPublishVolume to this node is what lets it use
+ * the volume. Checking here keeps single-node exclusivity whole even if the CO skips that step.
+ */
+function requireAttachedHere(volume: VolumeRecord, settings: Settings): void {
+  if (attachmentOf(volume, settings.nodeId)) return;
+  const holder = volume.attachments[0];
+  throw failedPrecondition(
+    holder
+      ? `volume ${volume.id} is published to node ${holder.node}, not to this node ${settings.nodeId}`
+      : `volume ${volume.id} is not published to node ${settings.nodeId}: ControllerPublishVolume comes first`,
+  );
+}
+
+/** A path that holds another volume's mount must not be torn down in this volume's name. */
+async function requireNotOther(core: Core, path: string, id: string): Promise<void> {
+  const record = await core.nodeState.findByPath(path);
+  if (record && record.volumeId !== id) throw invalidArgument(`${path} holds volume ${record.volumeId}, not ${id}`);
+}

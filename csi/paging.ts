@@ -1,0 +1,36 @@
+import { aborted, invalidArgument } from '../shared/errors.js';
+import type { ListRequest } from './messages.js';
+
+export interface Page<T> {
+  items: T[];
+  /** "" when nothing follows. */
+  nextToken: string;
+}
+
+/**
+ * Pages through items sorted by id. A token names the last id handed out, so entries created or
+ * deleted between two pages neither repeat nor shift the rest. Tokens are opaque to the CO and carry
+ * the listing they belong to; one twinvol did not issue (or issued for the other listing) is ABORTED,
+ * which tells the CO to start over.
+ */
+export function paginate<T extends { id: string }>(items: readonly T[], req: ListRequest, listing: 'volumes' | 'snapshots'): Page<T> {
+  if (!Number.isInteger(req.max_entries) || req.max_entries < 0) throw invalidArgument('max_entries must not be negative');
+  const after = req.starting_token ? decodeToken(req.starting_token, listing) : undefined;
+  const rest = after === undefined ? items : items.filter((item) => item.id > after);
+  if (!req.max_entries || rest.length <= req.max_entries) return { items: [...rest], nextToken: '' };
+  const page = rest.slice(0, req.max_entries);
+  return { items: page, nextToken: encodeToken(listing, page[page.length - 1]!.id) };
+}
+
+function encodeToken(listing: string, lastId: string): string {
+  return Buffer.from(`${listing}\n${lastId}`).toString('base64url');
+}
+
+function decodeToken(token: string, listing: string): string {
+  const text = Buffer.from(token, 'base64url').toString();
+  const [kind, lastId, ...extra] = text.split('\n');
+  // Base64 decoding skips characters it does not know: a token is ours only if it round-trips.
+  if (encodeToken(listing, lastId ?? '') !== token || kind !== listing || !lastId || extra.length)
+    throw aborted(`starting_token ${JSON.stringify(token.slice(0, 64))} is not a token twinvol issued for this listing`);
+  return lastId;
+}

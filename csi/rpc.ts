@@ -1,0 +1,85 @@
+import { type handleUnaryCall, status } from '@grpc/grpc-js';
+import { aborted, asTwinvolError, type ErrorCode, unimplemented } from '../shared/errors.js';
+import type { LogFields, Logger } from '../shared/log.js';
+
+const GRPC_CODE: Record<ErrorCode, status> = {
+  InvalidArgument: status.INVALID_ARGUMENT,
+  NotFound: status.NOT_FOUND,
+  AlreadyExists: status.ALREADY_EXISTS,
+  FailedPrecondition: status.FAILED_PRECONDITION,
+  ResourceExhausted: status.RESOURCE_EXHAUSTED,
+  OutOfRange: status.OUT_OF_RANGE,
+  Aborted: status.ABORTED,
+  Unimplemented: status.UNIMPLEMENTED,
+  Internal: status.INTERNAL,
+};
+
+export interface RpcOptions<Req> {
+  /** What the call is about (volume id, snapshot id, node, path), for its log line. Never secrets. */
+  describe?: (req: Req) => LogFields;
+  /**
+   * The key of the object the call changes ("volume/<id>"). A second call on the same key while the
+   * first runs answers ABORTED at once, as the spec allows: the CO retries with backoff, and no
+   * request queues behind a slow mount holding a gRPC slot. Read-only calls leave this out.
+   */
+  exclusiveOn?: (req: Req) => string | undefined;
+}
+
+export type Handler<Req, Res> = (req: Req) => Promise<Res>;
+
+/**
+ * The one wrapper every RPC passes through: in-process serialisation per volume, error mapping
+ * (TwinvolError code to gRPC status; anything else INTERNAL with its message only, never a stack),
+ * and one JSON log line per call with method, subject, duration and result code.
+ */
+export class Rpc {
+  private readonly inFlight = new Map<string, string>();
+
+  constructor(private readonly log: Logger) {}
+
+  unary<Req, Res>(method: string, handler: Handler<Req, Res>, options: RpcOptions<Req> = {}): handleUnaryCall<Req, Res> {
+    return (call, callback) => {
+      const started = performance.now();
+      const req = call.request;
+      let subject: LogFields = {};
+      let key: string | undefined;
+      const finish = (code: status, message?: string) => {
+        if (key !== undefined) this.inFlight.delete(key);
+        const fields = { method, ...subject, durationMs: Math.round((performance.now() - started) * 10) / 10, code: status[code], ...(message ? { message } : {}) };
+        if (code === status.OK) this.log.info('rpc', fields);
+        else if (code === status.INTERNAL) this.log.error('rpc', fields);
+        else this.log.warn('rpc', fields);
+      };
+      const run = async (): Promise<Res> => {
+        subject = options.describe?.(req) ?? {};
+        const wanted = options.exclusiveOn?.(req);
+        if (wanted !== undefined) {
+          const busy = this.inFlight.get(wanted);
+          if (busy !== undefined) throw aborted(`${busy} on ${wanted} is still in progress; try again`);
+          this.inFlight.set(wanted, method);
+          key = wanted;
+        }
+        return handler(req);
+      };
+      run().then(
+        (reply) => {
+          finish(status.OK);
+          callback(null, reply);
+        },
+        (err: unknown) => {
+          const e = asTwinvolError(err);
+          const code = GRPC_CODE[e.code];
+          finish(code, e.message);
+          callback({ code, details: e.message });
+        },
+      );
+    };
+  }
+
+  /** An RPC twinvol does not offer: UNIMPLEMENTED (never INTERNAL), logged like any other call. */
+  unimplemented<Req, Res>(method: string): handleUnaryCall<Req, Res> {
+    return this.unary<Req, Res>(method, async () => {
+      throw unimplemented(`${method} is not implemented by twinvol`);
+    });
+  }
+}

@@ -1,0 +1,70 @@
+import { chmod, rm } from 'node:fs/promises';
+import { Server, ServerCredentials } from '@grpc/grpc-js';
+import type { Config } from '../shared/config.js';
+import { openCore } from '../shared/core/core.js';
+import type { Logger } from '../shared/log.js';
+import { type ServiceContext, servesController, servesNode, type Settings } from './context.js';
+import { controllerService } from './controller.js';
+import { packageDefinitionFromText, serviceDefinition } from './definition.js';
+import { prepareSocket } from './endpoint.js';
+import { identityService } from './identity.js';
+import { nodeService } from './node.js';
+import protoText from './proto/csi.proto';
+import { Rpc } from './rpc.js';
+import { checkTools, type Role } from './tools.js';
+
+export interface ServerOptions {
+  socketPath: string;
+  settings: Settings;
+  config: Config;
+  log: Logger;
+}
+
+export interface RunningServer {
+  /** Stops taking calls, lets those in flight finish (up to `graceMs`), removes the socket. */
+  stop(graceMs?: number): Promise<void>;
+}
+
+export async function startServer({ socketPath, settings, config, log }: ServerOptions): Promise<RunningServer> {
+  const roles: Role[] = [...(servesController(settings.mode) ? ['controller' as const] : []), ...(servesNode(settings.mode) ? ['node' as const] : [])];
+  const tools = checkTools(roles);
+  if (tools.missing.length) log.error('required tools are missing; Probe will fail', { missing: tools.missing });
+  if (tools.missingOptional.length) log.warn('xfs tools are missing; xfs volumes will fail', { missing: tools.missingOptional });
+
+  const ctx: ServiceContext = { core: openCore(config), rpc: new Rpc(log), settings, tools };
+  const definition = packageDefinitionFromText(protoText);
+  const server = new Server();
+  // Services this mode does not serve are absent, so grpc-js answers their calls UNIMPLEMENTED.
+  server.addService(serviceDefinition(definition, 'Identity'), identityService(ctx));
+  if (servesController(settings.mode)) server.addService(serviceDefinition(definition, 'Controller'), controllerService(ctx));
+  if (servesNode(settings.mode)) server.addService(serviceDefinition(definition, 'Node'), nodeService(ctx));
+
+  await prepareSocket(socketPath);
+  // The socket is born 0600 (no moment where others could connect), and chmod makes sure of it.
+  const umask = process.umask(0o177);
+  try {
+    await new Promise<number>((resolve, reject) =>
+      server.bindAsync(`unix:${socketPath}`, ServerCredentials.createInsecure(), (err, port) => (err ? reject(err) : resolve(port))),
+    );
+  } finally {
+    process.umask(umask);
+  }
+  await chmod(socketPath, 0o600);
+  log.info('serving', { endpoint: `unix://${socketPath}`, mode: settings.mode, nodeId: settings.nodeId, driver: settings.driverName, version: settings.vendorVersion });
+
+  return {
+    async stop(graceMs = 10_000) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(() => {
+          server.forceShutdown();
+          resolve();
+        }, graceMs);
+        server.tryShutdown(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+      await rm(socketPath, { force: true });
+    },
+  };
+}

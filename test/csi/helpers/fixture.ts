@@ -1,0 +1,42 @@
+import { afterAll, beforeAll } from 'vitest';
+import type { CsiClient } from './client.js';
+import { createCsiScratch, type CsiScratch } from './scratch.js';
+import { type LaunchOptions, launchCsi, type RunningCsi } from './server.js';
+
+export interface CsiSuite {
+  readonly s: CsiScratch;
+  readonly server: RunningCsi;
+  readonly client: CsiClient;
+}
+
+/**
+ * One scratch world and one running server for a test file. afterAll stops the server first (so it
+ * holds nothing), then unmounts, detaches and deletes everything, whether the tests passed or not.
+ */
+export function useCsiServer(options: LaunchOptions = {}): CsiSuite {
+  let scratch: CsiScratch | undefined;
+  let running: RunningCsi | undefined;
+  beforeAll(async () => {
+    scratch = createCsiScratch(options.nodeId ?? 'node-a');
+    running = await launchCsi(scratch, options);
+  });
+  afterAll(async () => {
+    await running?.stop();
+    scratch?.cleanup();
+  });
+  const need = <T>(v: T | undefined): T => {
+    if (v === undefined) throw new Error('the CSI server fixture is not started (used outside a test?)');
+    return v;
+  };
+  return {
+    get s() {
+      return need(scratch);
+    },
+    get server() {
+      return need(running);
+    },
+    get client() {
+      return need(running).client;
+    },
+  };
+}

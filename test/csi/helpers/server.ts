@@ -1,0 +1,89 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { type CsiClient, createCsiClient, outcome } from './client.js';
+import type { CsiScratch } from './scratch.js';
+
+export const CSI_BIN = resolve(import.meta.dirname, '../../../dist/csi/twinvol-csi');
+
+export interface LaunchOptions {
+  nodeId?: string;
+  /** Further command-line flags (--strict-nodes, --max-volumes-per-node 2, --mode node ...). */
+  args?: string[];
+}
+
+export interface RunningCsi {
+  child: ChildProcess;
+  client: CsiClient;
+  /** Every stderr line so far (JSON log lines). */
+  logLines(): string[];
+  /** SIGTERM, then wait for the exit; returns the exit code. */
+  stop(): Promise<number | null>;
+}
+
+/** The flags that point a server at a scratch world. */
+export function scratchArgs(s: CsiScratch, nodeId: string): string[] {
+  return ['--endpoint', `unix://${s.socketPath}`, '--node-id', nodeId, '--data-root', s.dataRoot, '--state-dir', s.stateDir, '--kubelet-dir', s.kubeletDir];
+}
+
+/** The environment the bundle runs under: a plain PATH, the scratch config, nothing from the machine. */
+export function serverEnv(s: CsiScratch): NodeJS.ProcessEnv {
+  return { PATH: '/usr/bin:/bin', TWINVOL_CONFIG: s.configPath };
+}
+
+/** Runs the bundle with `args` and collects its exit code and output (for flag and start-up checks). */
+export function runCsiOnce(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  requireBundle();
+  return new Promise((done, fail) => {
+    const child = spawn(process.execPath, [CSI_BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('error', fail);
+    child.on('close', (code) => done({ code, stdout, stderr }));
+  });
+}
+
+function requireBundle(): void {
+  if (!existsSync(CSI_BIN)) throw new Error(`${CSI_BIN} is missing: run node scripts/build.mjs first`);
+}
+
+/**
+ * Starts the real bundled server as a child process on the scratch socket and waits until Probe
+ * answers ready. The wait is a readiness poll, not a timing assertion.
+ */
+export async function launchCsi(s: CsiScratch, options: LaunchOptions = {}): Promise<RunningCsi> {
+  requireBundle();
+  const nodeId = options.nodeId ?? 'node-a';
+  const child = spawn(process.execPath, [CSI_BIN, ...scratchArgs(s, nodeId), ...(options.args ?? [])], {
+    env: serverEnv(s),
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  const lines: string[] = [];
+  let partial = '';
+  child.stderr?.on('data', (d: Buffer) => {
+    const parts = (partial + d.toString()).split('\n');
+    partial = parts.pop() ?? '';
+    lines.push(...parts);
+  });
+  const exited = new Promise<number | null>((done) => child.on('exit', (code) => done(code)));
+  const client = createCsiClient(s.socketPath);
+  const running: RunningCsi = {
+    child,
+    client,
+    logLines: () => [...lines],
+    async stop() {
+      client.close();
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      return exited;
+    },
+  };
+  for (let attempt = 0; attempt < 200; attempt++) {
+    if (child.exitCode !== null) throw new Error(`twinvol-csi exited with ${child.exitCode}: ${lines.join('\n')}`);
+    if (existsSync(s.socketPath) && (await outcome(client.call('Identity', 'Probe'))).code === 'OK') return running;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  await running.stop();
+  throw new Error(`twinvol-csi did not become ready: ${lines.join('\n')}`);
+}
