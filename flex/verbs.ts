@@ -2,6 +2,7 @@ import { attach, attachmentOf, detach } from '../shared/core/attachments.js';
 import type { Core } from '../shared/core/core.js';
 import { expandOnNode } from '../shared/core/node-volume.js';
 import { publish, unpublish } from '../shared/core/publishing.js';
+import { checkedPathUnder } from '../shared/core/mount-target.js';
 import { nodeAttach, stage, unstage } from '../shared/core/staging.js';
 import { expandVolume } from '../shared/core/volumes.js';
 import { failedPrecondition, invalidArgument } from '../shared/errors.js';
@@ -114,6 +115,7 @@ export const VERBS: Record<FlexVerb, VerbSpec> = {
     arity: 3,
     usage: 'mountdevice <deviceMountPath> <device> <json>',
     handler: async (ctx) => {
+      await checkedPathUnder(arg(ctx, 0), ctx.core.config.kubeletDir, 'staging path');
       const { opts, volume } = await volumeFrom(ctx, ctx.args[2]);
       requireAttachedHere(ctx.core, volume);
       await stage(ctx.core, volume.id, arg(ctx, 0), { readonly: opts.readonly });
@@ -134,6 +136,8 @@ export const VERBS: Record<FlexVerb, VerbSpec> = {
     arity: 2,
     usage: 'mount <podVolumeDir> <json>',
     handler: async (ctx) => {
+      // Every input is checked before createIfMissing may create anything.
+      await checkedPathUnder(arg(ctx, 0), ctx.core.config.kubeletDir, 'target path');
       const { opts, volume } = await volumeFrom(ctx, ctx.args[1]);
       await publish(ctx.core, volume.id, arg(ctx, 0), { readonly: opts.readonly, fsGroup: opts.fsGroup });
       return success();

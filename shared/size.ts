@@ -23,8 +23,8 @@ export function parseSize(input: unknown, what = 'size'): number {
 }
 
 function checkSize(n: number, what: string, shown: string): number {
-  if (!Number.isSafeInteger(n) || n <= 0) throw invalidArgument(`${what} ${JSON.stringify(shown)} must be a positive whole number of bytes`);
   if (n > MAX_SIZE_BYTES) throw invalidArgument(`${what} ${JSON.stringify(shown)} is larger than the 1 PiB limit`);
+  if (!Number.isSafeInteger(n) || n <= 0) throw invalidArgument(`${what} ${JSON.stringify(shown)} must be a positive whole number of bytes`);
   return n;
 }
 

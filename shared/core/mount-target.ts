@@ -19,10 +19,20 @@ export async function checkedPathUnder(path: unknown, root: string, what: string
       return valid;
     } catch (err) {
       if (errnoCode(err) !== 'ENOENT') throw err;
+      // A link to nowhere would be followed by mkdir and mount alike, to wherever it points.
+      if (await isSymlink(probe)) throw invalidArgument(`${what} ${valid} passes through a dangling symbolic link`);
       const up = dirname(probe);
       if (up === probe) return valid;
       probe = up;
     }
+  }
+}
+
+async function isSymlink(path: string): Promise<boolean> {
+  try {
+    return (await lstat(path)).isSymbolicLink();
+  } catch {
+    return false;
   }
 }
 

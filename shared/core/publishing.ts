@@ -38,29 +38,35 @@ export async function publish(core: Core, id: string, targetPath: string, opts: 
     if (mounted && existing) return volume;
     if (mounted) throw alreadyExists(`${target} already holds a mount twinvol did not make: ${describeMount(mounted)}`);
 
-    if (!stagingPath) await ensureStagedLocked(core, id, Boolean(opts.block));
-    const staging = await stagingRecordFor(core, id, stagingPath);
-    const source = opts.block ? backendFor(volume.backend).attachedDevice(volume, core) : staging.path;
-    if (!source) throw failedPrecondition(`volume ${id} has no device on this node; stage it first`);
-    if (!opts.block && !mountAt(staging.path)) throw failedPrecondition(`volume ${id} is not mounted at its staging path ${staging.path}; stage it again`);
-
+    // The mount point first: a target that cannot be made must not leave a staging behind.
     await makeMountPoint(target, opts.block ? 'file' : 'dir');
-    const record: MountRecord = {
-      schema: SCHEMA_VERSION,
-      volumeId: id,
-      path: target,
-      kind: 'publish',
-      readonly: opts.readonly,
-      stagingPath: staging.path,
-      ...(opts.block ? { block: true } : {}),
-      ...(opts.fsGroup !== undefined ? { fsGroup: opts.fsGroup } : {}),
-      createdAt: now(),
-    };
-    await core.nodeState.put(record);
+    const madeStaging = stagingPath ? undefined : await ensureStagedLocked(core, id, Boolean(opts.block));
     try {
-      await core.mounter.bind(source, target, opts.readonly);
+      const staging = await stagingRecordFor(core, id, stagingPath);
+      const source = opts.block ? backendFor(volume.backend).attachedDevice(volume, core) : staging.path;
+      if (!source) throw failedPrecondition(`volume ${id} has no device on this node; stage it first`);
+      if (!opts.block && !mountAt(staging.path)) throw failedPrecondition(`volume ${id} is not mounted at its staging path ${staging.path}; stage it again`);
+      const record: MountRecord = {
+        schema: SCHEMA_VERSION,
+        volumeId: id,
+        path: target,
+        kind: 'publish',
+        readonly: opts.readonly,
+        stagingPath: staging.path,
+        ...(opts.block ? { block: true } : {}),
+        ...(opts.fsGroup !== undefined ? { fsGroup: opts.fsGroup } : {}),
+        createdAt: now(),
+      };
+      await core.nodeState.put(record);
+      try {
+        await core.mounter.bind(source, target, opts.readonly);
+      } catch (err) {
+        await core.nodeState.remove(record);
+        throw err;
+      }
     } catch (err) {
-      await core.nodeState.remove(record);
+      // Undo the staging this call made (and the attachment it stood for); a failed publish changes nothing.
+      if (madeStaging) await unstageLocked(core, madeStaging).catch(() => undefined);
       throw err;
     }
     if (opts.fsGroup !== undefined && !opts.readonly && !opts.block) await applyFsGroup(target, opts.fsGroup);
@@ -68,11 +74,16 @@ export async function publish(core: Core, id: string, targetPath: string, opts: 
   });
 }
 
-/** A caller with no stage step (non-attachable FlexVolume) gets twinvol's own staging of the volume. */
-async function ensureStagedLocked(core: Core, id: string, block: boolean): Promise<void> {
+/**
+ * A caller with no stage step (non-attachable FlexVolume) gets twinvol's own staging of the volume.
+ * Returns the staging record when this call made it, so a failure later can undo it.
+ */
+async function ensureStagedLocked(core: Core, id: string, block: boolean): Promise<MountRecord | undefined> {
   const stages = (await core.nodeState.listForVolume(id)).filter((r) => r.kind === 'stage');
-  if (stages.length) return;
-  await stageLocked(core, id, implicitStagingPath(core, id), { readonly: false, implicit: true, block });
+  if (stages.length) return undefined;
+  const path = implicitStagingPath(core, id);
+  await stageLocked(core, id, path, { readonly: false, implicit: true, block });
+  return core.nodeState.findByPath(path);
 }
 
 async function stagingRecordFor(core: Core, id: string, stagingPath: string | undefined): Promise<MountRecord> {

@@ -379,22 +379,19 @@ describe('targets outside the kubelet root', () => {
     expect(isLink(link) && isLink(linkToMount)).toBe(true);
   });
 
-  // BUG (reported): a dangling symlink in the kubelet dir passes the "resolves outside" check (realpath of
-  // the link fails with ENOENT, so the check walks up to the link's parent), the volume is implicitly
-  // staged and attached, then mkdir fails with a raw "ENOENT: ... mkdir" message and the implicit
-  // staging mount, its node record and the attachment are left behind for good.
-  it.fails('refuses a dangling symlink pointing outside, and stages nothing', async () => {
+  // Once a bug: realpath of a dangling link fails with ENOENT, so the check walked up to the link's
+  // parent and passed; the volume was staged and attached before mkdir failed, and nothing rolled back.
+  it('refuses a dangling symlink pointing outside, and stages nothing', async () => {
     const outside = makeOutsideDir();
     await createVolume('vol-d', '--backend', 'dir', '--size', '1Mi');
     mkdirSync(join(s.kubeletDir, 'pods'), { recursive: true });
     const link = join(s.kubeletDir, 'pods', 'dangling');
     symlinkSync(join(outside, 'not-yet'), link);
-    await expectRefused({ argv: ['mount', link, mountOptions('pv-d', pod('uid-d'), { volumeId: 'vol-d' })], fragment: 'resolves outside', absent: [join(outside, 'not-yet')] });
+    await expectRefused({ argv: ['mount', link, mountOptions('pv-d', pod('uid-d'), { volumeId: 'vol-d' })], fragment: 'passes through a dangling symbolic link', absent: [join(outside, 'not-yet')] });
   });
 
-  // BUG (reported): with createIfMissing, mount provisions the volume before it checks the target, so a
-  // call refused for its target still leaves a new volume (and for block, its image) in the catalog.
-  it.fails('mount with createIfMissing and a target outside the root creates no volume', async () => {
+  // Once a bug: with createIfMissing, mount provisioned the volume before it checked the target.
+  it('mount with createIfMissing and a target outside the root creates no volume', async () => {
     await expectRefused({ argv: ['mount', '/etc/x', creatingOptions('made-anyway')], fragment: 'is outside', absent: ['/etc/x'] });
   });
 });
@@ -421,9 +418,8 @@ describe('sizes', () => {
     });
   }
 
-  // BUG (reported): a size too large for a double's exact range is reported as not "a positive whole
-  // number of bytes" (it is both); the 1 PiB limit message is only reached by sizes below 2^53.
-  it.fails('names the 1 PiB limit for a huge size', async () => {
+  // Once a bug: sizes past 2^53 were called not "a positive whole number of bytes" instead of too large.
+  it('names the 1 PiB limit for a huge size', async () => {
     await expectRefused({ argv: ['attach', creatingOptions('vol-s', { size: '99999999999Ti' }), 'node-a'], fragment: '1 PiB limit' });
   });
 
