@@ -18,7 +18,8 @@ export class FlexDriver {
     private readonly scratch: Scratch,
   ) {}
 
-  async call(argv: string[], shown = argv[0] ?? ''): Promise<FlexCall> {
+  /** One call; `expect` "Failure" is for the refusals the demo means to show. */
+  async call(argv: string[], shown = argv[0] ?? '', expect: 'Success' | 'Failure' = 'Success'): Promise<FlexCall> {
     const started = performance.now();
     const { output, exitCode } = await new Promise<{ output: string; exitCode: number }>((done, fail) => {
       const child = spawn(this.bin, argv, { cwd: '/', stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: '/usr/bin:/bin', ...this.scratch.env } });
@@ -36,7 +37,8 @@ export class FlexDriver {
       .join(' ');
     const spawned = this.lastSpawns();
     printStep({ model: 'flex', call: shown, outcome: String(reply.status), ms, detail: [extra, spawned && `spawned: ${spawned}`].filter(Boolean).join('  ') });
-    if (reply.status === 'Failure') throw new Error(`flex ${argv[0]} failed: ${String(reply.message)}`);
+    if (reply.status === 'Failure' && expect !== 'Failure') throw new Error(`flex ${argv[0]} failed: ${String(reply.message)}`);
+    if (reply.status !== 'Failure' && expect === 'Failure') throw new Error(`flex ${argv[0]} succeeded where a Failure was expected`);
     return { reply, exitCode };
   }
 
@@ -68,7 +70,7 @@ export class FlexDriver {
 
   /** What kubelet and the controller-manager do to give a pod the volume, on an attachable driver. */
   async attachAndMount(volumeId: string, pvName: string, podUid: string, node: string): Promise<{ global: string; podDir: string }> {
-    const opts = goJson({ 'kubernetes.io/fsType': 'ext4', 'kubernetes.io/pvOrVolumeName': pvName, 'kubernetes.io/readwrite': 'rw', volumeId });
+    const opts = flexOptions(volumeId, pvName);
     await this.call(['init']);
     await this.call(['attach', opts, node]);
     const wait = await this.call(['waitforattach', '', opts]);
@@ -94,4 +96,9 @@ export class FlexDriver {
     await this.call(['unmountdevice', where.global]);
     await this.call(['detach', pvName, node]);
   }
+}
+
+/** kubelet's options for a PV naming the volume (as attach, waitforattach and mountdevice get them). */
+export function flexOptions(volumeId: string, pvName: string): string {
+  return goJson({ 'kubernetes.io/fsType': 'ext4', 'kubernetes.io/pvOrVolumeName': pvName, 'kubernetes.io/readwrite': 'rw', volumeId });
 }
