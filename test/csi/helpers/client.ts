@@ -59,6 +59,13 @@ type Res<S extends Service, K extends keyof Rpcs[S]> = Rpcs[S][K] extends [unkno
 /** Tests leave fields out on purpose (that is what the required-field checks are about). */
 export type Partial2<T> = T extends string | number | boolean ? T : T extends (infer E)[] ? Partial2<E>[] : { [K in keyof T]?: Partial2<T[K]> | null };
 
+export type ServiceCall<S extends Service> = <K extends keyof Rpcs[S] & string>(method: K, request?: Partial2<Req<S, K>>) => Promise<Res<S, K>>;
+
+/** `call` bound to one service, for a client that may only exist later (fixtures start in beforeAll). */
+export function serviceCall<S extends Service>(client: () => CsiClient, service: S): ServiceCall<S> {
+  return (method, request) => client().call(service, method, request);
+}
+
 export interface CsiClient {
   call<S extends Service, K extends keyof Rpcs[S] & string>(service: S, method: K, request?: Partial2<Req<S, K>>): Promise<Res<S, K>>;
   close(): void;

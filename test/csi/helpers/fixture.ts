@@ -1,5 +1,5 @@
 import { afterAll, beforeAll } from 'vitest';
-import type { CsiClient } from './client.js';
+import { type CsiClient, type ServiceCall, serviceCall } from './client.js';
 import { createCsiScratch, type CsiScratch } from './scratch.js';
 import { type LaunchOptions, launchCsi, type RunningCsi } from './server.js';
 
@@ -7,6 +7,9 @@ export interface CsiSuite {
   readonly s: CsiScratch;
   readonly server: RunningCsi;
   readonly client: CsiClient;
+  identity: ServiceCall<'Identity'>;
+  ctl: ServiceCall<'Controller'>;
+  node: ServiceCall<'Node'>;
 }
 
 /**
@@ -28,7 +31,11 @@ export function useCsiServer(options: LaunchOptions = {}): CsiSuite {
     if (v === undefined) throw new Error('the CSI server fixture is not started (used outside a test?)');
     return v;
   };
+  const client = () => need(running).client;
   return {
+    identity: serviceCall(client, 'Identity'),
+    ctl: serviceCall(client, 'Controller'),
+    node: serviceCall(client, 'Node'),
     get s() {
       return need(scratch);
     },
