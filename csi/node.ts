@@ -127,8 +127,12 @@ async function publishStaged(core: Core, id: string, target: string, cap: Capabi
   const volume = await core.catalog.requireVolume(id);
   requireNoRedirect(r.volume_context, volume);
   requireFits(volume, cap);
+  const mounts = await mountsOf(core, id);
+  // Checked here as well as in the core so that a publish bound to fail creates no target directory.
+  if (!mounts.some((m) => m.kind === 'stage' && m.path === stagingPath))
+    throw failedPrecondition(`volume ${id} is not staged at ${stagingPath} on this node`);
   if (cap.mode === 'SINGLE_NODE_SINGLE_WRITER') {
-    const other = (await mountsOf(core, id)).find((m) => m.kind === 'publish' && m.path !== target && mountAt(m.path));
+    const other = mounts.find((m) => m.kind === 'publish' && m.path !== target && mountAt(m.path));
     if (other) throw failedPrecondition(`volume ${id} is single-writer and already published at ${other.path}`);
   }
   await publish(core, id, target, {
