@@ -1,0 +1,116 @@
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { type Config, loadConfig } from '../../shared/config.js';
+import { expectThrows } from './expect-error.js';
+
+let dir: string;
+let file: string;
+beforeEach(() => {
+  dir = mkdtempSync('/tmp/twinvol-test-config-');
+  file = join(dir, 'config.json');
+});
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+const withFile = (content: unknown, env: Record<string, string> = {}): Config => {
+  writeFileSync(file, typeof content === 'string' ? content : JSON.stringify(content));
+  return loadConfig({ TWINVOL_CONFIG: file, ...env });
+};
+
+describe('loadConfig', () => {
+  it('uses the built-in defaults under an empty config file', () => {
+    expect(withFile({})).toEqual({
+      dataRoot: '/var/lib/twinvol',
+      stateDir: '/run/twinvol',
+      kubeletDir: '/var/lib/kubelet',
+      nodeName: hostname(),
+      flexAttach: true,
+      defaultFsType: 'ext4',
+      commandTimeoutMs: 120_000,
+    });
+  });
+
+  // Depends on the machine: only meaningful where no system-wide config exists.
+  it.skipIf(existsSync('/etc/twinvol/config.json'))('falls back to /etc/twinvol/config.json and tolerates its absence', () => {
+    const cfg = loadConfig({}, { nodeName: 'n1' });
+    expect(cfg.nodeName).toBe('n1');
+    expect(cfg.dataRoot).toBe('/var/lib/twinvol');
+  });
+
+  it('takes values from the config file', () => {
+    const cfg = withFile({
+      dataRoot: '/srv/twinvol/',
+      stateDir: '/run/tv',
+      kubeletDir: '/k',
+      nodeName: 'worker-1',
+      flexAttach: false,
+      defaultFsType: 'xfs',
+      commandTimeoutMs: 5000,
+    });
+    expect(cfg).toEqual({
+      dataRoot: '/srv/twinvol',
+      stateDir: '/run/tv',
+      kubeletDir: '/k',
+      nodeName: 'worker-1',
+      flexAttach: false,
+      defaultFsType: 'xfs',
+      commandTimeoutMs: 5000,
+    });
+  });
+
+  it('lets environment overrides win over the file, and explicit overrides win over both', () => {
+    const fileValues = { dataRoot: '/file/data', stateDir: '/file/state', kubeletDir: '/file/kubelet', nodeName: 'file-node' };
+    const env = { TWINVOL_DATA_ROOT: '/env/data', TWINVOL_STATE_DIR: '/env/state', TWINVOL_KUBELET_DIR: '/env/kubelet', TWINVOL_NODE_NAME: 'env-node' };
+    expect(withFile(fileValues, env)).toMatchObject({ dataRoot: '/env/data', stateDir: '/env/state', kubeletDir: '/env/kubelet', nodeName: 'env-node' });
+    // Empty environment values do not override.
+    expect(withFile(fileValues, { TWINVOL_DATA_ROOT: '' }).dataRoot).toBe('/file/data');
+    writeFileSync(file, JSON.stringify(fileValues));
+    expect(loadConfig({ TWINVOL_CONFIG: file, ...env }, { dataRoot: '/explicit' }).dataRoot).toBe('/explicit');
+  });
+
+  it('refuses a missing explicit config file', () => {
+    expectThrows(() => loadConfig({ TWINVOL_CONFIG: join(dir, 'nope.json') }), 'InvalidArgument', `cannot read config file ${join(dir, 'nope.json')}: ENOENT`);
+  });
+
+  it('refuses a config path that is a directory', () => {
+    expectThrows(() => loadConfig({ TWINVOL_CONFIG: dir }), 'InvalidArgument', 'EISDIR');
+  });
+
+  it.each([
+    ['{ not json', 'is not valid JSON'],
+    ['', 'is not valid JSON'],
+    ['[]', 'must hold a JSON object'],
+    ['"x"', 'must hold a JSON object'],
+    ['null', 'must hold a JSON object'],
+    ['{"dataroot": "/x"}', 'unknown setting "dataroot"'],
+    ['{"secret": "x"}', 'unknown setting "secret"'],
+  ])('refuses the file %j', (content, message) => {
+    const err = expectThrows(() => withFile(content), 'InvalidArgument', message);
+    if (!message.startsWith('unknown')) expect(err.message).toContain(file);
+  });
+
+  it.each([
+    [{ dataRoot: 'relative/data' }, 'setting dataRoot must be an absolute path'],
+    [{ stateDir: './state' }, 'setting stateDir must be an absolute path'],
+    [{ kubeletDir: '/var/lib/kubelet/../../etc' }, 'setting kubeletDir must be an absolute path'],
+    [{ dataRoot: '/a/..' }, 'setting dataRoot must be an absolute path'],
+    [{ dataRoot: '/' }, 'setting dataRoot must not be /'],
+    [{ dataRoot: 42 }, 'setting dataRoot must be an absolute path'],
+    [{ nodeName: 'bad/name' }, 'setting nodeName'],
+    [{ nodeName: '' }, 'setting nodeName is required'],
+    [{ flexAttach: 'yes' }, 'setting flexAttach must be true or false'],
+    [{ commandTimeoutMs: 999 }, 'commandTimeoutMs must be a whole number of at least 1000'],
+    [{ commandTimeoutMs: 1500.5 }, 'commandTimeoutMs'],
+    [{ commandTimeoutMs: '5000' }, 'commandTimeoutMs'],
+    [{ defaultFsType: 'btrfs' }, 'fsType "btrfs" is not supported'],
+  ])('refuses the setting %j', (content, message) => {
+    expectThrows(() => withFile(content), 'InvalidArgument', message);
+  });
+
+  it('refuses bad environment overrides too', () => {
+    expectThrows(() => withFile({}, { TWINVOL_KUBELET_DIR: 'kubelet' }), 'InvalidArgument', 'setting kubeletDir must be an absolute path');
+    expectThrows(() => withFile({}, { TWINVOL_DATA_ROOT: '/x/../y' }), 'InvalidArgument', 'setting dataRoot must be an absolute path');
+    expectThrows(() => withFile({}, { TWINVOL_NODE_NAME: '..' }), 'InvalidArgument', 'setting nodeName');
+  });
+});

@@ -1,0 +1,11 @@
+import { loadConfig } from '../../shared/config.js';
+import { type Core, openCore } from '../../shared/core/core.js';
+import type { Scratch } from '../helpers/scratch.js';
+
+/** A real Core whose data root, node state and kubelet dir all lie in one scratch dir. */
+export function coreIn(s: Scratch, nodeName = 'node-a'): Core {
+  // The scratch's empty config file keeps a machine-wide /etc/twinvol/config.json out of the test.
+  return openCore(
+    loadConfig({ TWINVOL_CONFIG: s.env.TWINVOL_CONFIG }, { dataRoot: s.dataRoot, stateDir: s.stateDir, kubeletDir: s.kubeletDir, nodeName }),
+  );
+}

@@ -1,0 +1,124 @@
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { readRecord, removeRecord, SCHEMA_VERSION, type Versioned, writeRecord } from '../../shared/store/json-record.js';
+import { expectRejects } from './expect-error.js';
+
+interface Rec extends Versioned {
+  name: string;
+  payload?: string;
+}
+
+let dir: string;
+beforeEach(() => {
+  dir = mkdtempSync('/tmp/twinvol-test-record-');
+});
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('writeRecord / readRecord', () => {
+  it('round-trips a record, making parent directories, as pretty JSON with a final newline and mode 0600', async () => {
+    const path = join(dir, 'a', 'b', 'rec.json');
+    const rec: Rec = { schema: SCHEMA_VERSION, name: 'vol-1', payload: 'ü\n"quoted"' };
+    await writeRecord(path, rec);
+    expect(await readRecord<Rec>(path)).toEqual(rec);
+    const text = readFileSync(path, 'utf8');
+    expect(text).toBe(`${JSON.stringify(rec, null, 2)}\n`);
+    expect(statSync(path).mode & 0o777).toBe(0o600);
+    expect(statSync(join(dir, 'a', 'b')).mode & 0o777).toBe(0o700);
+  });
+
+  it('replaces a record and leaves no temporary file beside it', async () => {
+    const path = join(dir, 'rec.json');
+    await writeRecord<Rec>(path, { schema: 1, name: 'first' });
+    await writeRecord<Rec>(path, { schema: 1, name: 'second' });
+    expect((await readRecord<Rec>(path))?.name).toBe('second');
+    expect(readdirSync(dir)).toEqual(['rec.json']);
+  });
+
+  it('answers undefined for a missing record, and for a path below a file', async () => {
+    expect(await readRecord(join(dir, 'nope.json'))).toBeUndefined();
+    writeFileSync(join(dir, 'file'), 'x');
+    expect(await readRecord(join(dir, 'file', 'rec.json'))).toBeUndefined();
+  });
+
+  it('reports a corrupt record as Internal, naming the file', async () => {
+    const path = join(dir, 'bad.json');
+    writeFileSync(path, '{"schema": 1, "name": "trunc');
+    await expectRejects(readRecord(path), 'Internal', `state record ${path} is corrupt (not JSON)`);
+  });
+
+  it('refuses records without a schema version', async () => {
+    for (const body of ['{"name":"x"}', '[]', 'null', '{"schema":"1"}']) {
+      const path = join(dir, 'noschema.json');
+      writeFileSync(path, body);
+      await expectRejects(readRecord(path), 'Internal', `state record ${path} has no schema version`);
+    }
+  });
+
+  it('refuses a record written by a newer schema, and reads the current one', async () => {
+    const path = join(dir, 'new.json');
+    writeFileSync(path, JSON.stringify({ schema: SCHEMA_VERSION + 1, name: 'x' }));
+    await expectRejects(readRecord(path), 'Internal', `state record ${path} was written by a newer twinvol (schema ${SCHEMA_VERSION + 1})`);
+    writeFileSync(path, JSON.stringify({ schema: SCHEMA_VERSION, name: 'x' }));
+    expect(await readRecord<Rec>(path)).toEqual({ schema: SCHEMA_VERSION, name: 'x' });
+  });
+
+  it('passes on read errors other than a missing file', async () => {
+    const path = join(dir, 'dir.json');
+    // A directory where a record should be: EISDIR is not "missing".
+    await import('node:fs/promises').then((fs) => fs.mkdir(path));
+    await expect(readRecord(path)).rejects.toMatchObject({ code: 'EISDIR' });
+  });
+
+  it('removeRecord is idempotent', async () => {
+    const path = join(dir, 'rec.json');
+    await writeRecord<Rec>(path, { schema: 1, name: 'x' });
+    await removeRecord(path);
+    await removeRecord(path);
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it('never exposes partial content: concurrent writers of large distinct records, read while they write', async () => {
+    const path = join(dir, 'hot.json');
+    const records: Rec[] = Array.from({ length: 16 }, (_, i) => ({
+      schema: SCHEMA_VERSION,
+      name: `writer-${i}`,
+      // ~256 KiB each, distinct content: a torn or interleaved file cannot parse as any one of them.
+      payload: String.fromCharCode(65 + i).repeat(256 * 1024),
+    }));
+    const byName = new Map(records.map((r) => [r.name, r]));
+    await writeRecord(path, records[0]!);
+
+    // Several readers keep reading while every writer rewrites its record a few times. A plain
+    // (truncate-and-write) writer fails this test on nearly every read; an atomic one never does.
+    let writing = true;
+    let reads = 0;
+    const torn: string[] = [];
+    const readers = Array.from({ length: 4 }, async () => {
+      while (writing) {
+        const text = await readFile(path, 'utf8');
+        reads++;
+        try {
+          const parsed = JSON.parse(text) as Rec;
+          if (JSON.stringify(parsed) !== JSON.stringify(byName.get(parsed.name))) torn.push(`mixed content named ${parsed.name}`);
+        } catch {
+          torn.push(`${text.length} chars that do not parse`);
+        }
+      }
+    });
+    await Promise.all(
+      records.map(async (r) => {
+        for (let round = 0; round < 3; round++) await writeRecord(path, r);
+      }),
+    );
+    writing = false;
+    await Promise.all(readers);
+
+    expect(torn).toEqual([]);
+    expect(reads).toBeGreaterThan(0);
+    const final = JSON.parse(readFileSync(path, 'utf8')) as Rec;
+    expect(final).toEqual(byName.get(final.name));
+    expect(readdirSync(dir)).toEqual(['hot.json']);
+  });
+});

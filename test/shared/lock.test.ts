@@ -1,0 +1,195 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { withLock } from '../../shared/store/lock.js';
+import { expectRejects } from './expect-error.js';
+
+const repoRoot = resolve(fileURLToPath(new URL('../..', import.meta.url)));
+
+/**
+ * A plain-JS child holding the lock the way shared/store/lock.ts takes it (same proper-lockfile
+ * options), so the test talks to another process without needing a TypeScript loader.
+ * argv: lockPath holdMs logFile. It prints "locked" once it holds the lock; holdMs < 0 holds forever.
+ */
+const CHILD = `
+import { createRequire } from 'node:module';
+import { appendFileSync } from 'node:fs';
+const require = createRequire(${JSON.stringify(join(repoRoot, 'package.json'))});
+const lockfile = require('proper-lockfile');
+const [lockPath, holdMs, logFile] = process.argv.slice(2);
+const release = await lockfile.lock(lockPath, {
+  realpath: false,
+  lockfilePath: lockPath,
+  stale: 10000,
+  update: 2000,
+  retries: { retries: 600, minTimeout: 10, maxTimeout: 150, factor: 1.3, randomize: true },
+});
+appendFileSync(logFile, 'child-start\\n');
+process.stdout.write('locked\\n');
+if (Number(holdMs) >= 0) {
+  await new Promise((r) => setTimeout(r, Number(holdMs)));
+  appendFileSync(logFile, 'child-end\\n');
+  await release();
+  process.exit(0);
+} else {
+  setInterval(() => {}, 1000);
+}
+`;
+
+let dir: string;
+let childScript: string;
+let logFile: string;
+const children: ChildProcess[] = [];
+
+beforeEach(() => {
+  dir = mkdtempSync('/tmp/twinvol-test-lock-');
+  childScript = join(dir, 'hold-lock.mjs');
+  logFile = join(dir, 'log');
+  writeFileSync(childScript, CHILD);
+  writeFileSync(logFile, '');
+});
+
+afterEach(() => {
+  for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** Starts a child that takes the lock; resolves once it holds it. */
+function childHolding(lockPath: string, holdMs: number): Promise<ChildProcess> {
+  const child = spawn(process.execPath, [childScript, lockPath, String(holdMs), logFile], { stdio: ['ignore', 'pipe', 'pipe'] });
+  children.push(child);
+  return new Promise((resolvePromise, reject) => {
+    let out = '';
+    let err = '';
+    child.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      if (out.includes('locked\n')) resolvePromise(child);
+    });
+    child.stderr!.on('data', (d: Buffer) => {
+      err += d.toString();
+    });
+    child.on('exit', (code, signal) => reject(new Error(`lock child exited (${code ?? signal}) before locking: ${err}`)));
+  });
+}
+
+function exited(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((r) => child.once('exit', () => r()));
+}
+
+const log = (line: string) => appendFileSync(logFile, `${line}\n`);
+const logLines = () => readFileSync(logFile, 'utf8').split('\n').filter(Boolean);
+
+describe('withLock in one process', () => {
+  it('serialises critical sections that await inside', async () => {
+    const lockPath = join(dir, 'locks', 'counter.lock');
+    let counter = 0;
+    let inside = 0;
+    let maxInside = 0;
+    const trace: string[] = [];
+    await Promise.all(
+      Array.from({ length: 8 }, (_, i) =>
+        withLock(lockPath, async () => {
+          inside++;
+          maxInside = Math.max(maxInside, inside);
+          trace.push(`enter-${i}`);
+          const read = counter;
+          await sleep(15);
+          await new Promise((r) => setImmediate(r));
+          counter = read + 1;
+          trace.push(`leave-${i}`);
+          inside--;
+          return i;
+        }),
+      ),
+    );
+    expect(counter).toBe(8);
+    expect(maxInside).toBe(1);
+    // Every enter is directly followed by its own leave.
+    for (let k = 0; k < trace.length; k += 2) expect(trace[k + 1]).toBe(trace[k]!.replace('enter', 'leave'));
+  });
+
+  it('returns the value of fn and releases the lock (the directory is gone)', async () => {
+    const lockPath = join(dir, 'a.lock');
+    expect(await withLock(lockPath, async () => 42)).toBe(42);
+    expect(existsSync(lockPath)).toBe(false);
+  });
+
+  it('releases the lock when fn throws, and passes the error on', async () => {
+    const lockPath = join(dir, 'a.lock');
+    await expect(withLock(lockPath, async () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
+    expect(existsSync(lockPath)).toBe(false);
+    // Taken again at once: a lock that leaked would make this Aborted.
+    expect(await withLock(lockPath, async () => 'again', { waitMs: 150 })).toBe('again');
+  });
+
+  it('answers Aborted, naming the lock, when it stays busy longer than waitMs', async () => {
+    const lockPath = join(dir, 'busy.lock');
+    let release!: () => void;
+    const held = new Promise<void>((r) => {
+      release = r;
+    });
+    let entered!: () => void;
+    const inside = new Promise<void>((r) => {
+      entered = r;
+    });
+    const holder = withLock(lockPath, async () => {
+      entered();
+      await held;
+    });
+    await inside;
+    let ran = false;
+    await expectRejects(
+      withLock(lockPath, async () => {
+        ran = true;
+      }, { waitMs: 300 }),
+      'Aborted',
+      `another operation holds ${lockPath}; try again`,
+    );
+    expect(ran).toBe(false);
+    release();
+    await holder;
+  });
+});
+
+describe('withLock across processes', () => {
+  it('waits for a lock held by another process and enters only after it is released', async () => {
+    const lockPath = join(dir, 'x.lock');
+    const child = await childHolding(lockPath, 1500);
+    await withLock(lockPath, async () => {
+      log('parent-start');
+      await sleep(20);
+      log('parent-end');
+    });
+    await exited(child);
+    expect(child.exitCode).toBe(0);
+    expect(logLines()).toEqual(['child-start', 'child-end', 'parent-start', 'parent-end']);
+  });
+
+  it('answers Aborted while a live process holds the lock', async () => {
+    const lockPath = join(dir, 'x.lock');
+    await childHolding(lockPath, -1);
+    await expectRejects(withLock(lockPath, async () => 'never', { waitMs: 500 }), 'Aborted', 'another operation holds');
+  });
+
+  it('takes over a lock whose holder was SIGKILLed, once it goes stale, instead of waiting forever', { timeout: 30_000 }, async () => {
+    const lockPath = join(dir, 'crashed.lock');
+    const child = await childHolding(lockPath, -1);
+    child.kill('SIGKILL');
+    await exited(child);
+    expect(child.signalCode).toBe('SIGKILL');
+    // The dead holder's lock directory is still there...
+    expect(existsSync(lockPath)).toBe(true);
+    // ...and is taken over after the 10 s stale period, well inside the default 90 s wait.
+    const result = await withLock(lockPath, async () => {
+      log('parent-inside');
+      return 'acquired';
+    });
+    expect(result).toBe('acquired');
+    expect(logLines()).toEqual(['child-start', 'parent-inside']);
+    expect(existsSync(lockPath)).toBe(false);
+  });
+});

@@ -1,0 +1,105 @@
+import { execFileSync } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { isReadOnly, mountAt, parseMountInfo, readMounts } from '../../shared/mountinfo.js';
+import { createScratch, type Scratch } from '../helpers/scratch.js';
+
+const ROOT_LINE = '22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw,errors=remount-ro';
+
+describe('parseMountInfo', () => {
+  it('parses every field of a plain line', () => {
+    expect(parseMountInfo('36 35 98:0 /mnt1 /mnt2 rw,noatime - ext3 /dev/root rw,errors=continue\n')).toEqual([
+      {
+        id: 36,
+        parentId: 35,
+        device: '98:0',
+        root: '/mnt1',
+        mountPoint: '/mnt2',
+        mountOptions: ['rw', 'noatime'],
+        fsType: 'ext3',
+        source: '/dev/root',
+        superOptions: ['rw', 'errors=continue'],
+      },
+    ]);
+  });
+
+  it('skips optional fields, however many', () => {
+    const [one, two] = parseMountInfo(
+      [
+        '40 22 0:50 / /var/lib/kubelet/pods/x rw,nosuid shared:1 master:2 - tmpfs tmpfs rw,size=1024k',
+        '41 22 0:51 / /a ro shared:7 master:3 propagate_from:2 unbindable - nfs4 srv:/export ro,vers=4.1',
+      ].join('\n'),
+    );
+    expect(one).toMatchObject({ mountPoint: '/var/lib/kubelet/pods/x', fsType: 'tmpfs', source: 'tmpfs', superOptions: ['rw', 'size=1024k'] });
+    expect(two).toMatchObject({ id: 41, mountPoint: '/a', mountOptions: ['ro'], fsType: 'nfs4', source: 'srv:/export' });
+    expect(isReadOnly(two!)).toBe(true);
+    expect(isReadOnly(one!)).toBe(false);
+  });
+
+  it('decodes octal escapes (space, tab, newline, backslash) in root, mount point and source', () => {
+    const [e] = parseMountInfo('50 22 8:1 /data\\040dir /mnt/my\\040vol\\011tab\\012nl\\134bs rw - ext4 /dev/disk\\040x rw');
+    expect(e?.root).toBe('/data dir');
+    expect(e?.mountPoint).toBe('/mnt/my vol\ttab\nnl\\bs');
+    expect(e?.source).toBe('/dev/disk x');
+  });
+
+  it('keeps the subtree root of a bind mount', () => {
+    const [e] = parseMountInfo('60 22 8:1 /var/lib/twinvol/volumes/v1/data /var/lib/kubelet/pods/p/vol rw,relatime shared:1 - ext4 /dev/sda1 rw');
+    expect(e).toMatchObject({ root: '/var/lib/twinvol/volumes/v1/data', mountPoint: '/var/lib/kubelet/pods/p/vol', source: '/dev/sda1', device: '8:1' });
+  });
+
+  it('ignores blank and malformed lines', () => {
+    const entries = parseMountInfo(['', 'garbage', '1 2 3 4 5 6 7', '1 2 0:1 / /x rw - tmpfs', ROOT_LINE, ''].join('\n'));
+    expect(entries.map((e) => e.mountPoint)).toEqual(['/']);
+  });
+
+  it('does not take a mount point named "-" for the separator', () => {
+    const [e] = parseMountInfo('70 22 0:5 / /- rw - tmpfs none rw');
+    expect(e).toMatchObject({ mountPoint: '/-', fsType: 'tmpfs', source: 'none' });
+  });
+});
+
+describe('mountAt', () => {
+  const stacked = parseMountInfo(
+    [
+      ROOT_LINE,
+      '80 22 0:60 / /k/target rw - tmpfs first rw',
+      '81 22 0:61 / /k/other rw - tmpfs other rw',
+      '82 80 0:62 / /k/target ro - tmpfs second ro',
+      '83 82 0:63 / /k/target rw - tmpfs third rw',
+    ].join('\n'),
+  );
+
+  it('returns the last mount stacked at a path', () => {
+    expect(mountAt('/k/target', stacked)?.source).toBe('third');
+    expect(mountAt('/k/target', stacked)?.id).toBe(83);
+  });
+
+  it('matches exact paths only', () => {
+    expect(mountAt('/k/other', stacked)?.source).toBe('other');
+    expect(mountAt('/k', stacked)).toBeUndefined();
+    expect(mountAt('/k/target/', stacked)).toBeUndefined();
+    expect(mountAt('/k/targe', stacked)).toBeUndefined();
+  });
+});
+
+describe('readMounts on this machine', () => {
+  let s: Scratch;
+  beforeEach(() => {
+    s = createScratch();
+  });
+  afterEach(() => s.cleanup());
+
+  it('sees a tmpfs mounted in a scratch dir, with a space in its path', () => {
+    const target = join(s.root, 'mnt with space');
+    mkdirSync(target);
+    expect(mountAt(target)).toBeUndefined();
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m,mode=0700', 'twinvol-probe', target]);
+    const entry = mountAt(target, readMounts());
+    expect(entry).toMatchObject({ mountPoint: target, fsType: 'tmpfs', source: 'twinvol-probe', root: '/' });
+    expect(entry?.superOptions).toContain('size=1024k');
+    execFileSync('umount', [target]);
+    expect(mountAt(target)).toBeUndefined();
+  });
+});

@@ -1,0 +1,258 @@
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { Core } from '../../shared/core/core.js';
+import { publish, unpublish } from '../../shared/core/publishing.js';
+import { stage, unstage } from '../../shared/core/staging.js';
+import { createVolume } from '../../shared/core/volumes.js';
+import { findLoopDevice } from '../../shared/loop-devices.js';
+import { mountAt, readMounts } from '../../shared/mountinfo.js';
+import { SCHEMA_VERSION } from '../../shared/store/json-record.js';
+import { createScratch, loopsUnder, mountsUnder, type Scratch } from '../helpers/scratch.js';
+import { coreIn } from './core-scratch.js';
+import { expectRejects } from './expect-error.js';
+
+const MiB = 2 ** 20;
+
+let s: Scratch;
+let core: Core;
+beforeEach(() => {
+  s = createScratch('node-a');
+  core = coreIn(s);
+});
+afterEach(() => s.cleanup());
+
+const stagingPath = (pv: string) => join(s.kubeletDir, 'plugins/kubernetes.io/csi/twinvol', pv, 'globalmount');
+const targetPath = (pod: string, pv: string) => join(s.kubeletDir, 'pods', pod, 'volumes/kubernetes.io~csi', pv, 'mount');
+const mountsAt = (path: string) => readMounts().filter((m) => m.mountPoint === path);
+
+async function dirVolume(id: string) {
+  await createVolume(core, { id, backend: 'dir', capacityBytes: 16 * MiB, createdBy: 'cli' });
+}
+
+describe('dir volume: stage, publish and back', () => {
+  it('bind-mounts the data dir at the staging path and into targets, read-write and read-only', async () => {
+    await dirVolume('v');
+    const staging = stagingPath('pv-v');
+    const rw = targetPath('pod-1', 'pv-v');
+    const ro = targetPath('pod-2', 'pv-v');
+
+    const staged = await stage(core, 'v', staging, { readonly: false });
+    expect(staged.device).toBe('');
+    expect(mountAt(staging)?.root).toMatch(/\/volumes\/v\/data$/);
+    // Repeating stage is a no-op, not a second mount.
+    await stage(core, 'v', staging, { readonly: false });
+    expect(mountsAt(staging)).toHaveLength(1);
+
+    await publish(core, 'v', rw, { readonly: false, stagingPath: staging });
+    await publish(core, 'v', rw, { readonly: false, stagingPath: staging });
+    expect(mountsAt(rw)).toHaveLength(1);
+    await publish(core, 'v', ro, { readonly: true, stagingPath: staging });
+    expect(mountAt(ro)?.mountOptions).toContain('ro');
+
+    writeFileSync(join(rw, 'hello.txt'), 'from pod 1');
+    expect(readFileSync(join(core.catalog.dataDir('v'), 'hello.txt'), 'utf8')).toBe('from pod 1');
+    expect(readFileSync(join(ro, 'hello.txt'), 'utf8')).toBe('from pod 1');
+    expect(() => writeFileSync(join(ro, 'nope.txt'), 'x')).toThrow(/EROFS/);
+
+    await expectRejects(publish(core, 'v', rw, { readonly: true, stagingPath: staging }), 'AlreadyExists', `volume v is already published at ${rw} read-write`);
+
+    expect((await core.nodeState.listForVolume('v')).map((r) => [r.kind, r.path])).toEqual(
+      [
+        ['stage', staging],
+        ['publish', rw],
+        ['publish', ro],
+      ].sort((a, b) => a[1]!.localeCompare(b[1]!)),
+    );
+
+    await unpublish(core, rw);
+    await unpublish(core, ro);
+    await unpublish(core, ro);
+    expect(existsSync(rw)).toBe(false);
+    await unstage(core, staging);
+    await unstage(core, staging);
+    expect(mountsUnder(s.kubeletDir)).toEqual([]);
+    expect(await core.nodeState.listAll()).toEqual([]);
+    // The data outlives the mounts.
+    expect(readFileSync(join(core.catalog.dataDir('v'), 'hello.txt'), 'utf8')).toBe('from pod 1');
+  });
+
+  it('refuses to unstage while still published, naming the target', async () => {
+    await dirVolume('v');
+    const staging = stagingPath('pv-v');
+    const target = targetPath('pod-1', 'pv-v');
+    await stage(core, 'v', staging, { readonly: false });
+    await publish(core, 'v', target, { readonly: false, stagingPath: staging });
+    await expectRejects(unstage(core, staging), 'FailedPrecondition', `volume v is still published at ${target}`);
+    expect(mountAt(staging)).toBeDefined();
+    expect(mountAt(target)).toBeDefined();
+  });
+
+  it('refuses to publish from a staging path that was never staged', async () => {
+    await dirVolume('v');
+    await expectRejects(
+      publish(core, 'v', targetPath('pod-1', 'pv-v'), { readonly: false, stagingPath: stagingPath('pv-v') }),
+      'FailedPrecondition',
+      `volume v is not staged at ${stagingPath('pv-v')} on this node`,
+    );
+    expect(mountsUnder(s.kubeletDir)).toEqual([]);
+  });
+});
+
+describe('block volume: stage, publish and back', () => {
+  it('attaches a loop device, formats ext4 once, mounts, publishes, and releases the device at unstage', async () => {
+    await createVolume(core, { id: 'b', backend: 'block', capacityBytes: 64 * MiB, createdBy: 'cli' });
+    const staging = stagingPath('pv-b');
+    const target = targetPath('pod-1', 'pv-b');
+
+    const { device } = await stage(core, 'b', staging, { readonly: false });
+    expect(device).toMatch(/^\/dev\/loop\d+$/);
+    expect(findLoopDevice(core.catalog.imagePath('b'))).toBe(device);
+    expect(mountAt(staging)).toMatchObject({ source: device, fsType: 'ext4' });
+
+    await publish(core, 'b', target, { readonly: false, stagingPath: staging });
+    expect(mountAt(target)).toMatchObject({ source: device, fsType: 'ext4' });
+    writeFileSync(join(target, 'data.txt'), 'kept');
+
+    await unpublish(core, target);
+    await unstage(core, staging);
+    expect(mountsUnder(s.kubeletDir)).toEqual([]);
+    expect(findLoopDevice(core.catalog.imagePath('b'))).toBeUndefined();
+    expect(loopsUnder(s.root)).toEqual([]);
+
+    // Staged again: the filesystem is mounted as it was, not reformatted.
+    await stage(core, 'b', staging, { readonly: false });
+    expect(readFileSync(join(staging, 'data.txt'), 'utf8')).toBe('kept');
+    await unstage(core, staging);
+    expect(loopsUnder(s.root)).toEqual([]);
+  });
+});
+
+describe('static volume', () => {
+  it('mounts its source with its type and options, read-only when asked', async () => {
+    await createVolume(core, { id: 't', backend: 'static', capacityBytes: 0, source: 'tmpfs', fsType: 'tmpfs', mountOptions: 'size=8m', createdBy: 'cli' });
+    const staging = stagingPath('pv-t');
+    await stage(core, 't', staging, { readonly: true });
+    expect(mountAt(staging)).toMatchObject({ fsType: 'tmpfs', source: 'tmpfs' });
+    expect(mountAt(staging)?.superOptions).toContain('size=8192k');
+    expect(mountAt(staging)?.mountOptions).toContain('ro');
+    await unstage(core, staging);
+    expect(mountsUnder(s.kubeletDir)).toEqual([]);
+  });
+});
+
+describe('foreign mounts and crash recovery', () => {
+  it('refuses to stage over a mount twinvol did not make, stacking nothing', async () => {
+    await dirVolume('v');
+    const staging = stagingPath('pv-v');
+    mkdirSync(staging, { recursive: true });
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'foreign', staging]);
+    await expectRejects(stage(core, 'v', staging, { readonly: false }), 'AlreadyExists', `${staging} already holds a mount twinvol did not make: foreign (tmpfs)`);
+    expect(mountsAt(staging).map((m) => [m.fsType, m.source])).toEqual([['tmpfs', 'foreign']]);
+    expect(await core.nodeState.findByPath(staging)).toBeUndefined();
+  });
+
+  it('refuses to publish over a mount twinvol did not make', async () => {
+    await dirVolume('v');
+    const staging = stagingPath('pv-v');
+    const target = targetPath('pod-1', 'pv-v');
+    await stage(core, 'v', staging, { readonly: false });
+    mkdirSync(target, { recursive: true });
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'foreign', target]);
+    await expectRejects(publish(core, 'v', target, { readonly: false, stagingPath: staging }), 'AlreadyExists', 'already holds a mount twinvol did not make');
+    expect(mountsAt(target).map((m) => m.source)).toEqual(['foreign']);
+    expect(await core.nodeState.findByPath(target)).toBeUndefined();
+  });
+
+  it('refuses a staging path another volume is recorded at', async () => {
+    await dirVolume('v1');
+    await dirVolume('v2');
+    const staging = stagingPath('shared');
+    await stage(core, 'v1', staging, { readonly: false });
+    await expectRejects(stage(core, 'v2', staging, { readonly: false }), 'AlreadyExists', `${staging} is already used by volume v1`);
+    await expectRejects(stage(core, 'v1', staging, { readonly: true }), 'AlreadyExists', 'already staged at');
+    expect(mountsAt(staging)).toHaveLength(1);
+  });
+
+  it('completes a stage whose record was written but whose mount never happened', async () => {
+    await dirVolume('v');
+    const staging = stagingPath('pv-v');
+    await core.nodeState.put({ schema: SCHEMA_VERSION, volumeId: 'v', path: staging, kind: 'stage', readonly: false, createdAt: new Date().toISOString() });
+    expect(mountAt(staging)).toBeUndefined();
+    await stage(core, 'v', staging, { readonly: false });
+    expect(mountAt(staging)?.root).toMatch(/\/volumes\/v\/data$/);
+    expect(mountsAt(staging)).toHaveLength(1);
+    expect((await core.nodeState.listForVolume('v')).map((r) => r.path)).toEqual([staging]);
+  });
+
+  it('unpublish answers OK and drops the record when the mount was removed by hand', async () => {
+    await dirVolume('v');
+    const staging = stagingPath('pv-v');
+    const target = targetPath('pod-1', 'pv-v');
+    await stage(core, 'v', staging, { readonly: false });
+    await publish(core, 'v', target, { readonly: false, stagingPath: staging });
+    execFileSync('umount', [target]);
+    await unpublish(core, target);
+    expect(await core.nodeState.findByPath(target)).toBeUndefined();
+    expect(existsSync(target)).toBe(false);
+    // With the publish gone, unstage is allowed.
+    await unstage(core, staging);
+    expect(mountsUnder(s.kubeletDir)).toEqual([]);
+    expect(await core.nodeState.listAll()).toEqual([]);
+  });
+
+  it('unstage drops publish records whose mounts are gone instead of refusing', async () => {
+    await dirVolume('v');
+    const staging = stagingPath('pv-v');
+    const target = targetPath('pod-1', 'pv-v');
+    await stage(core, 'v', staging, { readonly: false });
+    await publish(core, 'v', target, { readonly: false, stagingPath: staging });
+    execFileSync('umount', [target]);
+    await unstage(core, staging);
+    expect(await core.nodeState.listAll()).toEqual([]);
+    expect(mountsUnder(s.kubeletDir)).toEqual([]);
+  });
+
+  it('unpublish of a path never mounted, existing or not, answers OK', async () => {
+    const target = targetPath('pod-9', 'pv-x');
+    await unpublish(core, target);
+    mkdirSync(target, { recursive: true });
+    await unpublish(core, target);
+    expect(existsSync(target)).toBe(false);
+    await unstage(core, stagingPath('never'));
+  });
+});
+
+describe('paths outside the kubelet dir', () => {
+  it('refuses a target that is a symlink leading outside, mounting nothing there', async () => {
+    await dirVolume('v');
+    const staging = stagingPath('pv-v');
+    await stage(core, 'v', staging, { readonly: false });
+    const outside = join(s.root, 'outside');
+    mkdirSync(outside);
+    const podDir = join(s.kubeletDir, 'pods', 'evil');
+    mkdirSync(podDir, { recursive: true });
+    // The target itself is the link...
+    symlinkSync(outside, join(podDir, 'mount'));
+    await expectRejects(publish(core, 'v', join(podDir, 'mount'), { readonly: false, stagingPath: staging }), 'InvalidArgument', 'resolves outside');
+    // ...or a directory on the way to it is.
+    symlinkSync(outside, join(podDir, 'dir-link'));
+    await expectRejects(publish(core, 'v', join(podDir, 'dir-link', 'sub', 'mount'), { readonly: false, stagingPath: staging }), 'InvalidArgument', 'resolves outside');
+    expect(mountsUnder(outside)).toEqual([]);
+    expect(readdirSync(outside)).toEqual([]);
+    expect(await core.nodeState.listForVolume('v')).toHaveLength(1);
+    // Nor is a staging path through such a link accepted, or unmounted.
+    await expectRejects(stage(core, 'v', join(podDir, 'dir-link', 'stage'), { readonly: false }), 'InvalidArgument', 'resolves outside');
+    await expectRejects(unpublish(core, join(podDir, 'mount')), 'InvalidArgument', 'resolves outside');
+    expect(mountsUnder(outside)).toEqual([]);
+  });
+
+  it('refuses targets that are outside or not normalised before looking at the disk', async () => {
+    await dirVolume('v');
+    await expectRejects(publish(core, 'v', join(s.root, 'elsewhere'), { readonly: false }), 'InvalidArgument', 'is outside');
+    await expectRejects(publish(core, 'v', `${s.kubeletDir}/pods/../../x`, { readonly: false }), 'InvalidArgument', 'is not a normalised path');
+    await expectRejects(stage(core, 'v', s.kubeletDir, { readonly: false }), 'InvalidArgument', 'is outside');
+    expect(existsSync(join(s.root, 'elsewhere'))).toBe(false);
+  });
+});

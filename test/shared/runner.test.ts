@@ -1,0 +1,108 @@
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { CommandError, observeSpawns, run, type SpawnRecord, spawnLog } from '../../shared/runner.js';
+import { expectRejects } from './expect-error.js';
+
+const opts = { timeoutMs: 10_000 };
+
+let dir: string;
+beforeEach(() => {
+  dir = mkdtempSync('/tmp/twinvol-test-runner-');
+});
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+/** Processes whose command line is exactly `argv`. */
+function processesRunning(argv: string[]): number[] {
+  const wanted = `${argv.join('\0')}\0`;
+  const pids: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      if (readFileSync(`/proc/${name}/cmdline`, 'utf8') === wanted) pids.push(Number(name));
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return pids;
+}
+
+describe('run', () => {
+  it('passes arguments literally, with no shell in between', async () => {
+    const victim = join(dir, 'x');
+    const nasty = `hello; rm -rf ${victim} $(touch ${victim}) \`touch ${victim}\` | cat > ${victim} && echo pwned`;
+    const r = await run('echo', [nasty], opts);
+    expect(r.stdout).toBe(nasty);
+    expect(r.exitCode).toBe(0);
+    const p = await run('printf', ['%s|', '$HOME', '*', "it's", '"q"', ''], opts);
+    expect(p.stdout).toBe(`$HOME|*|it's|"q"||`);
+    expect(existsSync(victim)).toBe(false);
+  });
+
+  it('closes stdin and gives the tool a fixed environment with the sbin directories on PATH', async () => {
+    const r = await run('cat', [], opts);
+    expect(r.stdout).toBe('');
+    const env = await run('env', [], opts);
+    const lines = env.stdout.split('\n').sort();
+    expect(lines.filter((l) => !l.startsWith('PATH='))).toEqual(['LC_ALL=C']);
+    const path = lines.find((l) => l.startsWith('PATH='))!.slice(5).split(':');
+    expect(path).toEqual(expect.arrayContaining(['/usr/sbin', '/sbin', '/usr/bin', '/bin']));
+  });
+
+  it('throws a CommandError carrying stderr, the command line and the exit code', async () => {
+    const err = (await expectRejects(
+      run('sh', ['-c', 'echo first line >&2; echo "mount: /x: permission denied." >&2; exit 32'], opts),
+      'Internal',
+    )) as CommandError;
+    expect(err).toBeInstanceOf(CommandError);
+    expect(err.message).toBe(
+      'sh -c echo first line >&2; echo "mount: /x: permission denied." >&2; exit 32 failed with exit code 32: first line; mount: /x: permission denied.',
+    );
+    expect(err.result).toMatchObject({ command: 'sh', exitCode: 32, stdout: '', stderr: 'first line\nmount: /x: permission denied.' });
+  });
+
+  it('keeps only the last three lines of a long stderr, and falls back to stdout', async () => {
+    await expectRejects(run('sh', ['-c', 'printf "1\\n2\\n3\\n4\\n5\\n" >&2; exit 1'], opts), 'Internal', /exit code 1: 3; 4; 5$/);
+    await expectRejects(run('sh', ['-c', 'echo only-stdout; exit 4'], opts), 'Internal', /exit code 4: only-stdout$/);
+    await expectRejects(run('false', [], opts), 'Internal', /^false\s+failed with exit code 1$/);
+  });
+
+  it('treats okExitCodes as answers, not failures', async () => {
+    const r = await run('sh', ['-c', 'echo nothing found; exit 2'], { ...opts, okExitCodes: [2] });
+    expect(r).toMatchObject({ exitCode: 2, stdout: 'nothing found', stderr: '' });
+    await expectRejects(run('sh', ['-c', 'exit 3'], { ...opts, okExitCodes: [2] }), 'Internal', 'exit code 3');
+  });
+
+  it('kills a command that overruns its deadline and throws Internal', async () => {
+    // A distinctive argument, so the process can be looked for afterwards.
+    const argv = ['sleep', '30.0417'];
+    await expectRejects(run(argv[0]!, argv.slice(1), { timeoutMs: 1000 }), 'Internal', 'sleep did not finish within 1000 ms');
+    expect(processesRunning(argv)).toEqual([]);
+    const rec = spawnLog().at(-1)!;
+    expect(rec.args).toEqual(['30.0417']);
+    expect(rec.exitCode).toBe(-1);
+  });
+
+  it('throws Internal when the command cannot be started', async () => {
+    await expectRejects(run('/nonexistent/twinvol-tool', ['x'], opts), 'Internal', '/nonexistent/twinvol-tool could not be started');
+  });
+
+  it('records each spawn in order and tells observers, until they unsubscribe', async () => {
+    const seen: SpawnRecord[] = [];
+    const before = spawnLog().length;
+    const stop = observeSpawns((r) => seen.push(r));
+    await run('true', ['a'], opts);
+    await run('sh', ['-c', 'exit 5'], opts).catch(() => undefined);
+    stop();
+    await run('true', ['after'], opts);
+
+    const logged = spawnLog().slice(before);
+    expect(logged.map((r) => [r.command, r.args, r.exitCode])).toEqual([
+      ['true', ['a'], 0],
+      ['sh', ['-c', 'exit 5'], 5],
+      ['true', ['after'], 0],
+    ]);
+    expect(seen).toEqual(logged.slice(0, 2));
+    for (const r of logged) expect(r.durationMs).toBeGreaterThanOrEqual(0);
+  });
+});

@@ -1,0 +1,90 @@
+import { describe, expect, it } from 'vitest';
+import { formatSize, MAX_SIZE_BYTES, parseSize } from '../../shared/size.js';
+import { expectThrows } from './expect-error.js';
+
+describe('parseSize', () => {
+  it.each([
+    ['1', 1],
+    ['1073741824', 1073741824],
+    ['1Ki', 1024],
+    ['64Mi', 64 * 2 ** 20],
+    ['10Gi', 10 * 2 ** 30],
+    ['2Ti', 2 * 2 ** 40],
+    ['1k', 1000],
+    ['1K', 1000],
+    ['500M', 500_000_000],
+    ['3G', 3_000_000_000],
+    ['1T', 1_000_000_000_000],
+    ['1024Ti', 2 ** 50],
+    ['1125T', 1_125_000_000_000_000],
+    ['1125899906842624', 2 ** 50],
+    [' 10Gi ', 10 * 2 ** 30],
+  ])('parses %j as %d bytes', (input, bytes) => {
+    expect(parseSize(input)).toBe(bytes);
+  });
+
+  it('is exact at the 1 PiB limit', () => {
+    expect(MAX_SIZE_BYTES).toBe(1125899906842624);
+  });
+
+  it.each([
+    ['0', 'must be a positive whole number'],
+    ['0Gi', 'must be a positive whole number'],
+    ['1025Ti', 'larger than the 1 PiB limit'],
+    ['1125899906842625', 'larger than the 1 PiB limit'],
+    ['1126T', 'larger than the 1 PiB limit'],
+    ['-1', 'is not a size'],
+    ['+1', 'is not a size'],
+    ['1.5Gi', 'is not a size'],
+    ['1e9', 'is not a size'],
+    ['10XB', 'is not a size'],
+    ['10gi', 'is not a size'],
+    ['1Pi', 'is not a size'],
+    ['1 Gi', 'is not a size'],
+    ['0x10', 'is not a size'],
+    [' ', 'is not a size'],
+    ['', 'is not a size'],
+    ['12345678901234567', 'is not a size'],
+  ])('refuses %j', (input, message) => {
+    expectThrows(() => parseSize(input), 'InvalidArgument', message);
+  });
+
+  it('names the field in its messages', () => {
+    expectThrows(() => parseSize('lots', 'capacity'), 'InvalidArgument', /^capacity "lots" is not a size/);
+  });
+
+  it('refuses non-strings other than numbers', () => {
+    for (const v of [undefined, null, {}, ['1Gi'], true, 10n])
+      expectThrows(() => parseSize(v), 'InvalidArgument', 'size must be a string such as "1Gi"');
+  });
+
+  // Numbers are accepted when they are a positive whole byte count within the limit (shared/size.ts
+  // handles `typeof input === 'number'` explicitly); anything else numeric is refused.
+  it('accepts positive whole numbers and refuses other numbers', () => {
+    expect(parseSize(1024)).toBe(1024);
+    for (const n of [0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 50 + 1, 2 ** 53 + 2])
+      expectThrows(() => parseSize(n), 'InvalidArgument', /must be a positive whole number|larger than the 1 PiB limit/);
+  });
+});
+
+describe('formatSize', () => {
+  it.each([
+    [1, '1'],
+    [1000, '1000'],
+    [1024, '1Ki'],
+    [1536, '1536'],
+    [64 * 2 ** 20, '64Mi'],
+    [1.5 * 2 ** 30, '1536Mi'],
+    [10 * 2 ** 30, '10Gi'],
+    [2 ** 40, '1Ti'],
+    [2 ** 50, '1024Ti'],
+    [500_000_000, '500000000'],
+    [0, '0'],
+  ])('formats %d as %j', (bytes, text) => {
+    expect(formatSize(bytes)).toBe(text);
+  });
+
+  it('round-trips through parseSize', () => {
+    for (const n of [1, 999, 4096, 3 * 2 ** 20 + 1024, 7 * 2 ** 30, 2 ** 50]) expect(parseSize(formatSize(n))).toBe(n);
+  });
+});

@@ -1,0 +1,242 @@
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { attach, detach } from '../../shared/core/attachments.js';
+import type { Core } from '../../shared/core/core.js';
+import { createVolume, type CreateVolumeSpec, deleteVolume, expandVolume, listVolumes } from '../../shared/core/volumes.js';
+import { nodeAttach } from '../../shared/core/staging.js';
+import { findLoopDevice } from '../../shared/loop-devices.js';
+import { createScratch, type Scratch } from '../helpers/scratch.js';
+import { coreIn } from './core-scratch.js';
+import { expectRejects } from './expect-error.js';
+
+const MiB = 2 ** 20;
+
+let s: Scratch;
+let core: Core;
+beforeEach(() => {
+  s = createScratch('node-a');
+  core = coreIn(s);
+});
+afterEach(() => s.cleanup());
+
+const block = (id: string, extra: Partial<CreateVolumeSpec> = {}): CreateVolumeSpec => ({ id, backend: 'block', capacityBytes: 64 * MiB, createdBy: 'cli', ...extra });
+const dir = (id: string, extra: Partial<CreateVolumeSpec> = {}): CreateVolumeSpec => ({ id, backend: 'dir', capacityBytes: 16 * MiB, createdBy: 'cli', ...extra });
+const tmpfs = (id: string, extra: Partial<CreateVolumeSpec> = {}): CreateVolumeSpec => ({
+  id,
+  backend: 'static',
+  capacityBytes: 0,
+  source: 'tmpfs',
+  fsType: 'tmpfs',
+  mountOptions: 'size=8m,mode=0755',
+  createdBy: 'cli',
+  ...extra,
+});
+const workLeftovers = () => (existsSync(join(s.dataRoot, '.work')) ? readdirSync(join(s.dataRoot, '.work')) : []);
+
+describe('createVolume', () => {
+  it('creates a block volume as a sparse image of the requested size', async () => {
+    const { volume, created } = await createVolume(core, block('blk-1'));
+    expect(created).toBe(true);
+    expect(volume).toMatchObject({ id: 'blk-1', name: 'blk-1', backend: 'block', capacityBytes: 64 * MiB, fsType: 'ext4', access: 'single-node', attachments: [] });
+    const st = statSync(core.catalog.imagePath('blk-1'));
+    expect(st.size).toBe(64 * MiB);
+    // Sparse: far fewer bytes allocated than the apparent size.
+    expect(st.blocks * 512).toBeLessThan(MiB);
+    expect(st.mode & 0o777).toBe(0o600);
+    expect(await core.catalog.getVolume('blk-1')).toEqual(volume);
+    expect(workLeftovers()).toEqual([]);
+  });
+
+  it('uses the requested fsType, and refuses unsupported ones', async () => {
+    expect((await createVolume(core, block('blk-x', { fsType: 'xfs' }))).volume.fsType).toBe('xfs');
+    await expectRejects(createVolume(core, block('blk-b', { fsType: 'btrfs' })), 'InvalidArgument', 'fsType "btrfs" is not supported');
+    expect(await core.catalog.getVolume('blk-b')).toBeUndefined();
+  });
+
+  it('creates a dir volume as a world-writable data directory', async () => {
+    const { volume, created } = await createVolume(core, dir('dir-1'));
+    expect(created).toBe(true);
+    expect(volume).toMatchObject({ backend: 'dir', fsType: '', capacityBytes: 16 * MiB });
+    const st = statSync(core.catalog.dataDir('dir-1'));
+    expect(st.isDirectory()).toBe(true);
+    expect(st.mode & 0o777).toBe(0o777);
+    expect(readdirSync(core.catalog.dataDir('dir-1'))).toEqual([]);
+  });
+
+  it('creates a static tmpfs volume with its source, type and options (no size needed)', async () => {
+    const { volume, created } = await createVolume(core, tmpfs('st-1'));
+    expect(created).toBe(true);
+    expect(volume).toMatchObject({ backend: 'static', source: 'tmpfs', fsType: 'tmpfs', mountOptions: ['size=8m', 'mode=0755'], capacityBytes: 0 });
+    expect(readdirSync(core.catalog.volumeDir('st-1'))).toEqual(['volume.json']);
+  });
+
+  it('answers created:false with the existing record when the same spec is asked again', async () => {
+    for (const spec of [block('blk-1'), dir('dir-1'), tmpfs('st-1')]) {
+      const first = await createVolume(core, spec);
+      const again = await createVolume(core, spec);
+      expect(again.created).toBe(false);
+      expect(again.volume).toEqual(first.volume);
+    }
+    expect(await core.catalog.listVolumeIds()).toEqual(['blk-1', 'dir-1', 'st-1']);
+  });
+
+  it('answers AlreadyExists naming the difference when the spec differs', async () => {
+    await createVolume(core, block('v'));
+    await expectRejects(createVolume(core, block('v', { capacityBytes: 128 * MiB })), 'AlreadyExists', `volume v already exists with another spec (size ${64 * MiB} bytes)`);
+    await expectRejects(createVolume(core, dir('v', { capacityBytes: 64 * MiB })), 'AlreadyExists', '(backend block, fsType ext4)');
+    await expectRejects(createVolume(core, block('v', { fsType: 'xfs' })), 'AlreadyExists', '(fsType ext4)');
+    await expectRejects(createVolume(core, block('v', { access: 'multi-node' })), 'AlreadyExists', '(access single-node)');
+    await expectRejects(createVolume(core, block('v', { parameters: { tier: 'fast' } })), 'AlreadyExists', '(parameters)');
+    await createVolume(core, tmpfs('t'));
+    await expectRejects(createVolume(core, tmpfs('t', { mountOptions: 'size=16m' })), 'AlreadyExists', '(mountOptions)');
+    await expectRejects(createVolume(core, tmpfs('t', { source: 'none' })), 'AlreadyExists', '(source)');
+    // The first records are untouched.
+    expect((await core.catalog.requireVolume('v')).capacityBytes).toBe(64 * MiB);
+    expect(statSync(core.catalog.imagePath('v')).size).toBe(64 * MiB);
+  });
+
+  it('refuses bad specs before anything reaches the disk', async () => {
+    await expectRejects(createVolume(core, block('v', { capacityBytes: 0 })), 'InvalidArgument', 'a block volume needs a size');
+    await expectRejects(createVolume(core, dir('v', { capacityBytes: 1.5 })), 'InvalidArgument', 'capacity must be a whole number of bytes');
+    await expectRejects(createVolume(core, block('v', { capacityBytes: -1 })), 'InvalidArgument', 'capacity');
+    await expectRejects(createVolume(core, { ...dir('v'), backend: 'nfs' }), 'InvalidArgument', 'backend "nfs" is unknown');
+    await expectRejects(createVolume(core, dir('v', { source: '/x' })), 'InvalidArgument', 'source and mountOptions belong to static volumes');
+    await expectRejects(createVolume(core, tmpfs('v', { source: '/a/../b' })), 'InvalidArgument', 'is not a valid mount source');
+    await expectRejects(createVolume(core, tmpfs('v', { mountOptions: 'size=8m,exec;x' })), 'InvalidArgument', 'is not allowed');
+    await expectRejects(createVolume(core, dir('../v')), 'InvalidArgument', 'volume id');
+    expect(existsSync(join(s.dataRoot, 'volumes'))).toBe(false);
+  });
+
+  it('lists what exists', async () => {
+    await createVolume(core, dir('b'));
+    await createVolume(core, block('a'));
+    expect((await listVolumes(core)).map((v) => v.id)).toEqual(['a', 'b']);
+  });
+});
+
+describe('deleteVolume', () => {
+  it('refuses while attached, naming the node, and works after detach', async () => {
+    await createVolume(core, block('v', { access: 'multi-node' }));
+    await attach(core, 'v', 'node-a', { readonly: false, via: 'cli' });
+    await attach(core, 'v', 'node-b', { readonly: true, via: 'csi' });
+    await expectRejects(deleteVolume(core, 'v'), 'FailedPrecondition', 'volume v is still attached to node node-a, node node-b');
+    await detach(core, 'v', 'node-a');
+    await expectRejects(deleteVolume(core, 'v'), 'FailedPrecondition', /still attached to node node-b$/);
+    expect(existsSync(core.catalog.imagePath('v'))).toBe(true);
+    await detach(core, 'v', 'node-b');
+    await deleteVolume(core, 'v');
+    expect(existsSync(core.catalog.volumeDir('v'))).toBe(false);
+    expect(await core.catalog.listVolumeIds()).toEqual([]);
+    expect(workLeftovers()).toEqual([]);
+  });
+
+  it('refuses while the image is a loop device on this node', async () => {
+    await createVolume(core, block('v'));
+    const { device } = await nodeAttach(core, 'v');
+    expect(device).toMatch(/^\/dev\/loop\d+$/);
+    await expectRejects(deleteVolume(core, 'v'), 'FailedPrecondition', `volume v is still in use on this node as ${device}`);
+    expect(findLoopDevice(core.catalog.imagePath('v'))).toBe(device);
+  });
+
+  it('deletes a dir volume with its data, and is fine with an unknown id', async () => {
+    await createVolume(core, dir('d'));
+    await deleteVolume(core, 'd');
+    await deleteVolume(core, 'd');
+    await deleteVolume(core, 'never-existed');
+    expect(existsSync(core.catalog.volumeDir('d'))).toBe(false);
+    await expectRejects(deleteVolume(core, '../x'), 'InvalidArgument');
+  });
+});
+
+describe('expandVolume', () => {
+  it('grows a block image and asks for node expansion', async () => {
+    await createVolume(core, block('v'));
+    expect(await expandVolume(core, 'v', 128 * MiB)).toEqual({ capacityBytes: 128 * MiB, nodeExpansionRequired: true });
+    expect(statSync(core.catalog.imagePath('v')).size).toBe(128 * MiB);
+    expect(await core.catalog.requireVolume('v')).toMatchObject({ capacityBytes: 128 * MiB, fsResizePending: true });
+  });
+
+  it('never shrinks: a smaller or equal size answers the current one and changes nothing', async () => {
+    await createVolume(core, block('v'));
+    const before = readFileSync(join(core.catalog.volumeDir('v'), 'volume.json'), 'utf8');
+    expect(await expandVolume(core, 'v', 32 * MiB)).toEqual({ capacityBytes: 64 * MiB, nodeExpansionRequired: false });
+    expect(await expandVolume(core, 'v', 64 * MiB)).toEqual({ capacityBytes: 64 * MiB, nodeExpansionRequired: false });
+    expect(statSync(core.catalog.imagePath('v')).size).toBe(64 * MiB);
+    expect(readFileSync(join(core.catalog.volumeDir('v'), 'volume.json'), 'utf8')).toBe(before);
+  });
+
+  it('records a dir volume\'s new capacity without node expansion', async () => {
+    await createVolume(core, dir('d'));
+    expect(await expandVolume(core, 'd', 32 * MiB)).toEqual({ capacityBytes: 32 * MiB, nodeExpansionRequired: false });
+    const rec = await core.catalog.requireVolume('d');
+    expect(rec.capacityBytes).toBe(32 * MiB);
+    expect(rec.fsResizePending).toBeUndefined();
+  });
+
+  it('answers NotFound for an unknown volume and Unimplemented for a static one', async () => {
+    await expectRejects(expandVolume(core, 'ghost', MiB), 'NotFound', 'volume ghost does not exist');
+    await createVolume(core, tmpfs('t'));
+    await expectRejects(expandVolume(core, 't', MiB), 'Unimplemented', 'static volumes cannot be expanded');
+  });
+});
+
+describe('attach / detach', () => {
+  it('records the attachment and repeats idempotently', async () => {
+    await createVolume(core, dir('v'));
+    const a = await attach(core, 'v', 'node-a', { readonly: false, via: 'flex' });
+    expect(a).toMatchObject({ node: 'node-a', readonly: false, via: 'flex' });
+    expect(await attach(core, 'v', 'node-a', { readonly: false, via: 'csi' })).toEqual(a);
+    expect((await core.catalog.requireVolume('v')).attachments).toEqual([a]);
+  });
+
+  it('refuses a single-node volume on a second node, naming the holder', async () => {
+    await createVolume(core, dir('v'));
+    await attach(core, 'v', 'node-a', { readonly: false, via: 'flex' });
+    await expectRejects(
+      attach(core, 'v', 'node-b', { readonly: false, via: 'csi' }),
+      'FailedPrecondition',
+      'volume v is attached to node node-a; a single-node volume attaches to one node at a time',
+    );
+    expect((await core.catalog.requireVolume('v')).attachments.map((x) => x.node)).toEqual(['node-a']);
+    await detach(core, 'v', 'node-a');
+    await attach(core, 'v', 'node-b', { readonly: false, via: 'csi' });
+    expect((await core.catalog.requireVolume('v')).attachments.map((x) => x.node)).toEqual(['node-b']);
+  });
+
+  it('lets a multi-node volume attach to both nodes', async () => {
+    await createVolume(core, dir('v', { access: 'multi-node' }));
+    await attach(core, 'v', 'node-a', { readonly: false, via: 'flex' });
+    await attach(core, 'v', 'node-b', { readonly: true, via: 'csi' });
+    expect((await core.catalog.requireVolume('v')).attachments.map((x) => [x.node, x.readonly])).toEqual([
+      ['node-a', false],
+      ['node-b', true],
+    ]);
+  });
+
+  it('answers AlreadyExists for the same node with another readonly flag', async () => {
+    await createVolume(core, dir('v'));
+    await attach(core, 'v', 'node-a', { readonly: true, via: 'csi' });
+    await expectRejects(attach(core, 'v', 'node-a', { readonly: false, via: 'csi' }), 'AlreadyExists', 'volume v is already attached to node node-a read-only');
+  });
+
+  it('refuses a new attachment beyond maxVolumesPerNode with ResourceExhausted', async () => {
+    for (const id of ['v1', 'v2', 'v3']) await createVolume(core, dir(id));
+    await attach(core, 'v1', 'node-a', { readonly: false, via: 'csi', maxVolumesPerNode: 2 });
+    await attach(core, 'v2', 'node-a', { readonly: false, via: 'csi', maxVolumesPerNode: 2 });
+    await expectRejects(attach(core, 'v3', 'node-a', { readonly: false, via: 'csi', maxVolumesPerNode: 2 }), 'ResourceExhausted', 'node node-a already holds 2 volumes, its limit');
+    // Repeating an existing attachment is not a new one; another node has its own count.
+    await attach(core, 'v2', 'node-a', { readonly: false, via: 'csi', maxVolumesPerNode: 2 });
+    await attach(core, 'v3', 'node-b', { readonly: false, via: 'csi', maxVolumesPerNode: 2 });
+    expect((await core.catalog.requireVolume('v3')).attachments.map((x) => x.node)).toEqual(['node-b']);
+  });
+
+  it('answers NotFound when attaching an unknown volume; detach of unknown things is OK', async () => {
+    await expectRejects(attach(core, 'ghost', 'node-a', { readonly: false, via: 'csi' }), 'NotFound', 'volume ghost does not exist');
+    await detach(core, 'ghost', 'node-a');
+    await createVolume(core, dir('v'));
+    await detach(core, 'v', 'node-z');
+    expect((await core.catalog.requireVolume('v')).attachments).toEqual([]);
+    await expectRejects(attach(core, 'v', 'bad/node', { readonly: false, via: 'csi' }), 'InvalidArgument', 'node name');
+  });
+});
