@@ -2,6 +2,7 @@ import { backendFor } from '../backends/index.js';
 import { alreadyExists, failedPrecondition, invalidArgument, notFound, outOfRange } from '../errors.js';
 import type { AccessScope, BackendKind, ContentSource, Origin, VolumeRecord } from '../model.js';
 import { BACKEND_KINDS } from '../model.js';
+import { parseSize } from '../size.js';
 import { SCHEMA_VERSION } from '../store/json-record.js';
 import {
   validateBlockFsType,
@@ -150,8 +151,9 @@ export interface ExpandResult {
 }
 
 /** Grows a volume's backing storage. Asking for the current size or less is a no-op: never shrink. */
-export async function expandVolume(core: Core, id: string, newSize: number): Promise<ExpandResult> {
+export async function expandVolume(core: Core, id: string, requested: number): Promise<ExpandResult> {
   validateVolumeId(id);
+  const newSize = parseSize(requested, 'new size');
   return core.catalog.lock('volume', id, async () => {
     const volume = await core.catalog.requireVolume(id);
     if (newSize <= volume.capacityBytes) return { capacityBytes: volume.capacityBytes, nodeExpansionRequired: false };

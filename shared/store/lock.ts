@@ -15,23 +15,28 @@ export interface LockOptions {
 export async function withLock<T>(lockPath: string, fn: () => Promise<T>, options: LockOptions = {}): Promise<T> {
   const lockfile = await import('proper-lockfile');
   await mkdir(dirname(lockPath), { recursive: true, mode: 0o700 });
-  const waitMs = options.waitMs ?? 90_000;
+  const deadline = Date.now() + (options.waitMs ?? 90_000);
   let compromised: Error | undefined;
+  const lockOptions = {
+    realpath: false,
+    lockfilePath: lockPath,
+    stale: 10_000,
+    update: 2_000,
+    onCompromised: (err: Error) => {
+      compromised = err;
+    },
+  };
+  // Our own wait loop rather than the library's backoff, so that waitMs is the deadline it says.
   let release: () => Promise<void>;
-  try {
-    release = await lockfile.lock(lockPath, {
-      realpath: false,
-      lockfilePath: lockPath,
-      stale: 10_000,
-      update: 2_000,
-      retries: { retries: Math.ceil(waitMs / 150), minTimeout: 10, maxTimeout: 150, factor: 1.3, randomize: true },
-      onCompromised: (err) => {
-        compromised = err;
-      },
-    });
-  } catch (err) {
-    if (errnoCode(err) === 'ELOCKED') throw aborted(`another operation holds ${lockPath}; try again`);
-    throw err;
+  for (;;) {
+    try {
+      release = await lockfile.lock(lockPath, lockOptions);
+      break;
+    } catch (err) {
+      if (errnoCode(err) !== 'ELOCKED') throw err;
+      if (Date.now() >= deadline) throw aborted(`another operation holds ${lockPath}; try again`);
+      await sleep(Math.min(20 + Math.random() * 80, Math.max(1, deadline - Date.now())));
+    }
   }
   try {
     const result = await fn();
@@ -40,4 +45,8 @@ export async function withLock<T>(lockPath: string, fn: () => Promise<T>, option
   } finally {
     await release().catch(() => undefined);
   }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -142,6 +142,7 @@ describe('withLock in one process', () => {
     });
     await inside;
     let ran = false;
+    const started = Date.now();
     await expectRejects(
       withLock(lockPath, async () => {
         ran = true;
@@ -150,6 +151,8 @@ describe('withLock in one process', () => {
       `another operation holds ${lockPath}; try again`,
     );
     expect(ran).toBe(false);
+    // A lower bound only: the deadline must not come early (it once did, after 44 ms of a 300 ms wait).
+    expect(Date.now() - started).toBeGreaterThanOrEqual(300);
     release();
     await holder;
   });

@@ -150,6 +150,18 @@ describe('deleteVolume', () => {
 });
 
 describe('expandVolume', () => {
+  it('refuses a size that is not a size, and changes nothing', async () => {
+    await createVolume(core, block('v'));
+    await createVolume(core, dir('d'));
+    const before = readFileSync(join(core.catalog.volumeDir('d'), 'volume.json'), 'utf8');
+    for (const bad of [Number.NaN, 2 ** 20 + 0.5, 2 ** 60, -1]) {
+      await expectRejects(expandVolume(core, 'v', bad), 'InvalidArgument', 'new size');
+      await expectRejects(expandVolume(core, 'd', bad), 'InvalidArgument', 'new size');
+    }
+    expect(readFileSync(join(core.catalog.volumeDir('d'), 'volume.json'), 'utf8')).toBe(before);
+    expect(statSync(core.catalog.imagePath('v')).size).toBe(64 * MiB);
+  });
+
   it('grows a block image and asks for node expansion', async () => {
     await createVolume(core, block('v'));
     expect(await expandVolume(core, 'v', 128 * MiB)).toEqual({ capacityBytes: 128 * MiB, nodeExpansionRequired: true });
