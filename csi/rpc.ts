@@ -51,7 +51,7 @@ export class Rpc {
         else this.log.warn('rpc', fields);
       };
       const run = async (): Promise<Res> => {
-        subject = options.describe?.(req) ?? {};
+        subject = clip(options.describe?.(req) ?? {});
         const wanted = options.exclusiveOn?.(req);
         if (wanted !== undefined) {
           const busy = this.inFlight.get(wanted);
@@ -82,4 +82,9 @@ export class Rpc {
       throw unimplemented(`${method} is not implemented by twinvol`);
     });
   }
+}
+
+/** Subject fields come from the caller: a 4 MiB "volume id" must not become a 4 MiB log line. */
+function clip(fields: LogFields): LogFields {
+  return Object.fromEntries(Object.entries(fields).map(([k, v]) => [k, typeof v === 'string' && v.length > 256 ? `${v.slice(0, 256)}...` : v]));
 }

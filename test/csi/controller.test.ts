@@ -92,6 +92,12 @@ describe('CreateVolume', () => {
     expect(record('stripped').parameters).toEqual({ backend: 'dir' });
   });
 
+  it('accepts 4 KiB of provisioner parameters', async () => {
+    const parameters = { backend: 'dir', 'csi.storage.k8s.io/pvc/name': 'p'.repeat(2000), 'csi.storage.k8s.io/pvc/namespace': 'n'.repeat(2000) };
+    const r = await ctl('CreateVolume', { name: 'big-map', volume_capabilities: [mountCap()], parameters, capacity_range: size(MiB) });
+    expect(r.volume.volume_id).toBe('big-map');
+  });
+
   it('refuses unknown parameters, backends and conflicting filesystem types', async () => {
     await expectCode(ctl('CreateVolume', { name: 'bad-p', volume_capabilities: [mountCap()], parameters: { fstype: 'ext4' } }), 'INVALID_ARGUMENT');
     await expectCode(ctl('CreateVolume', { name: 'bad-p', volume_capabilities: [mountCap()], parameters: { backend: 'nfs' } }), 'INVALID_ARGUMENT');

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -233,6 +234,32 @@ describe('NodePublishVolume', () => {
     expect(existsSync(t)).toBe(false);
   });
 
+  it('answers OK to unpublishing a target whose mount was removed by hand, and removes it', async () => {
+    const { staging, target, cap } = await staged('pb-hand');
+    await node('NodePublishVolume', { volume_id: 'pb-hand', staging_target_path: staging, target_path: target('p'), volume_capability: cap });
+    execFileSync('umount', [target('p')]);
+    await repeatedOk('NodeUnpublishVolume after a manual umount', () => node('NodeUnpublishVolume', { volume_id: 'pb-hand', target_path: target('p') }));
+    expect(existsSync(target('p'))).toBe(false);
+    await node('NodeUnstageVolume', { volume_id: 'pb-hand', staging_target_path: staging });
+    expect(mountsBelow(csi.s.kubeletDir)).toEqual([]);
+  });
+
+  it('mounts a static tmpfs volume with its StorageClass mount options and a 4 KiB volume_context', async () => {
+    const cap = mountCap('tmpfs');
+    const parameters = { backend: 'static', source: 'tmpfs', fsType: 'tmpfs', mountOptions: 'size=16m,mode=0755' };
+    const created = await ctl('CreateVolume', { name: 'pb-static', volume_capabilities: [cap], parameters });
+    expect(created.volume.volume_context).toEqual({ backend: 'static', fsType: 'tmpfs' });
+    await ctl('ControllerPublishVolume', { volume_id: 'pb-static', node_id: 'node-a', volume_capability: cap });
+    const staging = stagingPath(csi.s.kubeletDir, 'pb-static');
+    mkdirSync(staging, { recursive: true });
+    const volume_context = { ...created.volume.volume_context, 'csi.storage.k8s.io/pod.name': 'x'.repeat(4000) };
+    await node('NodeStageVolume', { volume_id: 'pb-static', staging_target_path: staging, volume_capability: cap, volume_context });
+    const m = mountAt(staging);
+    expect(m?.fsType).toBe('tmpfs');
+    expect(m?.superOptions).toEqual(expect.arrayContaining(['size=16384k', 'mode=755']));
+    await node('NodeUnstageVolume', { volume_id: 'pb-static', staging_target_path: staging });
+  });
+
   it('refuses to unpublish a target in the name of another volume', async () => {
     const { staging, target, cap } = await staged('pb-own');
     await node('NodePublishVolume', { volume_id: 'pb-own', staging_target_path: staging, target_path: target('p'), volume_capability: cap });
@@ -267,7 +294,6 @@ describe('NodeGetVolumeStats and NodeExpandVolume', () => {
   it('reports a volume whose mount vanished as abnormal', async () => {
     const { staging, target, cap } = await staged('stats-gone');
     await node('NodePublishVolume', { volume_id: 'stats-gone', staging_target_path: staging, target_path: target('p'), volume_capability: cap });
-    const { execFileSync } = await import('node:child_process');
     execFileSync('umount', [target('p')]);
     const stats = await node('NodeGetVolumeStats', { volume_id: 'stats-gone', volume_path: target('p') });
     expect(stats.volume_condition.abnormal).toBe(true);

@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, lstatSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -6,7 +6,7 @@ import { type CallOutcome, createCsiClient, expectCode, outcome } from './helper
 import { useCsiServer } from './helpers/fixture.js';
 import { mountCap } from './helpers/requests.js';
 import { createCsiScratch, type CsiScratch } from './helpers/scratch.js';
-import { CSI_BIN, launchCsi, runCsiOnce, scratchArgs, serverEnv } from './helpers/server.js';
+import { CSI_BIN, type LaunchOptions, launchCsi, runCsiOnce, scratchArgs, serverEnv } from './helpers/server.js';
 
 const VERSION: string = JSON.parse(readFileSync(resolve(import.meta.dirname, '../../package.json'), 'utf8')).version;
 
@@ -95,11 +95,29 @@ describe('identity and capabilities (one server, mode all)', () => {
 
 describe('start-up, flags and shutdown (a fresh process each)', () => {
   let s: CsiScratch | undefined;
-  afterEach(() => {
+  // Every process a test starts is stopped afterwards, even when an assertion failed first.
+  const children: ChildProcess[] = [];
+  afterEach(async () => {
+    for (const c of children.splice(0)) {
+      if (c.exitCode === null && c.signalCode === null) {
+        const gone = new Promise((r) => c.once('exit', r));
+        c.kill('SIGKILL');
+        await gone;
+      }
+    }
     s?.cleanup();
     s = undefined;
   });
   const fresh = () => (s = createCsiScratch('node-a'));
+  const launch = async (w: CsiScratch, options?: LaunchOptions) => {
+    const running = await launchCsi(w, options);
+    children.push(running.child);
+    return running;
+  };
+  const track = (c: ChildProcess) => {
+    children.push(c);
+    return c;
+  };
 
   it.each([
     [['--bogus'], /Unknown option '--bogus'/],
@@ -128,10 +146,12 @@ describe('start-up, flags and shutdown (a fresh process each)', () => {
 
   it('takes CSI_ENDPOINT as a bare path and removes its socket on SIGTERM', async () => {
     const w = fresh();
-    const child = spawn(process.execPath, [CSI_BIN, ...scratchArgs(w, 'node-a').slice(2)], {
-      env: { ...serverEnv(w), CSI_ENDPOINT: w.socketPath },
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
+    const child = track(
+      spawn(process.execPath, [CSI_BIN, ...scratchArgs(w, 'node-a').slice(2)], {
+        env: { ...serverEnv(w), CSI_ENDPOINT: w.socketPath },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      }),
+    );
     const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
     const client = createCsiClient(w.socketPath);
     let ready = false;
@@ -153,14 +173,14 @@ describe('start-up, flags and shutdown (a fresh process each)', () => {
     const leftover = spawn(process.execPath, ['-e', `require('net').createServer().listen(${JSON.stringify(w.socketPath)}, () => process.kill(process.pid, 'SIGKILL'))`]);
     await new Promise((r) => leftover.on('exit', r));
     expect(lstatSync(w.socketPath).isSocket()).toBe(true);
-    const running = await launchCsi(w);
+    const running = await launch(w);
     expect((await running.client.call('Identity', 'Probe')).ready.value).toBe(true);
     expect(await running.stop()).toBe(0);
     expect(existsSync(w.socketPath)).toBe(false);
   });
 
   it('stops on SIGINT too', async () => {
-    const running = await launchCsi(fresh());
+    const running = await launch(fresh());
     running.client.close();
     running.child.kill('SIGINT');
     expect(await running.stop()).toBe(0);
@@ -179,7 +199,7 @@ describe('start-up, flags and shutdown (a fresh process each)', () => {
 
   it('refuses to take over a socket a live server is listening on', async () => {
     const w = fresh();
-    const first = await launchCsi(w);
+    const first = await launch(w);
     try {
       const r = await runCsiOnce(scratchArgs(w, 'node-b'), serverEnv(w));
       expect(r.code).toBe(1);
@@ -191,7 +211,7 @@ describe('start-up, flags and shutdown (a fresh process each)', () => {
   });
 
   it('--mode node serves no controller, and says so in its capabilities', async () => {
-    const running = await launchCsi(fresh(), { args: ['--mode', 'node', '--max-volumes-per-node', '3'] });
+    const running = await launch(fresh(), { args: ['--mode', 'node', '--max-volumes-per-node', '3'] });
     try {
       await expectCode(running.client.call('Controller', 'ControllerGetCapabilities'), 'UNIMPLEMENTED');
       const caps = await running.client.call('Identity', 'GetPluginCapabilities');
@@ -203,7 +223,7 @@ describe('start-up, flags and shutdown (a fresh process each)', () => {
   });
 
   it('--mode controller serves no node service', async () => {
-    const running = await launchCsi(fresh(), { args: ['--mode', 'controller'] });
+    const running = await launch(fresh(), { args: ['--mode', 'controller'] });
     try {
       await expectCode(running.client.call('Node', 'NodeGetInfo'), 'UNIMPLEMENTED');
       expect((await running.client.call('Controller', 'ControllerGetCapabilities')).capabilities.length).toBe(14);
@@ -215,10 +235,12 @@ describe('start-up, flags and shutdown (a fresh process each)', () => {
   it('Probe answers FAILED_PRECONDITION when the node tools are missing', async () => {
     const w = fresh();
     // A private mount namespace where /usr/sbin (losetup, blkid, mkfs.*) is an empty tmpfs.
-    const child = spawn('unshare', ['-m', 'sh', '-c', 'mount -t tmpfs none /usr/sbin && exec "$0" "$@"', process.execPath, CSI_BIN, ...scratchArgs(w, 'node-a')], {
-      env: serverEnv(w),
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
+    const child = track(
+      spawn('unshare', ['-m', 'sh', '-c', 'mount -t tmpfs none /usr/sbin && exec "$0" "$@"', process.execPath, CSI_BIN, ...scratchArgs(w, 'node-a')], {
+        env: serverEnv(w),
+        stdio: ['ignore', 'ignore', 'pipe'],
+      }),
+    );
     const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
     const client = createCsiClient(w.socketPath);
     try {
