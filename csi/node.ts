@@ -128,9 +128,6 @@ async function publishStaged(core: Core, id: string, target: string, cap: Capabi
   requireNoRedirect(r.volume_context, volume);
   requireFits(volume, cap);
   const mounts = await mountsOf(core, id);
-  // Checked here as well as in the core so that a publish bound to fail creates no target directory.
-  if (!mounts.some((m) => m.kind === 'stage' && m.path === stagingPath))
-    throw failedPrecondition(`volume ${id} is not staged at ${stagingPath} on this node`);
   if (cap.mode === 'SINGLE_NODE_SINGLE_WRITER') {
     const other = mounts.find((m) => m.kind === 'publish' && m.path !== target && mountAt(m.path));
     if (other) throw failedPrecondition(`volume ${id} is single-writer and already published at ${other.path}`);
@@ -140,6 +137,7 @@ async function publishStaged(core: Core, id: string, target: string, cap: Capabi
     stagingPath,
     block: cap.access === 'block',
     fsGroup: cap.mountGroup,
+    via: 'csi',
   });
 }
 
@@ -148,7 +146,7 @@ async function publishEphemeral(core: Core, id: string, target: string, cap: Cap
   if (cap.access !== 'mount') throw invalidArgument('an inline volume is a filesystem: use mount access');
   const { created } = await createVolume(core, ephemeralSpec(id, r.volume_context));
   try {
-    await publish(core, id, target, { readonly: r.readonly, fsGroup: cap.mountGroup });
+    await publish(core, id, target, { readonly: r.readonly, fsGroup: cap.mountGroup, via: 'csi' });
   } catch (err) {
     // Nothing else would ever delete it: kubelet only unpublishes what it saw published.
     if (created) await deleteVolume(core, id).catch(() => undefined);

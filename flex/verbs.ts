@@ -139,7 +139,7 @@ export const VERBS: Record<FlexVerb, VerbSpec> = {
       // Every input is checked before createIfMissing may create anything.
       await checkedPathUnder(arg(ctx, 0), ctx.core.config.kubeletDir, 'target path');
       const { opts, volume } = await volumeFrom(ctx, ctx.args[1]);
-      await publish(ctx.core, volume.id, arg(ctx, 0), { readonly: opts.readonly, fsGroup: opts.fsGroup });
+      await publish(ctx.core, volume.id, arg(ctx, 0), { readonly: opts.readonly, fsGroup: opts.fsGroup, via: 'flex' });
       return success();
     },
   },

@@ -1,7 +1,7 @@
 import { backendFor } from '../backends/index.js';
 import { alreadyExists, failedPrecondition } from '../errors.js';
 import { applyFsGroup } from '../fs-group.js';
-import type { MountRecord, VolumeRecord } from '../model.js';
+import type { MountRecord, Origin, VolumeRecord } from '../model.js';
 import { describeMount } from '../mounter.js';
 import { mountAt } from '../mountinfo.js';
 import { SCHEMA_VERSION } from '../store/json-record.js';
@@ -17,6 +17,8 @@ export interface PublishOptions {
   /** Raw block: bind the device node onto a file at the target. */
   block?: boolean;
   fsGroup?: number;
+  /** The front end asking; recorded on an implicit staging's attachment. */
+  via: Origin;
 }
 
 /**
@@ -40,7 +42,7 @@ export async function publish(core: Core, id: string, targetPath: string, opts: 
 
     // The mount point first: a target that cannot be made must not leave a staging behind.
     await makeMountPoint(target, opts.block ? 'file' : 'dir');
-    const madeStaging = stagingPath ? undefined : await ensureStagedLocked(core, id, Boolean(opts.block));
+    const madeStaging = stagingPath ? undefined : await ensureStagedLocked(core, id, Boolean(opts.block), opts.via);
     try {
       const staging = await stagingRecordFor(core, id, stagingPath);
       const source = opts.block ? backendFor(volume.backend).attachedDevice(volume, core) : staging.path;
@@ -65,7 +67,8 @@ export async function publish(core: Core, id: string, targetPath: string, opts: 
         throw err;
       }
     } catch (err) {
-      // Undo the staging this call made (and the attachment it stood for); a failed publish changes nothing.
+      // Undo what this call made: the target, and any staging (with the attachment it stood for).
+      await removeMountPoint(target);
       if (madeStaging) await unstageLocked(core, madeStaging).catch(() => undefined);
       throw err;
     }
@@ -78,11 +81,11 @@ export async function publish(core: Core, id: string, targetPath: string, opts: 
  * A caller with no stage step (non-attachable FlexVolume) gets twinvol's own staging of the volume.
  * Returns the staging record when this call made it, so a failure later can undo it.
  */
-async function ensureStagedLocked(core: Core, id: string, block: boolean): Promise<MountRecord | undefined> {
+async function ensureStagedLocked(core: Core, id: string, block: boolean, via: Origin): Promise<MountRecord | undefined> {
   const stages = (await core.nodeState.listForVolume(id)).filter((r) => r.kind === 'stage');
   if (stages.length) return undefined;
   const path = implicitStagingPath(core, id);
-  await stageLocked(core, id, path, { readonly: false, implicit: true, block });
+  await stageLocked(core, id, path, { readonly: false, implicit: true, block, via });
   return core.nodeState.findByPath(path);
 }
 

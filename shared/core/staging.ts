@@ -1,6 +1,6 @@
 import { backendFor } from '../backends/index.js';
 import { alreadyExists, failedPrecondition } from '../errors.js';
-import type { MountRecord, VolumeRecord } from '../model.js';
+import type { MountRecord, Origin, VolumeRecord } from '../model.js';
 import { describeMount } from '../mounter.js';
 import { mountAt } from '../mountinfo.js';
 import { SCHEMA_VERSION } from '../store/json-record.js';
@@ -15,6 +15,8 @@ export interface StageOptions {
   block?: boolean;
   /** Staged by twinvol at its own path (see implicitStagingPath), not at a caller's. */
   implicit?: boolean;
+  /** Which front end an implicit staging (and the attachment it stands for) is made for. */
+  via?: Origin;
   /** Extra mount options (CSI mount_flags), already validated with validateMountOptions. */
   mountFlags?: string[];
 }
@@ -59,7 +61,7 @@ export async function stageLocked(core: Core, id: string, path: string, opts: St
   const mounted = mountAt(path);
   if (mounted && !existing) throw alreadyExists(`${path} already holds a mount twinvol did not make: ${describeMount(mounted)}`);
   // Implicit staging stands in for the attach step the caller does not have, exclusivity included.
-  if (opts.implicit) await attach(core, id, core.config.nodeName, { readonly: false, via: 'flex' });
+  if (opts.implicit) await attach(core, id, core.config.nodeName, { readonly: false, via: opts.via ?? 'flex' });
   if (opts.block) {
     await core.nodeState.put(stageRecord(id, path, opts));
     return { volume, device: await backend.nodeAttach(volume, core) };

@@ -58,7 +58,7 @@ describe('one catalog for both models', () => {
     const f = flexPaths('pv-shared');
     await attach(core, 'shared-vol', 'node-a', { readonly: false, via: 'flex' });
     await stage(core, 'shared-vol', f.global, { readonly: false });
-    await publish(core, 'shared-vol', f.pod, { readonly: false });
+    await publish(core, 'shared-vol', f.pod, { readonly: false, via: 'flex' });
     const fromFlex = writeRandomFile(join(f.pod, 'from-flex.bin'));
     await unpublish(core, f.pod);
     await unstage(core, f.global);

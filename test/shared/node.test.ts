@@ -45,10 +45,10 @@ describe('dir volume: stage, publish and back', () => {
     await stage(core, 'v', staging, { readonly: false });
     expect(mountsAt(staging)).toHaveLength(1);
 
-    await publish(core, 'v', rw, { readonly: false, stagingPath: staging });
-    await publish(core, 'v', rw, { readonly: false, stagingPath: staging });
+    await publish(core, 'v', rw, { readonly: false, stagingPath: staging, via: 'csi' });
+    await publish(core, 'v', rw, { readonly: false, stagingPath: staging, via: 'csi' });
     expect(mountsAt(rw)).toHaveLength(1);
-    await publish(core, 'v', ro, { readonly: true, stagingPath: staging });
+    await publish(core, 'v', ro, { readonly: true, stagingPath: staging, via: 'csi' });
     expect(mountAt(ro)?.mountOptions).toContain('ro');
 
     writeFileSync(join(rw, 'hello.txt'), 'from pod 1');
@@ -56,7 +56,7 @@ describe('dir volume: stage, publish and back', () => {
     expect(readFileSync(join(ro, 'hello.txt'), 'utf8')).toBe('from pod 1');
     expect(() => writeFileSync(join(ro, 'nope.txt'), 'x')).toThrow(/EROFS/);
 
-    await expectRejects(publish(core, 'v', rw, { readonly: true, stagingPath: staging }), 'AlreadyExists', `volume v is already published at ${rw} read-write`);
+    await expectRejects(publish(core, 'v', rw, { readonly: true, stagingPath: staging, via: 'csi' }), 'AlreadyExists', `volume v is already published at ${rw} read-write`);
 
     expect((await core.nodeState.listForVolume('v')).map((r) => [r.kind, r.path])).toEqual(
       [
@@ -83,7 +83,7 @@ describe('dir volume: stage, publish and back', () => {
     const staging = stagingPath('pv-v');
     const target = targetPath('pod-1', 'pv-v');
     await stage(core, 'v', staging, { readonly: false });
-    await publish(core, 'v', target, { readonly: false, stagingPath: staging });
+    await publish(core, 'v', target, { readonly: false, stagingPath: staging, via: 'csi' });
     await expectRejects(unstage(core, staging), 'FailedPrecondition', `volume v is still published at ${target}`);
     expect(mountAt(staging)).toBeDefined();
     expect(mountAt(target)).toBeDefined();
@@ -92,7 +92,7 @@ describe('dir volume: stage, publish and back', () => {
   it('refuses to publish from a staging path that was never staged', async () => {
     await dirVolume('v');
     await expectRejects(
-      publish(core, 'v', targetPath('pod-1', 'pv-v'), { readonly: false, stagingPath: stagingPath('pv-v') }),
+      publish(core, 'v', targetPath('pod-1', 'pv-v'), { readonly: false, stagingPath: stagingPath('pv-v'), via: 'csi' }),
       'FailedPrecondition',
       `volume v is not staged at ${stagingPath('pv-v')} on this node`,
     );
@@ -111,7 +111,7 @@ describe('block volume: stage, publish and back', () => {
     expect(findLoopDevice(core.catalog.imagePath('b'))).toBe(device);
     expect(mountAt(staging)).toMatchObject({ source: device, fsType: 'ext4' });
 
-    await publish(core, 'b', target, { readonly: false, stagingPath: staging });
+    await publish(core, 'b', target, { readonly: false, stagingPath: staging, via: 'csi' });
     expect(mountAt(target)).toMatchObject({ source: device, fsType: 'ext4' });
     writeFileSync(join(target, 'data.txt'), 'kept');
 
@@ -160,7 +160,7 @@ describe('foreign mounts and crash recovery', () => {
     await stage(core, 'v', staging, { readonly: false });
     mkdirSync(target, { recursive: true });
     execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'foreign', target]);
-    await expectRejects(publish(core, 'v', target, { readonly: false, stagingPath: staging }), 'AlreadyExists', 'already holds a mount twinvol did not make');
+    await expectRejects(publish(core, 'v', target, { readonly: false, stagingPath: staging, via: 'csi' }), 'AlreadyExists', 'already holds a mount twinvol did not make');
     expect(mountsAt(target).map((m) => m.source)).toEqual(['foreign']);
     expect(await core.nodeState.findByPath(target)).toBeUndefined();
   });
@@ -191,7 +191,7 @@ describe('foreign mounts and crash recovery', () => {
     const staging = stagingPath('pv-v');
     const target = targetPath('pod-1', 'pv-v');
     await stage(core, 'v', staging, { readonly: false });
-    await publish(core, 'v', target, { readonly: false, stagingPath: staging });
+    await publish(core, 'v', target, { readonly: false, stagingPath: staging, via: 'csi' });
     execFileSync('umount', [target]);
     await unpublish(core, target);
     expect(await core.nodeState.findByPath(target)).toBeUndefined();
@@ -207,7 +207,7 @@ describe('foreign mounts and crash recovery', () => {
     const staging = stagingPath('pv-v');
     const target = targetPath('pod-1', 'pv-v');
     await stage(core, 'v', staging, { readonly: false });
-    await publish(core, 'v', target, { readonly: false, stagingPath: staging });
+    await publish(core, 'v', target, { readonly: false, stagingPath: staging, via: 'csi' });
     execFileSync('umount', [target]);
     await unstage(core, staging);
     expect(await core.nodeState.listAll()).toEqual([]);
@@ -235,10 +235,10 @@ describe('paths outside the kubelet dir', () => {
     mkdirSync(podDir, { recursive: true });
     // The target itself is the link...
     symlinkSync(outside, join(podDir, 'mount'));
-    await expectRejects(publish(core, 'v', join(podDir, 'mount'), { readonly: false, stagingPath: staging }), 'InvalidArgument', 'resolves outside');
+    await expectRejects(publish(core, 'v', join(podDir, 'mount'), { readonly: false, stagingPath: staging, via: 'csi' }), 'InvalidArgument', 'resolves outside');
     // ...or a directory on the way to it is.
     symlinkSync(outside, join(podDir, 'dir-link'));
-    await expectRejects(publish(core, 'v', join(podDir, 'dir-link', 'sub', 'mount'), { readonly: false, stagingPath: staging }), 'InvalidArgument', 'resolves outside');
+    await expectRejects(publish(core, 'v', join(podDir, 'dir-link', 'sub', 'mount'), { readonly: false, stagingPath: staging, via: 'csi' }), 'InvalidArgument', 'resolves outside');
     expect(mountsUnder(outside)).toEqual([]);
     expect(readdirSync(outside)).toEqual([]);
     expect(await core.nodeState.listForVolume('v')).toHaveLength(1);
@@ -248,10 +248,18 @@ describe('paths outside the kubelet dir', () => {
     expect(mountsUnder(outside)).toEqual([]);
   });
 
+  it('leaves no target behind when a publish fails (here: the volume is not staged where it says)', async () => {
+    await dirVolume('v');
+    const target = targetPath('pod-f', 'pv-v');
+    await expectRejects(publish(core, 'v', target, { readonly: false, stagingPath: stagingPath('pv-v'), via: 'csi' }), 'FailedPrecondition', 'is not staged');
+    expect(existsSync(target)).toBe(false);
+    expect(await core.nodeState.listForVolume('v')).toEqual([]);
+  });
+
   it('refuses targets that are outside or not normalised before looking at the disk', async () => {
     await dirVolume('v');
-    await expectRejects(publish(core, 'v', join(s.root, 'elsewhere'), { readonly: false }), 'InvalidArgument', 'is outside');
-    await expectRejects(publish(core, 'v', `${s.kubeletDir}/pods/../../x`, { readonly: false }), 'InvalidArgument', 'is not a normalised path');
+    await expectRejects(publish(core, 'v', join(s.root, 'elsewhere'), { readonly: false, via: 'flex' }), 'InvalidArgument', 'is outside');
+    await expectRejects(publish(core, 'v', `${s.kubeletDir}/pods/../../x`, { readonly: false, via: 'flex' }), 'InvalidArgument', 'is not a normalised path');
     await expectRejects(stage(core, 'v', s.kubeletDir, { readonly: false }), 'InvalidArgument', 'is outside');
     expect(existsSync(join(s.root, 'elsewhere'))).toBe(false);
   });
