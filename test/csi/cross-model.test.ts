@@ -1,5 +1,5 @@
 import { mkdirSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../shared/config.js';
 import { attach, detach } from '../../shared/core/attachments.js';
@@ -11,7 +11,8 @@ import { TwinvolError } from '../../shared/errors.js';
 import { expectCode } from './helpers/client.js';
 import { fileSha256, writeRandomFile } from './helpers/data.js';
 import { useCsiServer } from './helpers/fixture.js';
-import { MiB, mountCap, stagingPath, targetPath } from './helpers/requests.js';
+import { mountInPod } from './helpers/pod-mount.js';
+import { MiB, mountCap, stagingPath } from './helpers/requests.js';
 
 /**
  * FlexVolume and CSI share one catalog. The FlexVolume side is played by the core verbs its executable
@@ -28,24 +29,6 @@ const flexPaths = (pv: string) => ({
   pod: join(csi.s.kubeletDir, 'pods/flex-pod/volumes/acme~twinvol', pv),
 });
 
-async function csiMount(id: string) {
-  const cap = mountCap('ext4');
-  const staging = stagingPath(csi.s.kubeletDir, id);
-  const target = targetPath(csi.s.kubeletDir, 'csi-pod', id);
-  mkdirSync(staging, { recursive: true });
-  mkdirSync(dirname(target), { recursive: true });
-  await ctl('ControllerPublishVolume', { volume_id: id, node_id: 'node-a', volume_capability: cap });
-  await node('NodeStageVolume', { volume_id: id, staging_target_path: staging, volume_capability: cap });
-  await node('NodePublishVolume', { volume_id: id, staging_target_path: staging, target_path: target, volume_capability: cap });
-  return {
-    target,
-    async release() {
-      await node('NodeUnpublishVolume', { volume_id: id, target_path: target });
-      await node('NodeUnstageVolume', { volume_id: id, staging_target_path: staging });
-      await ctl('ControllerUnpublishVolume', { volume_id: id, node_id: 'node-a' });
-    },
-  };
-}
 
 describe('one catalog for both models', () => {
   it('a volume made by the CLI and written through FlexVolume is read through CSI, and back', async () => {
@@ -64,7 +47,7 @@ describe('one catalog for both models', () => {
     await unstage(core, f.global);
     await detach(core, 'shared-vol', 'node-a');
 
-    const m = await csiMount('shared-vol');
+    const m = await mountInPod(csi, 'shared-vol', mountCap('ext4'), 'csi-pod');
     expect(fileSha256(join(m.target, 'from-flex.bin'))).toBe(fromFlex);
     const fromCsi = writeRandomFile(join(m.target, 'from-csi.bin'));
     await m.release();

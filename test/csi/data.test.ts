@@ -1,42 +1,17 @@
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { mountAt } from '../../shared/mountinfo.js';
-import type { VolumeCapability } from '../../csi/messages.js';
-import type { Partial2 } from './helpers/client.js';
 import { expectCode } from './helpers/client.js';
 import { fileSha256, fsTotalBytes, writeRandomFile } from './helpers/data.js';
 import { useCsiServer } from './helpers/fixture.js';
-import { MiB, mountCap, size, stagingPath, targetPath } from './helpers/requests.js';
+import { mountInPod } from './helpers/pod-mount.js';
+import { MiB, mountCap, size } from './helpers/requests.js';
 
 /** Snapshots and clones carry data: written through one volume, read back through another. */
 const csi = useCsiServer({ nodeId: 'node-a' });
-const { ctl, node } = csi;
-
-interface Mounted {
-  target: string;
-  release(): Promise<void>;
-}
-
-/** Publishes a volume to this node and into a pod target, the way the CO does. */
-async function mount(id: string, cap: Partial2<VolumeCapability>): Promise<Mounted> {
-  const staging = stagingPath(csi.s.kubeletDir, id);
-  const target = targetPath(csi.s.kubeletDir, `pod-${id}`, id);
-  mkdirSync(staging, { recursive: true });
-  mkdirSync(dirname(target), { recursive: true });
-  await ctl('ControllerPublishVolume', { volume_id: id, node_id: 'node-a', volume_capability: cap });
-  await node('NodeStageVolume', { volume_id: id, staging_target_path: staging, volume_capability: cap });
-  await node('NodePublishVolume', { volume_id: id, staging_target_path: staging, target_path: target, volume_capability: cap });
-  return {
-    target,
-    async release() {
-      await node('NodeUnpublishVolume', { volume_id: id, target_path: target });
-      await node('NodeUnstageVolume', { volume_id: id, staging_target_path: staging });
-      await ctl('ControllerUnpublishVolume', { volume_id: id, node_id: 'node-a' });
-    },
-  };
-}
+const { ctl } = csi;
 
 /** Flushes a mounted filesystem so a copy of its backing image holds what was written. */
 const syncfs = (path: string) => execFileSync('sync', ['-f', path]);
@@ -50,7 +25,7 @@ describe.each([
 
   it('restores a snapshot into a larger volume and clones a live one, data checked by sha256', async () => {
     await ctl('CreateVolume', { name: id('src'), volume_capabilities: [cap], capacity_range: size(bytes) });
-    const src = await mount(id('src'), cap);
+    const src = await mountInPod(csi, id('src'), cap);
     const original = writeRandomFile(join(src.target, 'payload.bin'));
     syncfs(src.target);
 
@@ -77,17 +52,17 @@ describe.each([
     expect(clone.volume.content_source).toEqual({ volume: { volume_id: id('src') }, type: 'volume' });
 
     // Both mounted beside the still-mounted source (xfs needs nouuid for that).
-    const r = await mount(id('restored'), cap);
+    const r = await mountInPod(csi, id('restored'), cap);
     expect(fileSha256(join(r.target, 'payload.bin'))).toBe(original);
     expect(fsTotalBytes(r.target)).toBeGreaterThan(fsTotalBytes(src.target) * 1.8);
-    const c = await mount(id('clone'), cap);
+    const c = await mountInPod(csi, id('clone'), cap);
     expect(fileSha256(join(c.target, 'payload.bin'))).toBe(changed);
 
     for (const m of [src, r, c]) await m.release();
     // Snapshots are copies: the source can go and the snapshot still restores.
     await ctl('DeleteVolume', { volume_id: id('src') });
     await ctl('CreateVolume', { name: id('again'), volume_capabilities: [cap], capacity_range: size(bytes), volume_content_source: { snapshot: { snapshot_id: id('snap') } } });
-    const again = await mount(id('again'), cap);
+    const again = await mountInPod(csi, id('again'), cap);
     expect(fileSha256(join(again.target, 'payload.bin'))).toBe(original);
     await again.release();
     expect(mountAt(again.target)).toBeUndefined();
@@ -110,7 +85,7 @@ describe('dir volumes', () => {
 
   it('snapshot and clone copy the whole tree', async () => {
     await ctl('CreateVolume', { name: 'd-src', volume_capabilities: [cap], parameters: dir, capacity_range: size(MiB) });
-    const src = await mount('d-src', cap);
+    const src = await mountInPod(csi, 'd-src', cap);
     mkdirSync(join(src.target, 'sub/deeper'), { recursive: true });
     const top = writeRandomFile(join(src.target, 'top.bin'), 4096);
     const deep = writeRandomFile(join(src.target, 'sub/deeper/deep.bin'), 8192);
@@ -119,11 +94,11 @@ describe('dir volumes', () => {
 
     await ctl('CreateVolume', { name: 'd-restored', volume_capabilities: [cap], parameters: dir, capacity_range: size(MiB), volume_content_source: { snapshot: { snapshot_id: 'd-snap' } } });
     await ctl('CreateVolume', { name: 'd-clone', volume_capabilities: [cap], parameters: dir, capacity_range: size(MiB), volume_content_source: { volume: { volume_id: 'd-src' } } });
-    const r = await mount('d-restored', cap);
+    const r = await mountInPod(csi, 'd-restored', cap);
     expect(readdirSync(r.target).sort()).toEqual(['sub', 'top.bin']);
     expect(fileSha256(join(r.target, 'top.bin'))).toBe(top);
     expect(fileSha256(join(r.target, 'sub/deeper/deep.bin'))).toBe(deep);
-    const c = await mount('d-clone', cap);
+    const c = await mountInPod(csi, 'd-clone', cap);
     expect(readdirSync(c.target).sort()).toEqual(['after-snapshot.txt', 'sub', 'top.bin']);
     for (const m of [src, r, c]) await m.release();
   });

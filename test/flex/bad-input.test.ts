@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { mountAt } from '../../shared/mountinfo.js';
 import { FLEX_VERBS, type FlexVerb } from '../../flex/verb-names.js';
-import { expectSuccess, type FlexResult, flexOptions, mountOptions, runCli, runFlex } from '../helpers/flex-runner.js';
+import { type FlexResult, flexOptions, mountOptions, flexSession, podNamed } from '../helpers/flex-runner.js';
 import { goJson } from '../helpers/go-json.js';
 import { deviceMountPath, podVolumeDir } from '../helpers/kubelet-paths.js';
 import { createScratch, loopsUnder, mountsUnder, releaseUnder, type Scratch } from '../helpers/scratch.js';
@@ -29,15 +29,8 @@ afterEach(() => {
 });
 
 const MiB = 2 ** 20;
-const flex = (...argv: string[]) => runFlex(s.env, argv);
-const ok = async (...argv: string[]) => expectSuccess(await flex(...argv));
-const pod = (uid: string) => ({ uid, name: `pod-${uid}` });
-
-async function createVolume(id: string, ...args: string[]): Promise<void> {
-  const r = await runCli(s.env, ['create', id, ...args]);
-  expect(r.stderr).toBe('');
-  expect(r.exitCode).toBe(0);
-}
+const { flex, ok, createVolume } = flexSession(() => s.env);
+const pod = podNamed;
 
 function makeOutsideDir(): string {
   const dir = mkdtempSync('/tmp/outside-');

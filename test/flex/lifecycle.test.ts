@@ -4,7 +4,7 @@ import { statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { mountAt } from '../../shared/mountinfo.js';
-import { expectSuccess, flexOptions, mountOptions, reconstructedOptions, runCli, runFlex } from '../helpers/flex-runner.js';
+import { expectSuccess, flexOptions, mountOptions, reconstructedOptions, flexSession, podNamed } from '../helpers/flex-runner.js';
 import { deviceMountPath, podVolumeDir } from '../helpers/kubelet-paths.js';
 import { createScratch, loopsUnder, mountsUnder, releaseUnder, type Scratch } from '../helpers/scratch.js';
 
@@ -15,15 +15,8 @@ beforeEach(() => {
 afterEach(() => s.cleanup());
 afterAll(() => undefined);
 
-const flex = (...argv: string[]) => runFlex(s.env, argv);
-const ok = async (...argv: string[]) => expectSuccess(await flex(...argv));
-const pod = (uid: string) => ({ uid, name: `pod-${uid}` });
-
-async function createVolume(id: string, ...args: string[]): Promise<void> {
-  const r = await runCli(s.env, ['create', id, ...args]);
-  expect(r.stderr).toBe('');
-  expect(r.exitCode).toBe(0);
-}
+const { flex, ok, createVolume } = flexSession(() => s.env);
+const pod = podNamed;
 
 function catalogRecord(id: string): { attachments: { node: string }[]; capacityBytes: number } {
   return JSON.parse(readFileSync(join(s.dataRoot, 'volumes', id, 'volume.json'), 'utf8'));

@@ -97,3 +97,20 @@ export function runCli(env: Record<string, string>, args: readonly string[]): Pr
     child.on('close', (code) => done({ exitCode: code ?? -1, stdout, stderr }));
   });
 }
+
+/** The calls a FlexVolume suite makes, bound to whichever scratch world the current test uses. */
+export function flexSession(env: () => Record<string, string>) {
+  const flex = (...argv: string[]) => runFlex(env(), argv);
+  return {
+    flex,
+    /** A call that must succeed. */
+    ok: async (...argv: string[]) => expectSuccess(await flex(...argv)),
+    /** The administrator's `twinvol volume create`, which must succeed quietly. */
+    async createVolume(id: string, ...args: string[]): Promise<void> {
+      const r = await runCli(env(), ['create', id, ...args]);
+      if (r.exitCode !== 0 || r.stderr !== '') throw new Error(`volume create ${id} failed (exit ${r.exitCode}): ${r.stderr}`);
+    },
+  };
+}
+
+export const podNamed = (uid: string) => ({ uid, name: `pod-${uid}` });
