@@ -1,16 +1,15 @@
 import type { UntypedServiceImplementation } from '@grpc/grpc-js';
-import { attachmentOf } from '../shared/core/attachments.js';
+import { requireAttachedTo } from '../shared/core/attachments.js';
 import type { Core } from '../shared/core/core.js';
 import { expandOnNode, volumeStats } from '../shared/core/node-volume.js';
 import { mountsOf, publish, unpublish } from '../shared/core/publishing.js';
 import { stage, unstage } from '../shared/core/staging.js';
 import { createVolume, deleteVolume } from '../shared/core/volumes.js';
 import { failedPrecondition, invalidArgument, notFound } from '../shared/errors.js';
-import type { VolumeRecord } from '../shared/model.js';
 import { mountAt } from '../shared/mountinfo.js';
 import { validatePathUnder, validateVolumeId } from '../shared/validate.js';
 import { type Capability, parseCapability, requireFits } from './capabilities.js';
-import type { ServiceContext, Settings } from './context.js';
+import type { ServiceContext } from './context.js';
 import { ephemeralSpec, isEphemeralRequest, isEphemeralVolume } from './ephemeral.js';
 import type {
   Empty,
@@ -54,7 +53,7 @@ export function nodeService({ core, rpc, settings }: ServiceContext): UntypedSer
       const volume = await core.catalog.requireVolume(id);
       requireNoRedirect(r.volume_context, volume);
       requireFits(volume, cap);
-      requireAttachedHere(volume, settings);
+      requireAttachedTo(volume, settings.nodeId);
       await stage(core, id, path, { readonly: cap.readerOnly, block: cap.access === 'block', mountFlags: cap.mountFlags });
       return {};
     }, changes((r) => r.staging_target_path)),
@@ -154,19 +153,6 @@ async function publishEphemeral(core: Core, id: string, target: string, cap: Cap
   }
 }
 
-/**
- * CSI has no separate attach on the node: ControllerPublishVolume to this node is what lets it use
- * the volume. Checking here keeps single-node exclusivity whole even if the CO skips that step.
- */
-function requireAttachedHere(volume: VolumeRecord, settings: Settings): void {
-  if (attachmentOf(volume, settings.nodeId)) return;
-  const holder = volume.attachments[0];
-  throw failedPrecondition(
-    holder
-      ? `volume ${volume.id} is published to node ${holder.node}, not to this node ${settings.nodeId}`
-      : `volume ${volume.id} is not published to node ${settings.nodeId}: ControllerPublishVolume comes first`,
-  );
-}
 
 /** A path that holds another volume's mount must not be torn down in this volume's name. */
 async function requireNotOther(core: Core, path: string, id: string): Promise<void> {

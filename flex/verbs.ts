@@ -1,11 +1,11 @@
-import { attach, attachmentOf, detach } from '../shared/core/attachments.js';
+import { attach, attachmentOf, detach, requireAttachedTo } from '../shared/core/attachments.js';
 import type { Core } from '../shared/core/core.js';
 import { expandOnNode } from '../shared/core/node-volume.js';
 import { publish, unpublish } from '../shared/core/publishing.js';
 import { checkedPathUnder } from '../shared/core/mount-target.js';
 import { nodeAttach, stage, unstage } from '../shared/core/staging.js';
 import { expandVolume } from '../shared/core/volumes.js';
-import { failedPrecondition, invalidArgument } from '../shared/errors.js';
+import { invalidArgument } from '../shared/errors.js';
 import type { VolumeRecord } from '../shared/model.js';
 import { parseSize } from '../shared/size.js';
 import { validateNodeName, validatePvName } from '../shared/validate.js';
@@ -38,16 +38,6 @@ async function volumeFrom(ctx: VerbContext, json: string | undefined): Promise<{
   return { opts, volume };
 }
 
-/** On the node, the volume must be attached here (FlexVolume attach ran on the controller-manager). */
-function requireAttachedHere(core: Core, volume: VolumeRecord): void {
-  if (attachmentOf(volume, core.config.nodeName)) return;
-  const holder = volume.attachments[0];
-  throw failedPrecondition(
-    holder
-      ? `volume ${volume.id} is attached to node ${holder.node}, not to this node ${core.config.nodeName}`
-      : `volume ${volume.id} is not attached to node ${core.config.nodeName}`,
-  );
-}
 
 const arg = (ctx: VerbContext, i: number): string => ctx.args[i] ?? '';
 
@@ -105,7 +95,7 @@ export const VERBS: Record<FlexVerb, VerbSpec> = {
     usage: 'waitforattach <device> <json>',
     handler: async (ctx) => {
       const { volume } = await volumeFrom(ctx, ctx.args[1]);
-      requireAttachedHere(ctx.core, volume);
+      requireAttachedTo(volume, ctx.core.config.nodeName);
       const { device } = await nodeAttach(ctx.core, volume.id);
       return success({ device });
     },
@@ -117,7 +107,7 @@ export const VERBS: Record<FlexVerb, VerbSpec> = {
     handler: async (ctx) => {
       await checkedPathUnder(arg(ctx, 0), ctx.core.config.kubeletDir, 'staging path');
       const { opts, volume } = await volumeFrom(ctx, ctx.args[2]);
-      requireAttachedHere(ctx.core, volume);
+      requireAttachedTo(volume, ctx.core.config.nodeName);
       await stage(ctx.core, volume.id, arg(ctx, 0), { readonly: opts.readonly });
       return success();
     },

@@ -52,6 +52,21 @@ export function attachmentOf(volume: VolumeRecord, node: string): Attachment | u
   return volume.attachments.find((a) => a.node === node);
 }
 
+/**
+ * Node-side work needs the volume attached to this node first (FlexVolume attach, CSI
+ * ControllerPublishVolume), whichever front end attached it: this keeps single-node exclusivity
+ * whole even when a caller skips the step.
+ */
+export function requireAttachedTo(volume: VolumeRecord, node: string): void {
+  if (attachmentOf(volume, node)) return;
+  const holder = volume.attachments[0];
+  throw failedPrecondition(
+    holder
+      ? `volume ${volume.id} is attached to node ${holder.node}, not to this node ${node}`
+      : `volume ${volume.id} is not attached to node ${node}: attach it (ControllerPublishVolume) first`,
+  );
+}
+
 /** Volumes other than `except` attached to `node`: a scan, paid only when a limit is configured. */
 async function attachedCount(core: Core, node: string, except: string): Promise<number> {
   let count = 0;

@@ -104,7 +104,7 @@ describe('NodeStageVolume', () => {
     const staging = stagingPath(csi.s.kubeletDir, 'st-elsewhere');
     mkdirSync(staging, { recursive: true });
     const req = { volume_id: 'st-elsewhere', staging_target_path: staging, volume_capability: mountCap() };
-    expect(await expectCode(node('NodeStageVolume', req), 'FAILED_PRECONDITION')).toContain('not published to node node-a');
+    expect(await expectCode(node('NodeStageVolume', req), 'FAILED_PRECONDITION')).toContain('not attached to node node-a');
     await ctl('ControllerPublishVolume', { volume_id: 'st-elsewhere', node_id: 'node-z', volume_capability: mountCap() });
     expect(await expectCode(node('NodeStageVolume', req), 'FAILED_PRECONDITION')).toContain('node node-z');
     expect(mountAt(staging)).toBeUndefined();
