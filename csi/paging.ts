@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { aborted, invalidArgument } from '../shared/errors.js';
 import type { ListRequest } from './messages.js';
 
@@ -22,15 +23,24 @@ export function paginate<T extends { id: string }>(items: readonly T[], req: Lis
   return { items: page, nextToken: encodeToken(listing, page[page.length - 1]!.id) };
 }
 
+/**
+ * The checksum makes a damaged token (truncated, or a character changed in transit) an error rather
+ * than a different, valid-looking position; it is not a secret and does not stop deliberate forgery,
+ * which gains a caller nothing it could not ask for with a fresh listing.
+ */
+function checksum(listing: string, lastId: string): string {
+  return createHash('sha256').update(`${listing}\n${lastId}`).digest('base64url').slice(0, 12);
+}
+
 function encodeToken(listing: string, lastId: string): string {
-  return Buffer.from(`${listing}\n${lastId}`).toString('base64url');
+  return Buffer.from(`${listing}\n${lastId}\n${checksum(listing, lastId)}`).toString('base64url');
 }
 
 function decodeToken(token: string, listing: string): string {
   const text = Buffer.from(token, 'base64url').toString();
-  const [kind, lastId, ...extra] = text.split('\n');
+  const [kind, lastId, sum, ...extra] = text.split('\n');
   // Base64 decoding skips characters it does not know: a token is ours only if it round-trips.
-  if (encodeToken(listing, lastId ?? '') !== token || kind !== listing || !lastId || extra.length)
+  if (kind !== listing || !lastId || sum !== checksum(listing, lastId) || extra.length || encodeToken(listing, lastId) !== token)
     throw aborted(`starting_token ${JSON.stringify(token.slice(0, 64))} is not a token twinvol issued for this listing`);
   return lastId;
 }

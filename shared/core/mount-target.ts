@@ -1,4 +1,4 @@
-import { mkdir, open, realpath, rmdir, unlink, lstat } from 'node:fs/promises';
+import { lstat, mkdir, open, realpath, rmdir, stat, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { errnoCode, invalidArgument } from '../errors.js';
 import { validatePathUnder } from '../validate.js';
@@ -61,5 +61,26 @@ export async function removeMountPoint(path: string): Promise<void> {
   } catch (err) {
     const code = errnoCode(err);
     if (code !== 'ENOENT' && code !== 'ENOTEMPTY' && code !== 'EBUSY') throw err;
+  }
+}
+
+/** Errors a dead mount answers with: a FUSE daemon gone (ENOTCONN), an NFS handle gone (ESTALE), I/O errors. */
+const STALE_CODES = new Set(['ENOTCONN', 'ESTALE', 'EIO']);
+
+export function isStaleError(err: unknown): boolean {
+  const code = errnoCode(err);
+  return code !== undefined && STALE_CODES.has(code);
+}
+
+/**
+ * Whether a mount point no longer answers. The mount table still lists a dead mount, so "mounted"
+ * is not "usable": a repeated stage or publish must look before it answers that all is done.
+ */
+export async function isStaleMount(path: string): Promise<boolean> {
+  try {
+    await stat(path);
+    return false;
+  } catch (err) {
+    return isStaleError(err);
   }
 }

@@ -1,11 +1,11 @@
 import { statfs } from 'node:fs/promises';
 import { backendFor } from '../backends/index.js';
-import { failedPrecondition, notFound } from '../errors.js';
+import { errnoCode, failedPrecondition, notFound } from '../errors.js';
 import type { VolumeRecord } from '../model.js';
 import { mountAt } from '../mountinfo.js';
 import { validateVolumeId } from '../validate.js';
 import type { Core } from './core.js';
-import { checkedPathUnder } from './mount-target.js';
+import { checkedPathUnder, isStaleError } from './mount-target.js';
 
 export interface VolumeStats {
   totalBytes: number;
@@ -32,7 +32,14 @@ export async function volumeStats(core: Core, id: string, volumePath: string): P
   if (record.block) {
     return { ...ZERO, totalBytes: volume.capacityBytes, abnormal: false, message: 'raw block device' };
   }
-  const st = await statfs(path);
+  let st: Awaited<ReturnType<typeof statfs>>;
+  try {
+    st = await statfs(path);
+  } catch (err) {
+    // A dead mount is a condition to report (VOLUME_CONDITION), not a failure of the call.
+    if (isStaleError(err)) return { ...ZERO, abnormal: true, message: `${path} is mounted but does not answer (${errnoCode(err)})` };
+    throw err;
+  }
   const totalBytes = st.blocks * st.bsize;
   const availableBytes = st.bavail * st.bsize;
   return {

@@ -7,7 +7,7 @@ import { mountAt } from '../mountinfo.js';
 import { SCHEMA_VERSION } from '../store/json-record.js';
 import { validateVolumeId } from '../validate.js';
 import { type Core, implicitStagingPath, now } from './core.js';
-import { checkedPathUnder, makeMountPoint, removeMountPoint } from './mount-target.js';
+import { checkedPathUnder, isStaleMount, makeMountPoint, removeMountPoint } from './mount-target.js';
 import { stageLocked, unstageLocked } from './staging.js';
 
 export interface PublishOptions {
@@ -37,8 +37,12 @@ export async function publish(core: Core, id: string, targetPath: string, opts: 
     if (existing && (existing.readonly !== opts.readonly || Boolean(existing.block) !== Boolean(opts.block)))
       throw alreadyExists(`volume ${id} is already published at ${target} ${existing.readonly ? 'read-only' : 'read-write'}`);
     const mounted = mountAt(target);
-    if (mounted && existing) return volume;
-    if (mounted) throw alreadyExists(`${target} already holds a mount twinvol did not make: ${describeMount(mounted)}`);
+    if (mounted && !existing) throw alreadyExists(`${target} already holds a mount twinvol did not make: ${describeMount(mounted)}`);
+    if (mounted) {
+      if (!(await isStaleMount(target))) return volume;
+      // The pod's mount went dead (stale): force it off and bind again below, rather than answer OK.
+      await core.mounter.unmountAll(target);
+    }
 
     // The mount point first: a target that cannot be made must not leave a staging behind.
     await makeMountPoint(target, opts.block ? 'file' : 'dir');

@@ -7,7 +7,7 @@ import { SCHEMA_VERSION } from '../store/json-record.js';
 import { validateVolumeId } from '../validate.js';
 import { attach, detach } from './attachments.js';
 import { type Core, implicitStagingPath, now } from './core.js';
-import { checkedPathUnder, makeMountPoint, removeMountPoint } from './mount-target.js';
+import { checkedPathUnder, isStaleMount, makeMountPoint, removeMountPoint } from './mount-target.js';
 
 export interface StageOptions {
   readonly: boolean;
@@ -58,8 +58,13 @@ export async function stageLocked(core: Core, id: string, path: string, opts: St
     throw alreadyExists(`${path} is already used by volume ${existing.volumeId}`);
   if (existing && (existing.readonly !== opts.readonly || Boolean(existing.block) !== Boolean(opts.block) || !sameFlags(existing.mountFlags, opts.mountFlags)))
     throw alreadyExists(`volume ${id} is already staged at ${path} with other options (${describeOptions(existing)})`);
-  const mounted = mountAt(path);
+  let mounted = mountAt(path);
   if (mounted && !existing) throw alreadyExists(`${path} already holds a mount twinvol did not make: ${describeMount(mounted)}`);
+  // A repeated stage over a dead mount would answer "done" for a path no pod can use: remake it.
+  if (mounted && !opts.block && (await isStaleMount(path))) {
+    await core.mounter.unmountAll(path);
+    mounted = undefined;
+  }
   // Implicit staging stands in for the attach step the caller does not have, exclusivity included.
   if (opts.implicit) await attach(core, id, core.config.nodeName, { readonly: false, via: opts.via ?? 'flex' });
   if (opts.block) {
