@@ -539,6 +539,8 @@ describe('secrets', () => {
     );
     const succeeded = await ok('mount', dir, m({ volumeId: 'vol-sec' }));
     expect(mountAt(dir)).toBeDefined();
+    // The node records exist only while mounted: scan them now, not only after teardown removed them.
+    expect(filesWithoutSecret().filter((p) => p.startsWith(join(s.stateDir, 'mounts'))).length).toBeGreaterThanOrEqual(2);
     const teardown = await ok('unmount', dir);
 
     const replies = [...failed, succeeded, teardown].map((r) => r.output).join('\n');
@@ -554,12 +556,20 @@ describe('secrets', () => {
     expect(log).not.toContain(marker);
 
     // Nor in any record twinvol keeps.
-    for (const file of [...tree(s.stateDir).map((p) => join(s.stateDir, p)), ...tree(s.dataRoot).map((p) => join(s.dataRoot, p))]) {
-      const path = file.replace(/:(dir|file|link)$/, '');
-      if (!file.endsWith(':file')) continue;
-      const text = readFileSync(path, 'utf8');
-      expect(text, path).not.toContain(b64);
-      expect(text, path).not.toContain(marker);
+    expect(filesWithoutSecret().length).toBeGreaterThanOrEqual(2);
+
+    /** Checks every file under the state dir and data root for the secret; returns the files checked. */
+    function filesWithoutSecret(): string[] {
+      const checked: string[] = [];
+      for (const file of [...tree(s.stateDir).map((p) => join(s.stateDir, p)), ...tree(s.dataRoot).map((p) => join(s.dataRoot, p))]) {
+        const path = file.replace(/:(dir|file|link)$/, '');
+        if (!file.endsWith(':file')) continue;
+        const text = readFileSync(path, 'utf8');
+        expect(text, path).not.toContain(b64);
+        expect(text, path).not.toContain(marker);
+        checked.push(path);
+      }
+      return checked;
     }
   });
 });
