@@ -17,6 +17,7 @@ export async function dispatch(verb: FlexVerb, args: readonly string[]): Promise
   let logger: Logger | undefined;
   const fields: { volumeId?: string } = {};
   let reply: FlexReply;
+  let code: string | undefined;
   try {
     const config = loadConfig();
     logger = new Logger(fileSink(`${config.stateDir}/log/flex.log`), { call: verb });
@@ -26,11 +27,13 @@ export async function dispatch(verb: FlexVerb, args: readonly string[]): Promise
   } catch (err) {
     const e = asTwinvolError(err);
     reply = failure(e.message);
-    logger?.error('call failed', { code: e.code });
+    code = e.code;
   }
-  logger?.info('call', {
+  // One line per call, whatever its outcome, with the volume id and what it spawned.
+  logger?.log(reply.status === 'Failure' ? 'error' : 'info', 'call', {
     ...fields,
     status: reply.status,
+    ...(code ? { code } : {}),
     message: reply.message,
     durationMs: Math.round(performance.now() - started),
     spawns: spawnLog().map((s) => `${s.command}:${s.exitCode}:${Math.round(s.durationMs)}ms`),

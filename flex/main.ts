@@ -1,6 +1,6 @@
 // The FlexVolume executable. kubelet starts it once per call and parses stdout+stderr as one JSON
 // document, so start-up stays minimal: `init` and unknown verbs are answered from here with only
-// the config reader loaded; the rest (state, locks, execa, yargs) is loaded when a verb needs it.
+// the config reader loaded; the rest (state, locks, yargs) is loaded when a verb needs it.
 import { loadConfig } from '../shared/config.js';
 import { loadPacked } from './packed-modules.js';
 import { failure, type FlexReply, notSupported, sendReply, success } from './reply.js';
@@ -22,7 +22,9 @@ async function main(argv: readonly string[]): Promise<void> {
     sendReply(init());
     return;
   }
-  if (verb === 'volume' || verb === 'help' || verb === '--help') {
+  // The administrator's CLI; kubelet never sends this verb. Anything else unknown (help included)
+  // is "Not supported", because kubelet parses whatever is printed as the reply.
+  if (verb === 'volume') {
     process.exitCode = await loadPacked<typeof import('./cli.js')>('cli').runCli(argv);
     return;
   }

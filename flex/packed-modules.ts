@@ -2,10 +2,11 @@ import packed from 'twinvol:packed';
 
 /**
  * Loads a module the build packed into this file. Bundled code would be cheap to run but not to
- * load: V8 pre-parses every function of a script, and 650 KB of execa, yargs and the core made
+ * load: V8 pre-parses every function of a script, and 650 KB of bundled yargs, execa (since
+ * replaced) and the core made
  * every kubelet call (even `init`) pay for all of it. Packed modules are gzipped strings that cost
- * almost nothing to skip, compiled only when a call needs them: the dispatcher for verbs, execa
- * when a tool is spawned, yargs for the human CLI. Still one file, with nothing beside it.
+ * almost nothing to skip, compiled only when a call needs them: the dispatcher for verbs, yargs for
+ * the human CLI. Still one file, with nothing beside it.
  */
 const loaded = new Map<string, unknown>();
 
@@ -21,9 +22,8 @@ export function loadPacked<T>(name: string): T {
     filename: `${__filename}#${name}`,
   });
   const mod = { exports: {} as T };
-  // A packed module's own require finds its packed siblings first (the dispatcher's execa), then Node's builtins.
-  const requireFrom = (id: string): unknown => (id in packed ? loadPacked(id) : require(id));
-  fn(mod.exports, requireFrom, mod, __filename, __dirname);
+  // Packed modules bundle everything but Node's builtins, which the ordinary require provides.
+  fn(mod.exports, require, mod, __filename, __dirname);
   loaded.set(name, mod.exports);
   return mod.exports;
 }

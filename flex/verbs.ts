@@ -41,6 +41,15 @@ async function volumeFrom(ctx: VerbContext, json: string | undefined): Promise<{
 
 const arg = (ctx: VerbContext, i: number): string => ctx.args[i] ?? '';
 
+/**
+ * Calls that set a volume up remember which volume their PV names: detach, and every call kubelet
+ * makes for a volume it reconstructed after a restart, carry only the PV name. Written once; later
+ * calls only read it.
+ */
+async function rememberPv(core: Core, opts: FlexOptions, volume: VolumeRecord): Promise<void> {
+  if (opts.pvName && opts.volumeId) await core.catalog.recordPv(opts.pvName, volume.id);
+}
+
 export const VERBS: Record<FlexVerb, VerbSpec> = {
   getvolumename: {
     arity: 1,
@@ -58,7 +67,7 @@ export const VERBS: Record<FlexVerb, VerbSpec> = {
       const node = validateNodeName(arg(ctx, 1));
       const { opts, volume } = await volumeFrom(ctx, ctx.args[0]);
       // detach names only the PV: remember which volume it stands for before attaching.
-      if (opts.pvName) await ctx.core.catalog.recordPv(opts.pvName, volume.id);
+      await rememberPv(ctx.core, opts, volume);
       await attach(ctx.core, volume.id, node, { readonly: false, via: 'flex' });
       return success({ device: '' });
     },
@@ -109,6 +118,7 @@ export const VERBS: Record<FlexVerb, VerbSpec> = {
       const { opts, volume } = await volumeFrom(ctx, ctx.args[2]);
       requireAttachedTo(volume, ctx.core.config.nodeName);
       await stage(ctx.core, volume.id, arg(ctx, 0), { readonly: opts.readonly });
+      await rememberPv(ctx.core, opts, volume);
       return success();
     },
   },
@@ -130,6 +140,7 @@ export const VERBS: Record<FlexVerb, VerbSpec> = {
       await checkedPathUnder(arg(ctx, 0), ctx.core.config.kubeletDir, 'target path');
       const { opts, volume } = await volumeFrom(ctx, ctx.args[1]);
       await publish(ctx.core, volume.id, arg(ctx, 0), { readonly: opts.readonly, fsGroup: opts.fsGroup, via: 'flex' });
+      await rememberPv(ctx.core, opts, volume);
       return success();
     },
   },

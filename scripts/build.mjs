@@ -23,37 +23,17 @@ const shebang = '#!/usr/bin/env -S node --no-warnings';
 
 /**
  * Modules packed into the FlexVolume executable (see flex/packed-modules.ts): each is bundled on its
- * own, minified, gzipped and base64-encoded, with the other packed names left to its require.
+ * own, minified, gzipped and base64-encoded.
  */
 const packedModules = {
   dispatch: "export { dispatch } from './flex/dispatch.ts';",
   cli: "export { runCli } from './flex/cli.ts';",
-  execa: "export * from 'execa';",
 };
-
-/**
- * In a packed module, an import of a packed sibling becomes a CommonJS stub that requires it, so the
- * sibling is fetched by the loader's require when first used. (A bare external `import()` would stay
- * a dynamic import, which code compiled by vm cannot perform.)
- */
-function siblingsPlugin(siblings) {
-  const filter = new RegExp(`^(${siblings.join('|')})$`);
-  return {
-    name: 'twinvol-packed-siblings',
-    setup(b) {
-      b.onResolve({ filter }, (args) =>
-        args.namespace === 'sibling' ? { path: args.path, external: true } : { path: args.path, namespace: 'sibling' },
-      );
-      b.onLoad({ filter: /.*/, namespace: 'sibling' }, (args) => ({ contents: `module.exports = require(${JSON.stringify(args.path)});`, loader: 'js' }));
-    },
-  };
-}
 
 async function packedPlugin() {
   const packed = {};
   for (const [name, contents] of Object.entries(packedModules)) {
-    const siblings = Object.keys(packedModules).filter((n) => n !== name);
-    const r = await build({ ...common, stdin: { contents, resolveDir: '.', loader: 'ts' }, plugins: [siblingsPlugin(siblings)], write: false, minify: true, banner: { js: importMetaShim } });
+    const r = await build({ ...common, stdin: { contents, resolveDir: '.', loader: 'ts' }, write: false, minify: true, banner: { js: importMetaShim } });
     packed[name] = gzipSync(r.outputFiles[0].contents, { level: 9 }).toString('base64');
   }
   return {

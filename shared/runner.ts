@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { internal, TwinvolError } from './errors.js';
 
 /** One external command as it ran: what `compare` and the benchmarks count and time. */
@@ -42,37 +43,64 @@ export function toolEnv(): NodeJS.ProcessEnv {
   return { PATH: parts.join(':'), LC_ALL: 'C' };
 }
 
+/** How long to keep reading after the tool exited, for output still in the pipe buffers. */
+const DRAIN_MS = 50;
+
 /**
  * The single way the project runs an external tool: an argument array (never a shell), stdin closed,
- * stdout and stderr captured (so a child can never hold kubelet's reply pipe), a deadline, and a
- * record of the spawn. execa is imported on first use only: it costs a FlexVolume call 10-15 ms.
+ * stdout and stderr captured (so no child ever holds kubelet's reply pipe), a deadline, and a record
+ * of the spawn.
+ *
+ * It settles when the tool EXITS, not when its pipes close. A mount helper may leave a daemon behind
+ * (FUSE, a forked sleep) that inherits the capture pipes; waiting for them to close, as execa does,
+ * made such a call hang past its deadline (a 25 s child held a 2 s deadline for 25 s). After the exit
+ * the pipes are drained briefly and then let go. The deadline kills the tool itself (SIGKILL).
  */
-export async function run(command: string, args: readonly string[], options: RunOptions): Promise<RunResult> {
-  const { execa } = await import('execa');
-  const started = performance.now();
-  const result = await execa(command, [...args], {
-    reject: false,
-    stdin: 'ignore',
-    timeout: options.timeoutMs,
-    killSignal: 'SIGKILL',
-    env: toolEnv(),
-    extendEnv: false,
-    encoding: 'utf8',
-    stripFinalNewline: true,
+export function run(command: string, args: readonly string[], options: RunOptions): Promise<RunResult> {
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    const child = spawn(command, [...args], { stdio: ['ignore', 'pipe', 'pipe'], env: toolEnv(), shell: false });
+    const stdout: Buffer[] = [];
+    const stderr: Buffer[] = [];
+    child.stdout.on('data', (d: Buffer) => stdout.push(d));
+    child.stderr.on('data', (d: Buffer) => stderr.push(d));
+    let timedOut = false;
+    let settled = false;
+    const deadline = setTimeout(() => {
+      timedOut = true;
+      child.kill('SIGKILL');
+    }, options.timeoutMs);
+
+    const settle = (exitCode: number, failure?: TwinvolError) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(deadline);
+      child.stdout.destroy();
+      child.stderr.destroy();
+      const record: SpawnRecord = { command, args, exitCode, durationMs: performance.now() - started };
+      spawned.push(record);
+      for (const observer of observers) observer(record);
+      const outcome: RunResult = { ...record, stdout: text(stdout), stderr: text(stderr) };
+      if (failure) reject(failure);
+      else if (timedOut) reject(internal(`${command} did not finish within ${options.timeoutMs} ms`));
+      else if (exitCode !== 0 && !(options.okExitCodes ?? []).includes(exitCode)) reject(new CommandError(outcome));
+      else resolve(outcome);
+    };
+
+    child.once('error', (err) => settle(-1, internal(`${command} could not be started: ${err.message}`)));
+    child.once('exit', (code) => {
+      const exitCode = code ?? -1;
+      const drain = setTimeout(() => settle(exitCode), DRAIN_MS);
+      child.once('close', () => {
+        clearTimeout(drain);
+        settle(exitCode);
+      });
+    });
   });
-  const record: SpawnRecord = {
-    command,
-    args,
-    exitCode: result.exitCode ?? -1,
-    durationMs: performance.now() - started,
-  };
-  spawned.push(record);
-  for (const observer of observers) observer(record);
-  const outcome: RunResult = { ...record, stdout: String(result.stdout ?? ''), stderr: String(result.stderr ?? '') };
-  if (result.timedOut) throw internal(`${command} did not finish within ${options.timeoutMs} ms`);
-  if (result.exitCode === undefined) throw internal(`${command} could not be started: ${result.originalMessage ?? result.shortMessage}`);
-  if (result.exitCode !== 0 && !(options.okExitCodes ?? []).includes(result.exitCode)) throw new CommandError(outcome);
-  return outcome;
+}
+
+function text(chunks: readonly Buffer[]): string {
+  return Buffer.concat(chunks).toString('utf8').replace(/\n$/, '');
 }
 
 /** A tool that ran and failed; the message carries its stderr, which is where mount(8) and friends explain. */

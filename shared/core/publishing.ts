@@ -46,8 +46,9 @@ export async function publish(core: Core, id: string, targetPath: string, opts: 
 
     // The mount point first: a target that cannot be made must not leave a staging behind.
     await makeMountPoint(target, opts.block ? 'file' : 'dir');
-    const madeStaging = stagingPath ? undefined : await ensureStagedLocked(core, id, Boolean(opts.block), opts.via);
+    let madeStaging: MountRecord | undefined;
     try {
+      madeStaging = stagingPath ? undefined : await ensureStagedLocked(core, id, Boolean(opts.block), opts.via);
       const staging = await stagingRecordFor(core, id, stagingPath);
       const source = opts.block ? backendFor(volume.backend).attachedDevice(volume, core) : staging.path;
       if (!source) throw failedPrecondition(`volume ${id} has no device on this node; stage it first`);

@@ -5,7 +5,7 @@ import { describeMount } from '../mounter.js';
 import { mountAt } from '../mountinfo.js';
 import { SCHEMA_VERSION } from '../store/json-record.js';
 import { validateVolumeId } from '../validate.js';
-import { attach, detach } from './attachments.js';
+import { attach, attachmentOf, detach } from './attachments.js';
 import { type Core, implicitStagingPath, now } from './core.js';
 import { checkedPathUnder, isStaleMount, makeMountPoint, removeMountPoint } from './mount-target.js';
 
@@ -66,6 +66,7 @@ export async function stageLocked(core: Core, id: string, path: string, opts: St
     mounted = undefined;
   }
   // Implicit staging stands in for the attach step the caller does not have, exclusivity included.
+  const attachedByThisCall = Boolean(opts.implicit) && !attachmentOf(volume, core.config.nodeName);
   if (opts.implicit) await attach(core, id, core.config.nodeName, { readonly: false, via: opts.via ?? 'flex' });
   if (opts.block) {
     await core.nodeState.put(stageRecord(id, path, opts));
@@ -78,12 +79,27 @@ export async function stageLocked(core: Core, id: string, path: string, opts: St
     try {
       filled = await backend.stage(volume, path, opts.readonly, core, opts.mountFlags);
     } catch (err) {
-      if (!mountAt(path)) await core.nodeState.remove({ volumeId: id, path });
+      // A mount that did happen stays, with its record, for unstage; otherwise undo what this call made.
+      if (!mountAt(path)) await releaseFailedStage(core, volume, path, opts, attachedByThisCall).catch(() => undefined);
       throw err;
     }
     if (volume.fsResizePending && filled) await core.catalog.updateVolume(id, (v) => ({ ...v, fsResizePending: undefined }));
   }
   return { volume, device: backend.attachedDevice(volume, core) ?? '' };
+}
+
+/**
+ * Undoes a stage that mounted nothing: its record, the device if no other staging of the volume uses
+ * it, and for an implicit staging its directory and the attachment this call made for it. Without this a
+ * failed non-attachable mount left a single-node volume attached here, refused to every other node,
+ * with no call ever coming to release it.
+ */
+async function releaseFailedStage(core: Core, volume: VolumeRecord, path: string, opts: StageOptions, release: boolean): Promise<void> {
+  await core.nodeState.remove({ volumeId: volume.id, path });
+  const others = (await core.nodeState.listForVolume(volume.id)).filter((r) => r.kind === 'stage');
+  if (!others.length) await backendFor(volume.backend).nodeDetach(volume, core);
+  if (opts.implicit) await removeMountPoint(path);
+  if (release) await detach(core, volume.id, core.config.nodeName);
 }
 
 function stageRecord(volumeId: string, path: string, opts: StageOptions): MountRecord {

@@ -2,8 +2,7 @@
 // kubelet parses (its fields, their types, stdout alone, nothing on stderr), the bare environment,
 // side-effect-free init, the driver directory, children and deadlines, the dirs kubelet makes, never
 // stacking a mount, Go-encoded options, reconstructed options, fsGroup, read-only, the expansion argv,
-// idempotency of every verb and concurrency. A rule the product still breaks is kept as `it.fails`,
-// with the bug named above it: the test starts to "fail" the day the bug is fixed, and is then flipped.
+// idempotency of every verb and concurrency.
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -297,10 +296,8 @@ describe('the environment kubelet gives', () => {
     expect(readdirSync(s.kubeletDir)).toEqual([]);
   });
 
-  // Bug: "help" and "--help" print yargs usage text (not JSON) with exit 0 (flex/main.ts:25). The
-  // protocol says any verb other than kubelet's answers {"status":"Not supported"}, and usage text is
-  // a parse error. Only "volume" needs to reach the administrator's CLI. Low severity: no kubelet sends them today.
-  it.fails('help and --help are not kubelet verbs: they answer Not supported, not usage text', async () => {
+  // Once a bug: "help" and "--help" printed yargs usage text; any verb but kubelet's (and "volume") is Not supported.
+  it('help and --help are not kubelet verbs: they answer Not supported, not usage text', async () => {
     for (const verb of ['help', '--help']) expect(replyOf(await call([verb]))).toEqual({ status: 'Not supported' });
   });
 });
@@ -364,15 +361,9 @@ describe('children and deadlines', () => {
     return type;
   }
 
-  // Bug: shared/runner.ts waits for the captured stdout/stderr pipes to close, not for the tool to exit.
-  // A mount helper that leaves a child behind holding them (a FUSE daemon) holds the whole call until
-  // that child exits, and commandTimeoutMs does not bound it: kubelet's call hangs. Repro:
-  //   printf '#!/bin/sh\nsleep 25 &\nmount -i -t tmpfs tmpfs "$2"\n' > /sbin/mount.twvx; chmod +x /sbin/mount.twvx
-  //   twinvol volume create fz --backend static --source tmpfs --fs-type twvx   (flexAttach:false)
-  //   time twinvol mount <kubelet>/pods/u/volumes/acme~twinvol/pv '{"kubernetes.io/pvOrVolumeName":"pv","kubernetes.io/readwrite":"rw","volumeId":"fz"}'
-  //   -> {"status":"Success"} after 25 s; with commandTimeoutMs 2000 still 25 s, and then a Failure
-  //      "mount did not finish within 2000 ms" although the mount was made (and is left mounted).
-  it.fails('a mount helper that leaves a child holding its stdout and stderr does not hold the call', async () => {
+  // Once a bug: the runner (then execa) waited for the captured pipes to close, not for the tool to exit,
+  // so a mount helper that left a child holding them held the whole call, past its deadline.
+  it('a mount helper that leaves a child holding its stdout and stderr does not hold the call', async () => {
     nonAttachable();
     const type = installMountHelper((pidFile) => `sleep 10 &\necho $! > ${pidFile}\nexec mount -i -t tmpfs -o size=1m tmpfs "$2"`);
     await createVolume('fusey', '--backend', 'static', '--source', 'tmpfs', '--fs-type', type);
@@ -383,10 +374,8 @@ describe('children and deadlines', () => {
     expect(c.closeMs, 'the call waited for the daemon').toBeLessThan(8000);
   });
 
-  // Bug (same root cause): when a tool overruns commandTimeoutMs, execa kills mount(8) but then waits
-  // for the pipes its still-running helper holds, so "put deadlines inside" does not hold either: a
-  // hung mount.nfs keeps the call for as long as it hangs.
-  it.fails('a hung mount helper is cut off at commandTimeoutMs: the call ends soon after with Failure and mounts nothing', async () => {
+  // Once a bug, same root cause: a hung helper outlived commandTimeoutMs.
+  it('a hung mount helper is cut off at commandTimeoutMs: the call ends soon after with Failure and mounts nothing', async () => {
     useConfig({ flexAttach: false, commandTimeoutMs: 1000 });
     const type = installMountHelper((pidFile) => `echo $$ > ${pidFile}\nexec sleep 10`);
     await createVolume('hung', '--backend', 'static', '--source', 'tmpfs', '--fs-type', type);
@@ -559,14 +548,9 @@ describe('reconstructed options after a kubelet restart', () => {
     expect(mountCount(m.dir)).toBe(1);
   });
 
-  // Bug: without attach (flexAttach:false) nothing records which volume a PV names (only `attach`
-  // calls catalog.recordPv, flex/verbs.ts:61), so a mount carrying reconstructed options (the PV
-  // name, no volumeId) resolves the PV name as a volume id and fails, even for the pod dir twinvol
-  // has mounted and recorded. Repro (flexAttach:false; `twinvol volume create vol-rc --backend dir --size 1Mi`):
-  //   twinvol mount <kubelet>/pods/u/volumes/acme~twinvol/pv-rc '{..."kubernetes.io/pvOrVolumeName":"pv-rc",...,"volumeId":"vol-rc"}'  -> Success
-  //   twinvol mount <same dir> '{"kubernetes.io/fsType":"","kubernetes.io/pod.name":"p",...,"kubernetes.io/pvOrVolumeName":"pv-rc","kubernetes.io/readwrite":"rw",...}'
-  //   -> {"status":"Failure","message":"volume pv-rc does not exist: create it with \"twinvol volume create\", ..."}
-  it.fails('non-attachable: a repeated mount with reconstructed options answers Success for the pod already mounted', async () => {
+  // Once a bug: only attach recorded which volume a PV names, so without attach a mount with
+  // reconstructed options (the PV name, no volumeId) failed.
+  it('non-attachable: a repeated mount with reconstructed options answers Success for the pod already mounted', async () => {
     nonAttachable();
     await createVolume('vol-rc', '--backend', 'dir', '--size', '1Mi');
     const dir = podVolumeDir(s.kubeletDir, 'uid-rc', 'pv-rc');
@@ -766,17 +750,9 @@ describe('concurrency', () => {
 });
 
 describe('a failed call leaves the volume as it found it', () => {
-  // Bug: in non-attachable mode a mount whose staging fails keeps what the staging made before it
-  // failed: the implicit attachment to this node (a single-node volume is then refused to every other
-  // node, and no detach ever comes), the loop device, the implicit staging dir and the pod dir.
-  // shared/core/publishing.ts:48-49 makes the target and stages before its try/catch, and
-  // shared/core/staging.ts:69-81 attaches (and losetup runs) before the stage that fails, with no undo.
-  // Repro (flexAttach:false): `twinvol volume create keep --size 32Mi --fs-type xfs`;
-  //   mkfs.ext4 -q -F <dataRoot>/volumes/keep/image.img
-  //   twinvol mount <kubelet>/pods/u1/volumes/acme~twinvol/pv '{"kubernetes.io/pvOrVolumeName":"pv","kubernetes.io/readwrite":"rw","volumeId":"keep"}'
-  //   -> Failure "holds a ext4 filesystem, not xfs"; then `losetup -a` lists the image and
-  //      volume.json still has attachments [{"node":"node-a",...}], also after `twinvol unmount <same dir>`.
-  it.fails('non-attachable: a mount whose staging fails releases the attachment, the loop device and the dirs it made', async () => {
+  // Once a bug: a non-attachable mount whose staging failed kept the attachment, the loop device and
+  // the dirs it had made.
+  it('non-attachable: a mount whose staging fails releases the attachment, the loop device and the dirs it made', async () => {
     nonAttachable();
     await createVolume('keep', '--size', '32Mi', '--fs-type', 'xfs');
     execFileSync('mkfs.ext4', ['-q', '-F', join(s.dataRoot, 'volumes/keep/image.img')]);
