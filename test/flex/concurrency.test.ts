@@ -41,7 +41,6 @@ async function allSucceed(calls: string[][]): Promise<FlexResult[]> {
     r.exitCode === 0 && r.reply.status === 'Success' ? [] : [`${calls[i]![0]} ${calls[i]![1]}: exit ${r.exitCode} ${r.output}`],
   );
   expect(bad).toEqual([]);
-  expect(results).toHaveLength(calls.length);
   return results;
 }
 

@@ -2,18 +2,17 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { statfs } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { mountAt } from '../../shared/mountinfo.js';
 import { expectSuccess, flexOptions, mountOptions, reconstructedOptions, flexSession, podNamed } from '../helpers/flex-runner.js';
 import { deviceMountPath, podVolumeDir } from '../helpers/kubelet-paths.js';
-import { createScratch, loopsUnder, mountsUnder, releaseUnder, type Scratch } from '../helpers/scratch.js';
+import { createScratch, loopsUnder, mountsUnder, type Scratch } from '../helpers/scratch.js';
 
 let s: Scratch;
 beforeEach(() => {
   s = createScratch('node-a');
 });
 afterEach(() => s.cleanup());
-afterAll(() => undefined);
 
 const { flex, ok, createVolume } = flexSession(() => s.env);
 const pod = podNamed;
@@ -314,5 +313,3 @@ function releaseMountsAndLoops(root: string): void {
   for (const d of loopsUnder(root)) execFileSync('losetup', ['-d', d]);
 }
 
-// releaseUnder is the after-each safety net; referenced so a reader finds it from here.
-void releaseUnder;
