@@ -5,12 +5,11 @@ import { Client, credentials, type ServiceError } from '@grpc/grpc-js';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../shared/config.js';
 import { openCore } from '../../shared/core/core.js';
-import type { VolumeCapability } from '../../csi/messages.js';
 import { mountAt } from '../../shared/mountinfo.js';
-import { type CallOutcome, expectCode, outcome, type Partial2, type Rpcs } from './helpers/client.js';
+import { type CallOutcome, expectCode, outcome, type Rpcs } from './helpers/client.js';
 import { deviceSha256, fileSha256, fsTotalBytes, writeRandomDevice, writeRandomFile } from './helpers/data.js';
 import { useCsiServer } from './helpers/fixture.js';
-import { mountInPod } from './helpers/pod-mount.js';
+import { mountInPod, type ReadyOptions, readyVolume, stagedVolume } from './helpers/pod-mount.js';
 import { repeatedOk } from './helpers/repeat.js';
 import { blockCap, GiB, MiB, mountCap, size, stagingPath, targetPath } from './helpers/requests.js';
 import { createCsiScratch, type CsiScratch, loopsBelow, mountsBelow } from './helpers/scratch.js';
@@ -25,33 +24,10 @@ import { treeOf } from './helpers/tree.js';
 const csi = useCsiServer({ nodeId: 'node-a' });
 const { ctl, node } = csi;
 
-/** A dir volume published to node-a with its staging dir made, as kubelet leaves it before NodeStage. */
-async function ready(id: string, opts: { backend?: 'dir' | 'block'; cap?: Partial2<VolumeCapability>; bytes?: number } = {}) {
-  const cap = opts.cap ?? mountCap();
-  await ctl('CreateVolume', { name: id, volume_capabilities: [cap], parameters: { backend: opts.backend ?? 'dir' }, capacity_range: size(opts.bytes ?? 64 * MiB) });
-  await ctl('ControllerPublishVolume', { volume_id: id, node_id: 'node-a', volume_capability: cap });
-  const staging = stagingPath(csi.s.kubeletDir, id);
-  mkdirSync(staging, { recursive: true });
-  return { staging, target: (pod: string) => targetPath(csi.s.kubeletDir, pod, id), cap };
-}
+const ready = (id: string, opts?: ReadyOptions) => readyVolume(csi, id, opts);
+const staged = (id: string, opts?: ReadyOptions) => stagedVolume(csi, id, opts);
 
-async function staged(id: string, opts: Parameters<typeof ready>[1] = {}) {
-  const v = await ready(id, opts);
-  await node('NodeStageVolume', { volume_id: id, staging_target_path: v.staging, volume_capability: v.cap });
-  return v;
-}
-
-/** Log lines arrive through a pipe: wait (bounded) until `want` holds, then hand them over. */
-async function logLinesWhen(want: (entries: Record<string, unknown>[]) => boolean): Promise<{ text: string; entries: Record<string, unknown>[] }> {
-  let lines: string[] = [];
-  for (let i = 0; i < 100; i++) {
-    lines = csi.server.logLines();
-    if (want(lines.map(parse))) break;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  return { text: lines.join('\n'), entries: lines.map(parse) };
-}
-const parse = (l: string) => JSON.parse(l) as Record<string, unknown>;
+const logLinesWhen = (want: Parameters<typeof csi.server.logWhen>[0]) => csi.server.logWhen(want);
 
 /** The enum values csi.proto v1.12.0 defines (container-storage-interface/spec), UNKNOWN left out. */
 const SPEC = {

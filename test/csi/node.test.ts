@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { mountAt } from '../../shared/mountinfo.js';
 import { expectCode } from './helpers/client.js';
 import { useCsiServer } from './helpers/fixture.js';
+import { type ReadyOptions, readyVolume, stagedVolume } from './helpers/pod-mount.js';
 import { repeatedOk } from './helpers/repeat.js';
 import { blockCap, MiB, mountCap, size, stagingPath, targetPath } from './helpers/requests.js';
 import { loopsBelow, mountsBelow } from './helpers/scratch.js';
@@ -13,21 +14,8 @@ import { treeOf } from './helpers/tree.js';
 const csi = useCsiServer({ nodeId: 'node-a' });
 const { ctl, node } = csi;
 
-/** A volume made and published to this node, its staging dir made as kubelet makes it. */
-async function ready(id: string, opts: { backend?: 'dir' | 'block'; cap?: ReturnType<typeof mountCap> } = {}) {
-  const cap = opts.cap ?? mountCap();
-  await ctl('CreateVolume', { name: id, volume_capabilities: [cap], parameters: { backend: opts.backend ?? 'dir' }, capacity_range: size(64 * MiB) });
-  await ctl('ControllerPublishVolume', { volume_id: id, node_id: 'node-a', volume_capability: cap });
-  const staging = stagingPath(csi.s.kubeletDir, id);
-  mkdirSync(staging, { recursive: true });
-  return { staging, target: (pod: string) => targetPath(csi.s.kubeletDir, pod, id), cap };
-}
-
-async function staged(id: string, opts: Parameters<typeof ready>[1] = {}) {
-  const v = await ready(id, opts);
-  await node('NodeStageVolume', { volume_id: id, staging_target_path: v.staging, volume_capability: v.cap });
-  return v;
-}
+const ready = (id: string, opts?: ReadyOptions) => readyVolume(csi, id, opts);
+const staged = (id: string, opts?: ReadyOptions) => stagedVolume(csi, id, opts);
 
 function record(id: string): { parameters: Record<string, string> } | undefined {
   try {

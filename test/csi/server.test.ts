@@ -78,9 +78,8 @@ describe('identity and capabilities (one server, mode all)', () => {
       'INVALID_ARGUMENT',
     );
     await expectCode(csi.client.call('Controller', 'ControllerGetVolume', { volume_id: 'no-such-volume' }), 'NOT_FOUND');
-    const lines = csi.server.logLines();
-    expect(lines.join('\n')).not.toContain('hunter2');
-    const entries = lines.map((l) => JSON.parse(l) as Record<string, unknown>);
+    const { text, entries } = await csi.server.logWhen((all) => all.some((e) => e.method === 'ControllerGetVolume' && e.volumeId === 'no-such-volume'));
+    expect(text).not.toContain('hunter2');
     const create = entries.filter((e) => e.method === 'CreateVolume' && e.volumeId === 'log-probe');
     expect(create).toHaveLength(1);
     expect(create[0]).toMatchObject({ msg: 'rpc', code: 'INVALID_ARGUMENT', level: 'warn' });

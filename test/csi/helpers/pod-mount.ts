@@ -3,7 +3,7 @@ import { dirname } from 'node:path';
 import type { VolumeCapability } from '../../../csi/messages.js';
 import type { Partial2 } from './client.js';
 import type { CsiSuite } from './fixture.js';
-import { stagingPath, targetPath } from './requests.js';
+import { MiB, mountCap, size, stagingPath, targetPath } from './requests.js';
 
 export interface PodMount {
   target: string;
@@ -29,4 +29,33 @@ export async function mountInPod(csi: CsiSuite, id: string, cap: Partial2<Volume
       await ctl('ControllerUnpublishVolume', { volume_id: id, node_id: nodeId });
     },
   };
+}
+
+export interface ReadyOptions {
+  backend?: 'dir' | 'block';
+  cap?: Partial2<VolumeCapability>;
+  bytes?: number;
+}
+
+export interface ReadyVolume {
+  staging: string;
+  target(pod: string): string;
+  cap: Partial2<VolumeCapability>;
+}
+
+/** A volume made and published to node-a, its staging dir made as kubelet leaves it before NodeStage. */
+export async function readyVolume(csi: CsiSuite, id: string, opts: ReadyOptions = {}): Promise<ReadyVolume> {
+  const cap = opts.cap ?? mountCap();
+  await csi.ctl('CreateVolume', { name: id, volume_capabilities: [cap], parameters: { backend: opts.backend ?? 'dir' }, capacity_range: size(opts.bytes ?? 64 * MiB) });
+  await csi.ctl('ControllerPublishVolume', { volume_id: id, node_id: 'node-a', volume_capability: cap });
+  const staging = stagingPath(csi.s.kubeletDir, id);
+  mkdirSync(staging, { recursive: true });
+  return { staging, target: (pod: string) => targetPath(csi.s.kubeletDir, pod, id), cap };
+}
+
+/** The same, staged. */
+export async function stagedVolume(csi: CsiSuite, id: string, opts: ReadyOptions = {}): Promise<ReadyVolume> {
+  const v = await readyVolume(csi, id, opts);
+  await csi.node('NodeStageVolume', { volume_id: id, staging_target_path: v.staging, volume_capability: v.cap });
+  return v;
 }

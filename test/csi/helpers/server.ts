@@ -17,9 +17,17 @@ export interface RunningCsi {
   client: CsiClient;
   /** Every stderr line so far (JSON log lines). */
   logLines(): string[];
+  /**
+   * The log once `want` holds of its entries (or after a bounded wait): lines arrive through a pipe,
+   * and the reply to a call can reach the test before the line the server wrote before replying.
+   */
+  logWhen(want: (entries: LogEntry[]) => boolean): Promise<{ text: string; entries: LogEntry[] }>;
   /** SIGTERM, then wait for the exit; returns the exit code. */
   stop(): Promise<number | null>;
 }
+
+export type LogEntry = Record<string, unknown>;
+const parseLogLine = (line: string) => JSON.parse(line) as LogEntry;
 
 /** The flags that point a server at a scratch world. */
 export function scratchArgs(s: CsiScratch, nodeId: string): string[] {
@@ -73,6 +81,10 @@ export async function launchCsi(s: CsiScratch, options: LaunchOptions = {}): Pro
     child,
     client,
     logLines: () => [...lines],
+    async logWhen(want) {
+      for (let i = 0; i < 100 && !want(lines.map(parseLogLine)); i++) await new Promise((r) => setTimeout(r, 20));
+      return { text: lines.join('\n'), entries: lines.map(parseLogLine) };
+    },
     async stop() {
       client.close();
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
