@@ -2,6 +2,7 @@ import { statfs } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { UntypedServiceImplementation } from '@grpc/grpc-js';
 import { attach, detach } from '../shared/core/attachments.js';
+import { contradiction } from '../shared/core/contradiction.js';
 import type { Core } from '../shared/core/core.js';
 import { createSnapshot, deleteSnapshot, getSnapshot, listSnapshots } from '../shared/core/snapshots.js';
 import { createVolume, deleteVolume, expandVolume, validateBackend } from '../shared/core/volumes.js';
@@ -42,7 +43,7 @@ import type {
   VolumeStatus,
 } from './messages.js';
 import { paginate } from './paging.js';
-import { CREATE_KEYS, pluginKeys, redirectReason, withoutCoKeys } from './parameters.js';
+import { CREATE_KEYS, pluginKeys, withoutCoKeys } from './parameters.js';
 
 const CAPABILITIES: ControllerCapabilityName[] = [
   'CREATE_DELETE_VOLUME',
@@ -206,7 +207,7 @@ async function validateRpc(core: Core, req: ValidateVolumeCapabilitiesRequest): 
   const params = withoutCoKeys(req.parameters);
   const reasons = [
     ...caps.map((c) => mismatch(volume, c)),
-    redirectReason(req.volume_context, volume),
+    contradiction(volume, req.volume_context, 'volume_context key'),
     Object.keys(params).length && !sameMap(params, volume.parameters) ? `parameters differ from those volume ${id} was created with` : undefined,
   ].filter((r): r is string => Boolean(r));
   if (reasons.length) return { confirmed: null, message: reasons.join('; ') };

@@ -1,5 +1,6 @@
 import type { UntypedServiceImplementation } from '@grpc/grpc-js';
 import { requireAttachedTo } from '../shared/core/attachments.js';
+import { refuseContradiction } from '../shared/core/contradiction.js';
 import type { Core } from '../shared/core/core.js';
 import { expandOnNode, volumeStats } from '../shared/core/node-volume.js';
 import { mountsOf, publish, unpublish } from '../shared/core/publishing.js';
@@ -26,7 +27,6 @@ import type {
   NodeUnstageVolumeRequest,
   VolumeUsage,
 } from './messages.js';
-import { requireNoRedirect } from './parameters.js';
 import { nodeTopology } from './topology.js';
 
 const CAPABILITIES: NodeCapabilityName[] = [
@@ -51,7 +51,7 @@ export function nodeService({ core, rpc, settings }: ServiceContext): UntypedSer
       const path = under(r.staging_target_path, 'staging_target_path');
       const cap = parseCapability(r.volume_capability);
       const volume = await core.catalog.requireVolume(id);
-      requireNoRedirect(r.volume_context, volume);
+      refuseContradiction(volume, r.volume_context, 'volume_context key');
       requireFits(volume, cap);
       requireAttachedTo(volume, settings.nodeId);
       await stage(core, id, path, { readonly: cap.readerOnly, block: cap.access === 'block', mountFlags: cap.mountFlags });
@@ -124,7 +124,7 @@ async function publishStaged(core: Core, id: string, target: string, cap: Capabi
   if (!r.staging_target_path) throw failedPrecondition('staging_target_path is required: twinvol stages volumes before publishing them');
   const stagingPath = validatePathUnder(r.staging_target_path, core.config.kubeletDir, 'staging_target_path');
   const volume = await core.catalog.requireVolume(id);
-  requireNoRedirect(r.volume_context, volume);
+  refuseContradiction(volume, r.volume_context, 'volume_context key');
   requireFits(volume, cap);
   const mounts = await mountsOf(core, id);
   if (cap.mode === 'SINGLE_NODE_SINGLE_WRITER') {

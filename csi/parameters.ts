@@ -27,36 +27,6 @@ export function pluginKeys(map: StringMap, what: string, known: readonly string[
 /** StorageClass parameters of CreateVolume. */
 export const CREATE_KEYS = ['backend', 'fsType', 'source', 'mountOptions'] as const;
 
-/** volume_context keys that would describe what to mount, lower-cased, with the record's own value. */
-const MOUNT_KEYS: Record<string, (v: VolumeRecord) => string | undefined> = {
-  volumeid: (v) => v.id,
-  backend: (v) => v.backend,
-  fstype: (v) => v.fsType,
-  source: (v) => v.source,
-  mountoptions: (v) => v.mountOptions?.join(','),
-  path: () => undefined,
-  device: () => undefined,
-};
-
-/**
- * volume_context comes from the PV (anyone who can write a PV writes it); what is mounted comes from
- * the catalog only. A context that names another source, path, backend or type than the record is
- * refused before anything is touched, so it can never point a mount elsewhere.
- */
-export function redirectReason(context: StringMap, volume: VolumeRecord): string | undefined {
-  for (const [key, value] of Object.entries(context)) {
-    const own = MOUNT_KEYS[key.toLowerCase()];
-    if (own && own(volume) !== value)
-      return `volume_context key ${JSON.stringify(key.slice(0, 64))} does not match volume ${volume.id}: what is mounted comes from the catalog, not the request`;
-  }
-  return undefined;
-}
-
-export function requireNoRedirect(context: StringMap, volume: VolumeRecord): void {
-  const why = redirectReason(context, volume);
-  if (why) throw invalidArgument(why);
-}
-
 /** What CreateVolume hands back, and what a later NodeStage may see again unchanged. */
 export function volumeContextOf(volume: VolumeRecord): StringMap {
   return { backend: volume.backend, ...(volume.fsType ? { fsType: volume.fsType } : {}) };

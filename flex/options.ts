@@ -1,5 +1,6 @@
 import { invalidArgument, notFound } from '../shared/errors.js';
 import type { Core } from '../shared/core/core.js';
+import { refuseContradiction } from '../shared/core/contradiction.js';
 import { createVolume } from '../shared/core/volumes.js';
 import type { VolumeRecord } from '../shared/model.js';
 import { parseSize } from '../shared/size.js';
@@ -74,7 +75,10 @@ export async function resolveVolume(core: Core, opts: FlexOptions): Promise<Volu
   validateVolumeId(id, 'volume id');
   const existing = await core.catalog.getVolume(id);
   if (existing) {
-    checkNoRedirect(existing, opts.raw);
+    // kubelet fills kubernetes.io/fsType from the PV spec; for a volume without a filesystem type
+    // (dir) it describes nothing, so only the PV's own keys are held against the catalog there.
+    const kubeFsType = existing.fsType ? opts.raw[K_FS_TYPE] : undefined;
+    refuseContradiction(existing, { ...opts.raw, ...(kubeFsType && !opts.raw.fsType ? { fsType: kubeFsType } : {}) }, 'option');
     return existing;
   }
   if (!parseBoolean(opts.raw.createIfMissing, 'createIfMissing', false))
@@ -95,15 +99,4 @@ export async function resolveVolume(core: Core, opts: FlexOptions): Promise<Volu
 function parseAccess(value: string | undefined): VolumeRecord['access'] {
   if (value === undefined || value === 'single-node' || value === 'multi-node') return value ?? 'single-node';
   throw invalidArgument('access must be "single-node" or "multi-node"');
-}
-
-/** Options may repeat what the catalog holds, never contradict it: a PV cannot point a volume at another source. */
-function checkNoRedirect(volume: VolumeRecord, raw: Record<string, string>): void {
-  if (raw.backend !== undefined && raw.backend !== volume.backend)
-    throw invalidArgument(`volume ${volume.id} is a ${volume.backend} volume, not ${raw.backend.slice(0, 16)}`);
-  if (raw.source !== undefined && raw.source !== volume.source)
-    throw invalidArgument(`option source does not match volume ${volume.id}'s source`);
-  const fsType = raw.fsType || raw[K_FS_TYPE];
-  if (fsType && volume.fsType && fsType !== volume.fsType)
-    throw invalidArgument(`volume ${volume.id} holds ${volume.fsType}, not ${fsType.slice(0, 16)}`);
 }

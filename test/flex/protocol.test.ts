@@ -515,7 +515,7 @@ describe('options as kubelet\'s Go encoder writes them', () => {
     expect(readFileSync(join(m.dir, 'inside.txt'), 'utf8')).toBe('found through an escaped path');
     expect(readFileSync(join(m.global, 'inside.txt'), 'utf8')).toBe('found through an escaped path');
     // A different source is refused, so the comparison above did happen.
-    await refused(['getvolumename', flexOptions('pv-enc', { volumeId: 'vol-enc', source: `${source}x` })], "option source does not match volume vol-enc's source");
+    await refused(['getvolumename', flexOptions('pv-enc', { volumeId: 'vol-enc', source: `${source}x` })], 'option "source" does not match volume vol-enc');
   });
 
   it('createIfMissing records the decoded value, not the escape', async () => {

@@ -1,0 +1,36 @@
+import { invalidArgument } from '../errors.js';
+import type { VolumeRecord } from '../model.js';
+
+/**
+ * Keys a request might use to say what to mount (compared lower-cased), with the catalog's own value.
+ * `path` and `device` have none: the catalog alone decides where data comes from.
+ */
+const DESCRIBED: Record<string, (v: VolumeRecord) => string | undefined> = {
+  volumeid: (v) => v.id,
+  backend: (v) => v.backend,
+  fstype: (v) => v.fsType,
+  source: (v) => v.source,
+  mountoptions: (v) => v.mountOptions?.join(','),
+  path: () => undefined,
+  device: () => undefined,
+};
+
+/**
+ * Request maps (FlexVolume PV options, CSI volume_context) are written by whoever can write a PV; what
+ * is mounted comes from the catalog only. A map may repeat the catalog's description of the volume,
+ * never contradict it, so it can never point a mount at another source, path, backend or type. An
+ * empty value claims nothing. Returns why the map is refused, or undefined.
+ */
+export function contradiction(volume: VolumeRecord, claims: Readonly<Record<string, string>>, what: string): string | undefined {
+  for (const [key, value] of Object.entries(claims)) {
+    const own = DESCRIBED[key.toLowerCase()];
+    if (own && value !== '' && own(volume) !== value)
+      return `${what} "${key.slice(0, 64)}" does not match volume ${volume.id}: what is mounted comes from the catalog, not the request`;
+  }
+  return undefined;
+}
+
+export function refuseContradiction(volume: VolumeRecord, claims: Readonly<Record<string, string>>, what: string): void {
+  const why = contradiction(volume, claims, what);
+  if (why) throw invalidArgument(why);
+}

@@ -1,0 +1,42 @@
+import { describe, expect, it } from 'vitest';
+import { contradiction } from '../../shared/core/contradiction.js';
+import type { VolumeRecord } from '../../shared/model.js';
+
+const tmpfs: VolumeRecord = {
+  schema: 1,
+  id: 'scratch',
+  name: 'scratch',
+  backend: 'static',
+  capacityBytes: 0,
+  fsType: 'tmpfs',
+  access: 'single-node',
+  source: 'tmpfs',
+  mountOptions: ['size=8m', 'mode=0755'],
+  parameters: {},
+  attachments: [],
+  createdBy: 'cli',
+  createdAt: '2026-11-22T00:00:00.000Z',
+};
+
+describe('contradiction: a request may repeat the catalog, never contradict it', () => {
+  it('accepts a map that repeats the record, keys it does not know, and empty values', () => {
+    const repeat = { volumeId: 'scratch', backend: 'static', fsType: 'tmpfs', source: 'tmpfs', mountOptions: 'size=8m,mode=0755' };
+    expect(contradiction(tmpfs, repeat, 'option')).toBeUndefined();
+    expect(contradiction(tmpfs, { size: '1Gi', 'kubernetes.io/fsType': 'ext4', source: '' }, 'option')).toBeUndefined();
+  });
+
+  it.each([
+    ['source', '/etc'],
+    ['Source', '/etc'],
+    ['mountOptions', 'size=64m'],
+    ['backend', 'dir'],
+    ['FSTYPE', 'ext4'],
+    ['volumeId', 'other'],
+    ['path', '/'],
+    ['device', '/dev/sda'],
+  ])('refuses %s = %s, naming the key and the volume', (key, value) => {
+    expect(contradiction(tmpfs, { [key]: value }, 'volume_context key')).toBe(
+      `volume_context key "${key}" does not match volume scratch: what is mounted comes from the catalog, not the request`,
+    );
+  });
+});
