@@ -48,8 +48,9 @@ export async function publish(core: Core, id: string, targetPath: string, opts: 
     await makeMountPoint(target, opts.block ? 'file' : 'dir');
     let madeStaging: MountRecord | undefined;
     try {
-      madeStaging = stagingPath ? undefined : await ensureStagedLocked(core, id, Boolean(opts.block), opts.via);
-      const staging = await stagingRecordFor(core, id, stagingPath);
+      const found = await stagingFor(core, id, stagingPath, Boolean(opts.block), opts.via);
+      if (found.made) madeStaging = found.staging;
+      const staging = found.staging;
       const source = opts.block ? backendFor(volume.backend).attachedDevice(volume, core) : staging.path;
       if (!source) throw failedPrecondition(`volume ${id} has no device on this node; stage it first`);
       if (!opts.block && !mountAt(staging.path)) throw failedPrecondition(`volume ${id} is not mounted at its staging path ${staging.path}; stage it again`);
@@ -83,22 +84,26 @@ export async function publish(core: Core, id: string, targetPath: string, opts: 
 }
 
 /**
- * A caller with no stage step (non-attachable FlexVolume) gets twinvol's own staging of the volume.
- * Returns the staging record when this call made it, so a failure later can undo it.
+ * The staging a publish binds from: the one named, else the volume's staging on this node. A caller
+ * with no stage step (non-attachable FlexVolume, CSI inline volumes) gets twinvol's own, made here;
+ * `made` says so, so that a failure later in the publish can undo it.
  */
-async function ensureStagedLocked(core: Core, id: string, block: boolean, via: Origin): Promise<MountRecord | undefined> {
-  const stages = (await core.nodeState.listForVolume(id)).filter((r) => r.kind === 'stage');
-  if (stages.length) return undefined;
-  const path = implicitStagingPath(core, id);
-  await stageLocked(core, id, path, { readonly: false, implicit: true, block, via });
-  return core.nodeState.findByPath(path);
-}
-
-async function stagingRecordFor(core: Core, id: string, stagingPath: string | undefined): Promise<MountRecord> {
+async function stagingFor(
+  core: Core,
+  id: string,
+  stagingPath: string | undefined,
+  block: boolean,
+  via: Origin,
+): Promise<{ staging: MountRecord; made: boolean }> {
   const stages = (await core.nodeState.listForVolume(id)).filter((r) => r.kind === 'stage');
   const found = stagingPath ? stages.find((r) => r.path === stagingPath) : (stages.find((r) => !r.implicit) ?? stages[0]);
-  if (!found) throw failedPrecondition(`volume ${id} is not staged${stagingPath ? ` at ${stagingPath}` : ''} on this node`);
-  return found;
+  if (found) return { staging: found, made: false };
+  if (stagingPath) throw failedPrecondition(`volume ${id} is not staged at ${stagingPath} on this node`);
+  const path = implicitStagingPath(core, id);
+  await stageLocked(core, id, path, { readonly: false, implicit: true, block, via });
+  const made = await core.nodeState.findByPath(path);
+  if (!made) throw failedPrecondition(`volume ${id} could not be staged on this node`);
+  return { staging: made, made: true };
 }
 
 /**

@@ -80,7 +80,7 @@ export async function stageLocked(core: Core, id: string, path: string, opts: St
       filled = await backend.stage(volume, path, opts.readonly, core, opts.mountFlags);
     } catch (err) {
       // A mount that did happen stays, with its record, for unstage; otherwise undo what this call made.
-      if (!mountAt(path)) await releaseFailedStage(core, volume, path, opts, attachedByThisCall).catch(() => undefined);
+      if (!mountAt(path)) await dropStaging(core, { volumeId: id, path, implicit: opts.implicit }, attachedByThisCall).catch(() => undefined);
       throw err;
     }
     if (volume.fsResizePending && filled) await core.catalog.updateVolume(id, (v) => ({ ...v, fsResizePending: undefined }));
@@ -89,17 +89,20 @@ export async function stageLocked(core: Core, id: string, path: string, opts: St
 }
 
 /**
- * Undoes a stage that mounted nothing: its record, the device if no other staging of the volume uses
- * it, and for an implicit staging its directory and the attachment this call made for it. Without this a
- * failed non-attachable mount left a single-node volume attached here, refused to every other node,
- * with no call ever coming to release it.
+ * Drops a staging record and what only it was holding: when no other staging of the volume is left
+ * here, the device (losetup -d) and, if `releaseAttachment`, the attachment to this node that an
+ * implicit staging stood for; an implicit staging's directory goes too. Both a finished unstage and a
+ * stage that failed before mounting end here: a failed non-attachable mount once left a single-node
+ * volume attached, refused to every other node, with no call ever coming to release it.
  */
-async function releaseFailedStage(core: Core, volume: VolumeRecord, path: string, opts: StageOptions, release: boolean): Promise<void> {
-  await core.nodeState.remove({ volumeId: volume.id, path });
-  const others = (await core.nodeState.listForVolume(volume.id)).filter((r) => r.kind === 'stage');
-  if (!others.length) await backendFor(volume.backend).nodeDetach(volume, core);
-  if (opts.implicit) await removeMountPoint(path);
-  if (release) await detach(core, volume.id, core.config.nodeName);
+async function dropStaging(core: Core, record: Pick<MountRecord, 'volumeId' | 'path' | 'implicit'>, releaseAttachment: boolean): Promise<void> {
+  await core.nodeState.remove(record);
+  if (record.implicit) await removeMountPoint(record.path);
+  const others = (await core.nodeState.listForVolume(record.volumeId)).filter((r) => r.kind === 'stage');
+  if (others.length) return;
+  const volume = await core.catalog.getVolume(record.volumeId);
+  if (volume) await backendFor(volume.backend).nodeDetach(volume, core);
+  if (releaseAttachment) await detach(core, record.volumeId, core.config.nodeName);
 }
 
 function stageRecord(volumeId: string, path: string, opts: StageOptions): MountRecord {
@@ -144,13 +147,7 @@ export async function unstageLocked(core: Core, record: MountRecord): Promise<vo
   const users = await liveUsersOf(core, record);
   if (users.length) throw failedPrecondition(`volume ${record.volumeId} is still published at ${users.map((u) => u.path).join(', ')}`);
   if (!record.block) await core.mounter.unmountAll(record.path);
-  await core.nodeState.remove(record);
-  if (record.implicit) await removeMountPoint(record.path);
-  const others = (await core.nodeState.listForVolume(record.volumeId)).filter((r) => r.kind === 'stage');
-  if (others.length) return;
-  const volume = await core.catalog.getVolume(record.volumeId);
-  if (volume) await backendFor(volume.backend).nodeDetach(volume, core);
-  if (record.implicit) await detach(core, record.volumeId, core.config.nodeName);
+  await dropStaging(core, record, Boolean(record.implicit));
 }
 
 /**
