@@ -64,15 +64,26 @@ export function parseOptions(json: string | undefined): FlexOptions {
   return options;
 }
 
+/** The id the options name: `volumeId`, else the volume attach recorded for the PV, else the PV name itself. */
+export async function volumeIdOf(core: Core, opts: FlexOptions): Promise<string | undefined> {
+  if (opts.volumeId) return opts.volumeId;
+  if (!opts.pvName) return undefined;
+  return validateVolumeId(await volumeIdOfPv(core, opts.pvName), 'volume id');
+}
+
+/** What detach and reconstructed calls have to go on: the PV name. */
+export async function volumeIdOfPv(core: Core, pvName: string): Promise<string> {
+  return (await core.catalog.pvVolume(pvName)) ?? pvName;
+}
+
 /**
  * The volume these options name. The id comes from the `volumeId` option, or, for calls made from
  * volumes kubelet reconstructed after a restart (which carry only the PV name), from the PV record
  * that attach left, or from a volume whose id is the PV name.
  */
 export async function resolveVolume(core: Core, opts: FlexOptions): Promise<VolumeRecord> {
-  const id = opts.volumeId ?? (opts.pvName && ((await core.catalog.pvVolume(opts.pvName)) ?? opts.pvName));
+  const id = await volumeIdOf(core, opts);
   if (!id) throw invalidArgument('options name no volume: set volumeId in the PV\'s flexVolume.options');
-  validateVolumeId(id, 'volume id');
   const existing = await core.catalog.getVolume(id);
   if (existing) {
     // kubelet fills kubernetes.io/fsType from the PV spec; for a volume without a filesystem type

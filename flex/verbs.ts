@@ -9,7 +9,7 @@ import { invalidArgument } from '../shared/errors.js';
 import type { VolumeRecord } from '../shared/model.js';
 import { parseSize } from '../shared/size.js';
 import { validateNodeName, validatePvName } from '../shared/validate.js';
-import { type FlexOptions, parseOptions, resolveVolume } from './options.js';
+import { type FlexOptions, parseOptions, resolveVolume, volumeIdOf, volumeIdOfPv } from './options.js';
 import { type FlexReply, success } from './reply.js';
 import type { FlexVerb } from './verb-names.js';
 
@@ -79,8 +79,8 @@ export const VERBS: Record<FlexVerb, VerbSpec> = {
     handler: async (ctx) => {
       const node = validateNodeName(arg(ctx, 1));
       const opts = parseOptions(ctx.args[0]);
-      const id = opts.volumeId ?? (opts.pvName && ((await ctx.core.catalog.pvVolume(opts.pvName)) ?? opts.pvName));
-      ctx.note({ volumeId: id || undefined });
+      const id = await volumeIdOf(ctx.core, opts);
+      ctx.note({ volumeId: id });
       const volume = id ? await ctx.core.catalog.getVolume(id) : undefined;
       return success({ attached: Boolean(volume && attachmentOf(volume, node)) });
     },
@@ -92,7 +92,7 @@ export const VERBS: Record<FlexVerb, VerbSpec> = {
     handler: async (ctx) => {
       const pvName = validatePvName(arg(ctx, 0));
       const node = validateNodeName(arg(ctx, 1));
-      const id = (await ctx.core.catalog.pvVolume(pvName)) ?? pvName;
+      const id = await volumeIdOfPv(ctx.core, pvName);
       ctx.note({ volumeId: id });
       await detach(ctx.core, id, node);
       return success();
