@@ -146,7 +146,6 @@ async function createVolumeRpc(core: Core, req: CreateVolumeRequest): Promise<Cr
   const capacityBytes = sizeFromRange(req.capacity_range, backend === 'static' ? 0 : DEFAULT_SIZE_BYTES, backend === 'block');
   const { volume } = await createVolume(core, {
     id,
-    name: req.name,
     backend,
     capacityBytes,
     fsType,

@@ -22,9 +22,8 @@ export interface ContentSource {
 
 /** Catalog record of one volume: cluster scope, beside its data under the data root. */
 export interface VolumeRecord extends Versioned {
+  /** Also the CSI CreateVolume name, which twinvol uses as the id. */
   id: string;
-  /** The name it was requested under (CSI CreateVolume name); equals the id otherwise. */
-  name: string;
   backend: BackendKind;
   capacityBytes: number;
   /** block: ext4 or xfs; static: the source's type; dir: "". */
@@ -44,8 +43,8 @@ export interface VolumeRecord extends Versioned {
 }
 
 export interface SnapshotRecord extends Versioned {
+  /** Also the CSI CreateSnapshot name. */
   id: string;
-  name: string;
   sourceVolumeId: string;
   backend: BackendKind;
   fsType: string;

@@ -33,7 +33,6 @@ export async function createSnapshot(core: Core, name: string, sourceVolumeId: s
       const snapshot: SnapshotRecord = {
         schema: SCHEMA_VERSION,
         id: name,
-        name,
         sourceVolumeId,
         backend: volume.backend,
         fsType: volume.fsType,

@@ -16,7 +16,6 @@ import type { PopulateSource } from '../backends/backend.js';
 
 export interface CreateVolumeSpec {
   id: string;
-  name?: string;
   backend: string;
   capacityBytes: number;
   fsType?: string;
@@ -42,7 +41,6 @@ function recordFor(core: Core, spec: CreateVolumeSpec): VolumeRecord {
   const record: VolumeRecord = {
     schema: SCHEMA_VERSION,
     id,
-    name: spec.name ?? id,
     backend,
     capacityBytes: spec.capacityBytes,
     fsType: '',

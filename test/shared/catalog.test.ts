@@ -18,7 +18,6 @@ afterEach(() => rmSync(root, { recursive: true, force: true }));
 const volume = (id: string, extra: Partial<VolumeRecord> = {}): VolumeRecord => ({
   schema: SCHEMA_VERSION,
   id,
-  name: id,
   backend: 'dir',
   capacityBytes: 1024,
   fsType: '',
@@ -78,8 +77,8 @@ describe('createEntry', () => {
       writeFileSync(join(work, 'who'), who);
     };
     const results = await Promise.allSettled([
-      catalog.createEntry('volumes', volume('v1', { name: 'first' }), populateAs('first')),
-      catalog.createEntry('volumes', volume('v1', { name: 'second' }), populateAs('second')),
+      catalog.createEntry('volumes', volume('v1', { parameters: { who: 'first' } }), populateAs('first')),
+      catalog.createEntry('volumes', volume('v1', { parameters: { who: 'second' } }), populateAs('second')),
     ]);
     const won = results.filter((r) => r.status === 'fulfilled');
     const lost = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
@@ -88,7 +87,7 @@ describe('createEntry', () => {
     expect(lost[0]!.reason).toMatchObject({ name: 'TwinvolError', code: 'AlreadyExists', message: 'volume v1 already exists' });
     // The winner's record and data belong together.
     const winner = readFileSync(join(catalog.volumeDir('v1'), 'who'), 'utf8');
-    expect((await catalog.getVolume('v1'))?.name).toBe(winner);
+    expect((await catalog.getVolume('v1'))?.parameters.who).toBe(winner);
     expect(workLeftovers()).toEqual([]);
   });
 

@@ -5,7 +5,6 @@ import type { VolumeRecord } from '../../shared/model.js';
 const tmpfs: VolumeRecord = {
   schema: 1,
   id: 'scratch',
-  name: 'scratch',
   backend: 'static',
   capacityBytes: 0,
   fsType: 'tmpfs',
