@@ -38,7 +38,7 @@ describe('createVolume', () => {
   it('creates a block volume as a sparse image of the requested size', async () => {
     const { volume, created } = await createVolume(core, block('blk-1'));
     expect(created).toBe(true);
-    expect(volume).toMatchObject({ id: 'blk-1', name: 'blk-1', backend: 'block', capacityBytes: 64 * MiB, fsType: 'ext4', access: 'single-node', attachments: [] });
+    expect(volume).toMatchObject({ id: 'blk-1', backend: 'block', capacityBytes: 64 * MiB, fsType: 'ext4', access: 'single-node', attachments: [] });
     const st = statSync(core.catalog.imagePath('blk-1'));
     expect(st.size).toBe(64 * MiB);
     // Sparse: far fewer bytes allocated than the apparent size.
