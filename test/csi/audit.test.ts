@@ -12,7 +12,8 @@ import { useCsiServer } from './helpers/fixture.js';
 import { mountInPod, type ReadyOptions, readyVolume, stagedVolume } from './helpers/pod-mount.js';
 import { repeatedOk } from './helpers/repeat.js';
 import { blockCap, GiB, MiB, mountCap, size, stagingPath, targetPath } from './helpers/requests.js';
-import { createCsiScratch, type CsiScratch, loopsBelow, mountsBelow } from './helpers/scratch.js';
+import { loopsLeftUnder } from '../helpers/scratch.js';
+import { createCsiScratch, type CsiScratch, mountsBelow } from './helpers/scratch.js';
 import { runCsiOnce, serverEnv } from './helpers/server.js';
 import { treeOf } from './helpers/tree.js';
 
@@ -425,7 +426,7 @@ describe('re-stage and re-publish with an incompatible capability: ALREADY_EXIST
     await node('NodeUnpublishVolume', { volume_id: 'inc-vol', target_path: t });
     await node('NodeUnstageVolume', { volume_id: 'inc-vol', staging_target_path: staging });
     await node('NodeUnstageVolume', { volume_id: 'inc-other', staging_target_path: other.staging });
-    expect(loopsBelow(csi.s.root)).toEqual([]);
+    expect(await loopsLeftUnder(csi.s.root)).toEqual([]);
   });
 });
 
@@ -494,7 +495,7 @@ describe('snapshots and clones of raw block volumes, checked by sha256', () => {
     expect(deviceSha256(c.target, 4 * MiB)).toBe(changed);
     expect(Number(execFileSync('blockdev', ['--getsize64', r.target], { encoding: 'utf8' }).trim())).toBe(32 * MiB);
     for (const m of [src, r, c]) await m.release();
-    expect(loopsBelow(csi.s.root)).toEqual([]);
+    expect(await loopsLeftUnder(csi.s.root)).toEqual([]);
   });
 });
 
@@ -622,7 +623,7 @@ describe('stale mounts (ENOTCONN) are force-unmounted, not errors', () => {
     mountStale(staging);
     await repeatedOk('NodeUnstageVolume of a stale staging path', () => node('NodeUnstageVolume', { volume_id: 'stale-stage', staging_target_path: staging }));
     expect(mountsBelow(staging)).toEqual([]);
-    expect(loopsBelow(join(csi.s.dataRoot, 'volumes/stale-stage'))).toEqual([]);
+    expect(await loopsLeftUnder(join(csi.s.dataRoot, 'volumes/stale-stage'))).toEqual([]);
   });
 
   it('a stale mount left at a path twinvol has no record of (a plugin restart) unmounts OK too', async () => {

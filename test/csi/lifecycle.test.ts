@@ -6,6 +6,7 @@ import { deviceSha256, deviceSize, fileSha256, fsTotalBytes, hasCapSysResource, 
 import { useCsiServer } from './helpers/fixture.js';
 import { repeated, repeatedOk } from './helpers/repeat.js';
 import { blockCap, MiB, mountCap, size, stagingPath, targetPath } from './helpers/requests.js';
+import { loopsLeftUnder } from '../helpers/scratch.js';
 import { loopsBelow, mountsBelow } from './helpers/scratch.js';
 
 /**
@@ -34,7 +35,7 @@ async function teardown(id: string, p: Paths) {
   expect(existsSync(p.target)).toBe(false);
   await repeatedOk('NodeUnstageVolume', () => node('NodeUnstageVolume', { volume_id: id, staging_target_path: p.staging }));
   expect(mountAt(p.staging)).toBeUndefined();
-  expect(loopsBelow(join(csi.s.dataRoot, 'volumes', id))).toEqual([]);
+  expect(await loopsLeftUnder(join(csi.s.dataRoot, 'volumes', id))).toEqual([]);
   await repeatedOk('ControllerUnpublishVolume', () => ctl('ControllerUnpublishVolume', { volume_id: id, node_id: 'node-a' }));
   expect((await ctl('ControllerGetVolume', { volume_id: id })).status.published_node_ids).toEqual([]);
   await repeatedOk('DeleteVolume', () => ctl('DeleteVolume', { volume_id: id }));

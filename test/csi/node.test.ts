@@ -8,6 +8,7 @@ import { useCsiServer } from './helpers/fixture.js';
 import { type ReadyOptions, readyVolume, stagedVolume } from './helpers/pod-mount.js';
 import { repeatedOk } from './helpers/repeat.js';
 import { blockCap, MiB, mountCap, size, stagingPath, targetPath } from './helpers/requests.js';
+import { loopsLeftUnder } from '../helpers/scratch.js';
 import { loopsBelow, mountsBelow } from './helpers/scratch.js';
 import { treeOf } from './helpers/tree.js';
 
@@ -101,7 +102,7 @@ describe('NodeStageVolume', () => {
   it('refuses a filesystem type other than the volume\'s, and raw block access to a dir volume', async () => {
     const { staging } = await ready('st-fs', { backend: 'block', cap: mountCap('ext4') });
     expect(await expectCode(node('NodeStageVolume', { volume_id: 'st-fs', staging_target_path: staging, volume_capability: mountCap('xfs') }), 'INVALID_ARGUMENT')).toContain('not xfs');
-    expect(loopsBelow(csi.s.root)).toEqual([]);
+    expect(await loopsLeftUnder(csi.s.root)).toEqual([]);
     const dir = await ready('st-dir-raw');
     await expectCode(node('NodeStageVolume', { volume_id: 'st-dir-raw', staging_target_path: dir.staging, volume_capability: blockCap() }), 'INVALID_ARGUMENT');
     expect(mountsBelow(csi.s.root)).toEqual([]);
@@ -315,7 +316,7 @@ describe('inline ephemeral volumes', () => {
     expect(mountAt(t)?.fsType).toBe('ext4');
     expect(loopsBelow(csi.s.root)).toHaveLength(1);
     await node('NodeUnpublishVolume', { volume_id: id, target_path: t });
-    expect(loopsBelow(csi.s.root)).toEqual([]);
+    expect(await loopsLeftUnder(csi.s.root)).toEqual([]);
     expect(mountsBelow(csi.s.root)).toEqual([]);
     expect(record(id)).toBeUndefined();
   });

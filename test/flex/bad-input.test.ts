@@ -11,7 +11,7 @@ import { FLEX_VERBS, type FlexVerb } from '../../flex/verb-names.js';
 import { type FlexResult, flexOptions, mountOptions, flexSession, podNamed } from '../helpers/flex-runner.js';
 import { goJson } from '../helpers/go-json.js';
 import { deviceMountPath, podVolumeDir } from '../helpers/kubelet-paths.js';
-import { createScratch, loopsUnder, mountsUnder, releaseUnder, type Scratch } from '../helpers/scratch.js';
+import { createScratch, loopsLeftUnder, loopsUnder, mountsUnder, releaseUnder, type Scratch } from '../helpers/scratch.js';
 
 let s: Scratch;
 /** Directories a test made outside the scratch root (symlink targets); released like the scratch. */
@@ -111,7 +111,7 @@ async function expectRefused(...cases: Refusal[]): Promise<FlexResult[]> {
     for (const p of c.absent ?? []) expect(existsSync(p) || isLink(p), `${label}: ${p} was created`).toBe(false);
   });
   expect(world()).toEqual(before);
-  expect(loopsUnder(s.root)).toEqual([]);
+  expect(await loopsLeftUnder(s.root)).toEqual([]);
   return results;
 }
 

@@ -7,7 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { mountAt } from '../../shared/mountinfo.js';
 import { type FlexResult, flexOptions, mountOptions, runCli, runFlex } from '../helpers/flex-runner.js';
 import { deviceMountPath, podVolumeDir } from '../helpers/kubelet-paths.js';
-import { createScratch, loopsUnder, mountsUnder, type Scratch } from '../helpers/scratch.js';
+import { createScratch, loopsLeftUnder, loopsUnder, mountsUnder, type Scratch } from '../helpers/scratch.js';
 
 let s: Scratch;
 beforeEach(() => {
@@ -122,9 +122,9 @@ function expectSharedData(): void {
   }
 }
 
-function expectNothingLeft(): void {
+async function expectNothingLeft(): Promise<void> {
   expect(mountsUnder(s.root)).toEqual([]);
-  expect(loopsUnder(s.root)).toEqual([]);
+  expect(await loopsLeftUnder(s.root)).toEqual([]);
   expect(nodeRecords()).toEqual([]);
   for (const id of VOLUMES) expect(attachmentsOf(id), id).toEqual([]);
   for (const id of VOLUMES) for (const dir of podDirs(id)) expect(existsSync(dir), dir).toBe(false);
@@ -142,14 +142,14 @@ describe('non-attachable: mount alone stages', () => {
     expect(heldLocks()).toEqual([]);
 
     await allSucceed(VOLUMES.flatMap((id) => podDirs(id).map((dir) => ['unmount', dir])));
-    expectNothingLeft();
+    await expectNothingLeft();
     expect(existsSync(join(s.stateDir, 'staging')) ? readdirSync(join(s.stateDir, 'staging')) : []).toEqual([]);
 
     // The data outlived the mounts: a new pod of each volume finds it.
     await allSucceed(VOLUMES.map((id) => ['mount', podDir(id, 0), mountOptions(pvOf(id), { uid: podUid(id, 0), name: 'again' }, { volumeId: id })]));
     for (const id of VOLUMES) expect(readFileSync(join(podDir(id, 0), 'written-by-pod-0.txt'), 'utf8')).toBe(`data of ${id}`);
     await allSucceed(VOLUMES.map((id) => ['unmount', podDir(id, 0)]));
-    expectNothingLeft();
+    await expectNothingLeft();
   });
 });
 
@@ -195,12 +195,12 @@ describe('attachable: attach, waitforattach, mountdevice, then pods', () => {
 
     await allSucceed(VOLUMES.map((id) => ['unmountdevice', global(id)]));
     expect(mountsUnder(s.root)).toEqual([]);
-    expect(loopsUnder(s.root)).toEqual([]);
+    expect(await loopsLeftUnder(s.root)).toEqual([]);
     expect(nodeRecords()).toEqual([]);
     for (const id of VOLUMES) expect(attachmentsOf(id), id).toEqual(['node-a']);
 
     await allSucceed(VOLUMES.map((id) => ['detach', pvOf(id), 'node-a']));
-    expectNothingLeft();
+    await expectNothingLeft();
   });
 });
 

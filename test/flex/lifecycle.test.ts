@@ -6,7 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { mountAt } from '../../shared/mountinfo.js';
 import { expectSuccess, flexOptions, mountOptions, reconstructedOptions, flexSession, podNamed } from '../helpers/flex-runner.js';
 import { deviceMountPath, podVolumeDir } from '../helpers/kubelet-paths.js';
-import { createScratch, loopsUnder, mountsUnder, type Scratch } from '../helpers/scratch.js';
+import { createScratch, loopsLeftUnder, loopsUnder, mountsUnder, type Scratch } from '../helpers/scratch.js';
 
 let s: Scratch;
 beforeEach(() => {
@@ -78,7 +78,7 @@ describe('attachable lifecycle (block volume)', () => {
 
     await unmountAndDetach('pv-a', first.global, first.dir);
     expect(mountsUnder(s.root)).toEqual([]);
-    expect(loopsUnder(s.root)).toEqual([]);
+    expect(await loopsLeftUnder(s.root)).toEqual([]);
     expect(catalogRecord('vol-a').attachments).toEqual([]);
     expect(existsSync(first.dir)).toBe(false);
 
@@ -86,7 +86,7 @@ describe('attachable lifecycle (block volume)', () => {
     const second = await attachAndMount('pv-a', opts, 'uid-2');
     expect(readFileSync(join(second.dir, 'hello.txt'), 'utf8')).toBe('kept across cycles');
     await unmountAndDetach('pv-a', second.global, second.dir);
-    expect(loopsUnder(s.root)).toEqual([]);
+    expect(await loopsLeftUnder(s.root)).toEqual([]);
   });
 
   it('refuses a second node for a single-node volume and names the holder', async () => {
@@ -156,7 +156,7 @@ describe('non-attachable lifecycle', () => {
       expect(catalogRecord(`auto-${backend}`).attachments.length).toBe(1);
       await ok('unmount', dir2);
       expect(mountsUnder(s.root)).toEqual([]);
-      expect(loopsUnder(s.root)).toEqual([]);
+      expect(await loopsLeftUnder(s.root)).toEqual([]);
       expect(catalogRecord(`auto-${backend}`).attachments).toEqual([]);
     });
   }
@@ -214,7 +214,7 @@ describe('kubelet restarts and node reboots', () => {
     writeFileSync(join(before.dir, 'survives.txt'), 'on the image');
     execFileSync('sync');
     // The reboot: the kernel forgets mounts and loop devices, the tmpfs state dir is empty.
-    releaseMountsAndLoops(s.root);
+    await releaseMountsAndLoops(s.root);
     rmSync(s.stateDir, { recursive: true, force: true });
 
     // kubelet tears down what it remembers, then mounts again (the attachment is cluster state and persists).
@@ -227,7 +227,7 @@ describe('kubelet restarts and node reboots', () => {
     expect(readFileSync(join(dir, 'survives.txt'), 'utf8')).toBe('on the image');
     await unmountAndDetach('pv-b', before.global, dir);
     expect(mountsUnder(s.root)).toEqual([]);
-    expect(loopsUnder(s.root)).toEqual([]);
+    expect(await loopsLeftUnder(s.root)).toEqual([]);
   });
 });
 
@@ -254,7 +254,7 @@ describe('idempotency', () => {
       if (step[0] === 'mount') expect(mountsUnder(dir)).toEqual([dir]);
     }
     expect(mountsUnder(s.root)).toEqual([]);
-    expect(loopsUnder(s.root)).toEqual([]);
+    expect(await loopsLeftUnder(s.root)).toEqual([]);
   });
 });
 
@@ -308,8 +308,10 @@ function hasCapSysResource(): boolean {
   return (BigInt(`0x${line.split(/\s+/)[1] ?? '0'}`) & (1n << 24n)) !== 0n;
 }
 
-function releaseMountsAndLoops(root: string): void {
+/** A reboot as the kernel sees it: the loop devices are gone before anything runs again. */
+async function releaseMountsAndLoops(root: string): Promise<void> {
   for (const m of mountsUnder(root)) execFileSync('umount', ['-l', m]);
   for (const d of loopsUnder(root)) execFileSync('losetup', ['-d', d]);
+  expect(await loopsLeftUnder(root), 'the kernel never released the loop devices').toEqual([]);
 }
 

@@ -1,4 +1,4 @@
-// The FlexVolume rules of /work/shared/protocols.md that the other flex suites leave open: the reply
+// The FlexVolume protocol rules (as kubelet's pkg/volume/flexvolume applies them) that the other flex suites leave open: the reply
 // kubelet parses (its fields, their types, stdout alone, nothing on stderr), the bare environment,
 // side-effect-free init, the driver directory, children and deadlines, the dirs kubelet makes, never
 // stacking a mount, Go-encoded options, reconstructed options, fsGroup, read-only, the expansion argv,
@@ -11,7 +11,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { mountAt, readMounts } from '../../shared/mountinfo.js';
 import { FLEX_BIN, flexOptions, flexSession, mountOptions, podNamed, reconstructedOptions } from '../helpers/flex-runner.js';
 import { deviceMountPath, podVolumeDir } from '../helpers/kubelet-paths.js';
-import { createScratch, loopsUnder, mountsUnder, type Scratch } from '../helpers/scratch.js';
+import { createScratch, loopsLeftUnder, loopsUnder, mountsUnder, type Scratch } from '../helpers/scratch.js';
 
 let s: Scratch;
 /** What a test made outside its scratch (a mount helper in /usr/sbin, a daemon it left): undone even on failure. */
@@ -410,7 +410,7 @@ describe('the dirs kubelet makes and removes', () => {
       await succeed(['unmountdevice', global]);
       await succeed(['detach', 'pv-k', 'node-a']);
       expect(mountsUnder(s.root)).toEqual([]);
-      expect(loopsUnder(s.root)).toEqual([]);
+      expect(await loopsLeftUnder(s.root)).toEqual([]);
     });
   }
 
@@ -641,7 +641,7 @@ describe('waitforattach, detach and the expansion argv', () => {
     expect(attachmentsOf('vol-w')).toEqual(['node-a']);
     await succeed(['detach', 'pv-w', 'node-a']);
     expect(attachmentsOf('vol-w')).toEqual([]);
-    expect(loopsUnder(s.root)).toEqual([]);
+    expect(await loopsLeftUnder(s.root)).toEqual([]);
   });
 
   it('expandvolume never uses its deviceMountPath: relative, hostile or empty, it grows the image and touches no path', async () => {
@@ -709,7 +709,7 @@ describe('idempotency of every verb', () => {
     expect(mountsUnder(s.root)).toHaveLength(2); // the pod and twinvol's own staging
     await sameEachTime(['unmount', dir]);
     expect(mountsUnder(s.root)).toEqual([]);
-    expect(loopsUnder(s.root)).toEqual([]);
+    expect(await loopsLeftUnder(s.root)).toEqual([]);
     expect(attachmentsOf('vol-i')).toEqual([]);
   });
 });
@@ -727,7 +727,7 @@ describe('concurrency', () => {
     const unmounts = await Promise.all(Array.from({ length: 6 }, () => call(['unmount', dir])));
     expect(unmounts.map((c) => replyOf(c).status)).toEqual(unmounts.map(() => 'Success'));
     expect(mountsUnder(s.root)).toEqual([]);
-    expect(loopsUnder(s.root)).toEqual([]);
+    expect(await loopsLeftUnder(s.root)).toEqual([]);
     expect(nodeRecordNames()).toEqual([]);
     expect(attachmentsOf('vol-c')).toEqual([]);
   });
@@ -760,7 +760,7 @@ describe('a failed call leaves the volume as it found it', () => {
     await refused(['mount', dir, mountOptions('pv-k', pod('uid-k'), { volumeId: 'keep' })], 'holds a ext4 filesystem, not xfs');
     await succeed(['unmount', dir]);
     expect(mountsUnder(s.root)).toEqual([]);
-    expect(loopsUnder(s.root)).toEqual([]);
+    expect(await loopsLeftUnder(s.root)).toEqual([]);
     expect(nodeRecordNames()).toEqual([]);
     expect(attachmentsOf('keep')).toEqual([]);
     expect(existsSync(join(s.stateDir, 'staging', 'keep'))).toBe(false);

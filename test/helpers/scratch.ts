@@ -61,6 +61,21 @@ export function loopsUnder(root: string): string[] {
 }
 
 /**
+ * The loop devices under `root` once the kernel has settled: a device detached while a copy of the
+ * mount namespace (another test's process, a lazy unmount) still holds it is only autocleared when the
+ * last reference drops, asynchronously. Polls until none is left or the deadline passes, then answers
+ * what is still bound, so a real leak still fails the caller's assertion.
+ */
+export async function loopsLeftUnder(root: string, deadlineMs = 10_000): Promise<string[]> {
+  const until = Date.now() + deadlineMs;
+  for (;;) {
+    const loops = loopsUnder(root);
+    if (!loops.length || Date.now() >= until) return loops;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/**
  * Unmounts everything below `root`, detaches its loop devices and removes it: run in afterAll/afterEach
  * so a failing test leaves nothing on the machine. Lazy unmounts cannot fail on a busy mount.
  */

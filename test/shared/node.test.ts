@@ -9,7 +9,7 @@ import { createVolume } from '../../shared/core/volumes.js';
 import { findLoopDevice } from '../../shared/loop-devices.js';
 import { mountAt, readMounts } from '../../shared/mountinfo.js';
 import { SCHEMA_VERSION } from '../../shared/store/json-record.js';
-import { createScratch, loopsUnder, mountsUnder, type Scratch } from '../helpers/scratch.js';
+import { createScratch, loopsLeftUnder, mountsUnder, type Scratch } from '../helpers/scratch.js';
 import { coreIn } from './core-scratch.js';
 import { expectRejects } from './expect-error.js';
 
@@ -119,13 +119,13 @@ describe('block volume: stage, publish and back', () => {
     await unstage(core, staging);
     expect(mountsUnder(s.kubeletDir)).toEqual([]);
     expect(findLoopDevice(core.catalog.imagePath('b'))).toBeUndefined();
-    expect(loopsUnder(s.root)).toEqual([]);
+    expect(await loopsLeftUnder(s.root)).toEqual([]);
 
     // Staged again: the filesystem is mounted as it was, not reformatted.
     await stage(core, 'b', staging, { readonly: false });
     expect(readFileSync(join(staging, 'data.txt'), 'utf8')).toBe('kept');
     await unstage(core, staging);
-    expect(loopsUnder(s.root)).toEqual([]);
+    expect(await loopsLeftUnder(s.root)).toEqual([]);
   });
 });
 
