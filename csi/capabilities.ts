@@ -1,5 +1,6 @@
 import { invalidArgument } from '../shared/errors.js';
-import type { AccessScope, BackendKind } from '../shared/model.js';
+import { type AccessRequest, type VolumeShape, accessMismatch } from '../shared/core/access.js';
+import type { AccessScope } from '../shared/model.js';
 import { parseGid, validateMountOptions } from '../shared/validate.js';
 import type { AccessModeName, VolumeCapability } from './messages.js';
 
@@ -52,33 +53,19 @@ export function parseCapabilities(caps: readonly VolumeCapability[], what = 'vol
   return caps.map((c, i) => parseCapability(c, `${what}[${i}]`));
 }
 
-/** What decides whether a capability fits a volume: its record, or the record a create asks for. */
-export interface VolumeShape {
-  id: string;
-  backend: BackendKind;
-  fsType: string;
-  access: AccessScope;
+/** The capability in the core's words (shared/core/access.ts). */
+export function accessRequestOf(cap: Capability): AccessRequest {
+  return {
+    scope: cap.scope,
+    raw: cap.access === 'block',
+    readerOnly: cap.readerOnly,
+    multiWriter: cap.mode === 'MULTI_NODE_MULTI_WRITER',
+    singleWriter: cap.mode === 'SINGLE_NODE_SINGLE_WRITER',
+    fsType: cap.access === 'mount' ? cap.fsType : '',
+  };
 }
 
-/**
- * Why `cap` does not fit the volume, or undefined when it does. A dir volume is a bind-mounted
- * directory: it has no block device and no filesystem type of its own, so a requested fs_type is not
- * held against it (provisioners often default one). A block volume's filesystem may be mounted on one
- * node only, and several nodes writing one image is never safe.
- */
+/** Why `cap` does not fit the volume, or undefined when it does: the core's one rule. */
 export function mismatch(volume: VolumeShape, cap: Capability): string | undefined {
-  if (cap.access === 'block' && volume.backend !== 'block') return `a ${volume.backend} volume has no block device; use mount access`;
-  if (volume.backend === 'block' && cap.mode === 'MULTI_NODE_MULTI_WRITER') return 'a block volume cannot be written from several nodes';
-  if (volume.backend === 'block' && cap.access === 'mount' && cap.scope === 'multi-node')
-    return 'a block volume with a filesystem can be mounted on one node only';
-  if (cap.scope === 'multi-node' && volume.access === 'single-node') return `volume ${volume.id} was created for single-node access`;
-  if (cap.access === 'mount' && cap.fsType && volume.backend !== 'dir' && cap.fsType !== volume.fsType)
-    return `volume ${volume.id} holds ${volume.fsType || 'no filesystem type'}, not ${cap.fsType}`;
-  return undefined;
-}
-
-/** INVALID_ARGUMENT when the capability does not fit: the request asks for something this volume cannot be. */
-export function requireFits(volume: VolumeShape, cap: Capability): void {
-  const why = mismatch(volume, cap);
-  if (why) throw invalidArgument(why);
+  return accessMismatch(volume, accessRequestOf(cap));
 }

@@ -9,7 +9,7 @@ import { createVolume, deleteVolume, expandVolume, validateBackend } from '../sh
 import { errnoCode, invalidArgument, notFound } from '../shared/errors.js';
 import type { AccessScope, ContentSource, VolumeRecord } from '../shared/model.js';
 import { validateBlockFsType, validateNodeName, validateSnapshotId, validateVolumeId } from '../shared/validate.js';
-import { type Capability, mismatch, parseCapabilities, parseCapability, requireFits } from './capabilities.js';
+import { type Capability, accessRequestOf, mismatch, parseCapabilities, parseCapability } from './capabilities.js';
 import { DEFAULT_SIZE_BYTES, sizeFromRange } from './capacity.js';
 import { volumeCondition } from './condition.js';
 import type { ServiceContext, Settings } from './context.js';
@@ -142,7 +142,6 @@ async function createVolumeRpc(core: Core, req: CreateVolumeRequest): Promise<Cr
   const backend = validateBackend(params.backend ?? 'block');
   const fsType = backend === 'block' ? blockFsType(core, params.fsType, caps) : backend === 'static' ? params.fsType : '';
   const access: AccessScope = caps.some((c) => c.scope === 'multi-node') ? 'multi-node' : 'single-node';
-  for (const cap of caps) requireFits({ id, backend, fsType: fsType ?? '', access }, cap);
   const capacityBytes = sizeFromRange(req.capacity_range, backend === 'static' ? 0 : DEFAULT_SIZE_BYTES, backend === 'block');
   const { volume } = await createVolume(core, {
     id,
@@ -155,6 +154,7 @@ async function createVolumeRpc(core: Core, req: CreateVolumeRequest): Promise<Cr
     parameters: params,
     contentSource: contentSourceOf(req.volume_content_source),
     createdBy: 'csi',
+    accessRequests: caps.map(accessRequestOf),
   });
   return { volume: toCsiVolume(volume) };
 }
@@ -182,10 +182,13 @@ async function publishRpc(core: Core, settings: Settings, req: ControllerPublish
   const id = validateVolumeId(req.volume_id, 'volume_id');
   const node = validateNodeName(req.node_id, 'node_id');
   const cap = parseCapability(req.volume_capability);
-  const volume = await core.catalog.requireVolume(id);
   if (settings.strictNodes && node !== settings.nodeId) throw notFound(`node ${node} is not known to this twinvol controller`);
-  requireFits(volume, cap);
-  await attach(core, id, node, { readonly: req.readonly, via: 'csi', maxVolumesPerNode: settings.maxVolumesPerNode || undefined });
+  await attach(core, id, node, {
+    readonly: req.readonly,
+    via: 'csi',
+    maxVolumesPerNode: settings.maxVolumesPerNode || undefined,
+    access: accessRequestOf(cap),
+  });
   return { publish_context: {} };
 }
 

@@ -1,15 +1,13 @@
 import type { UntypedServiceImplementation } from '@grpc/grpc-js';
-import { requireAttachedTo } from '../shared/core/attachments.js';
-import { refuseContradiction } from '../shared/core/contradiction.js';
+import type { Claims } from '../shared/core/contradiction.js';
 import type { Core } from '../shared/core/core.js';
 import { expandOnNode, volumeStats } from '../shared/core/node-volume.js';
 import { mountsOf, publish, unpublish } from '../shared/core/publishing.js';
 import { stage, unstage } from '../shared/core/staging.js';
 import { createVolume, deleteVolume } from '../shared/core/volumes.js';
 import { failedPrecondition, invalidArgument, notFound } from '../shared/errors.js';
-import { mountAt } from '../shared/mountinfo.js';
 import { validatePathUnder, validateVolumeId } from '../shared/validate.js';
-import { type Capability, parseCapability, requireFits } from './capabilities.js';
+import { type Capability, accessRequestOf, parseCapability } from './capabilities.js';
 import type { ServiceContext } from './context.js';
 import { ephemeralSpec, isEphemeralRequest, isEphemeralVolume } from './ephemeral.js';
 import type {
@@ -50,11 +48,13 @@ export function nodeService({ core, rpc, settings }: ServiceContext): UntypedSer
       const id = validateVolumeId(r.volume_id, 'volume_id');
       const path = under(r.staging_target_path, 'staging_target_path');
       const cap = parseCapability(r.volume_capability);
-      const volume = await core.catalog.requireVolume(id);
-      refuseContradiction(volume, r.volume_context, 'volume_context key');
-      requireFits(volume, cap);
-      requireAttachedTo(volume, settings.nodeId);
-      await stage(core, id, path, { readonly: cap.readerOnly, block: cap.access === 'block', mountFlags: cap.mountFlags });
+      await stage(core, id, path, {
+        readonly: cap.readerOnly,
+        block: cap.access === 'block',
+        mountFlags: cap.mountFlags,
+        claims: contextClaims(r.volume_context),
+        access: accessRequestOf(cap),
+      });
       return {};
     }, changes((r) => r.staging_target_path)),
 
@@ -123,15 +123,9 @@ async function publishStaged(core: Core, id: string, target: string, cap: Capabi
   // twinvol advertises STAGE_UNSTAGE_VOLUME: a publish without a staging path skipped a step.
   if (!r.staging_target_path) throw failedPrecondition('staging_target_path is required: twinvol stages volumes before publishing them');
   const stagingPath = validatePathUnder(r.staging_target_path, core.config.kubeletDir, 'staging_target_path');
-  const volume = await core.catalog.requireVolume(id);
-  refuseContradiction(volume, r.volume_context, 'volume_context key');
-  requireFits(volume, cap);
-  const mounts = await mountsOf(core, id);
-  if (cap.mode === 'SINGLE_NODE_SINGLE_WRITER') {
-    const other = mounts.find((m) => m.kind === 'publish' && m.path !== target && mountAt(m.path));
-    if (other) throw failedPrecondition(`volume ${id} is single-writer and already published at ${other.path}`);
-  }
   await publish(core, id, target, {
+    claims: contextClaims(r.volume_context),
+    access: accessRequestOf(cap),
     readonly: r.readonly || cap.readerOnly,
     stagingPath,
     block: cap.access === 'block',
@@ -153,6 +147,8 @@ async function publishEphemeral(core: Core, id: string, target: string, cap: Cap
   }
 }
 
+
+const contextClaims = (values: Readonly<Record<string, string>>): Claims => ({ values, what: 'volume_context key' });
 
 /** A path that holds another volume's mount must not be torn down in this volume's name. */
 async function requireNotOther(core: Core, path: string, id: string): Promise<void> {

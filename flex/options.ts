@@ -89,7 +89,7 @@ export async function resolveVolume(core: Core, opts: FlexOptions): Promise<Volu
     // kubelet fills kubernetes.io/fsType from the PV spec; for a volume without a filesystem type
     // (dir) it describes nothing, so only the PV's own keys are held against the catalog there.
     const kubeFsType = existing.fsType ? opts.raw[K_FS_TYPE] : undefined;
-    refuseContradiction(existing, { ...opts.raw, ...(kubeFsType && !opts.raw.fsType ? { fsType: kubeFsType } : {}) }, 'option');
+    refuseContradiction(existing, { values: { ...opts.raw, ...(kubeFsType && !opts.raw.fsType ? { fsType: kubeFsType } : {}) }, what: 'option' });
     return existing;
   }
   if (!parseBoolean(opts.raw.createIfMissing, 'createIfMissing', false))

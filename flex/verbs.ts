@@ -1,4 +1,4 @@
-import { attach, attachmentOf, detach, requireAttachedTo } from '../shared/core/attachments.js';
+import { attach, attachmentOf, detach } from '../shared/core/attachments.js';
 import type { Core } from '../shared/core/core.js';
 import { expandOnNode } from '../shared/core/node-volume.js';
 import { publish, unpublish } from '../shared/core/publishing.js';
@@ -104,7 +104,6 @@ export const VERBS: Record<FlexVerb, VerbSpec> = {
     usage: 'waitforattach <device> <json>',
     handler: async (ctx) => {
       const { volume } = await volumeFrom(ctx, ctx.args[1]);
-      requireAttachedTo(volume, ctx.core.config.nodeName);
       const { device } = await nodeAttach(ctx.core, volume.id);
       return success({ device });
     },
@@ -116,7 +115,6 @@ export const VERBS: Record<FlexVerb, VerbSpec> = {
     handler: async (ctx) => {
       await checkedPathUnder(arg(ctx, 0), ctx.core.config.kubeletDir, 'staging path');
       const { opts, volume } = await volumeFrom(ctx, ctx.args[2]);
-      requireAttachedTo(volume, ctx.core.config.nodeName);
       await stage(ctx.core, volume.id, arg(ctx, 0), { readonly: opts.readonly });
       await rememberPv(ctx.core, opts, volume);
       return success();

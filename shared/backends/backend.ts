@@ -22,6 +22,18 @@ export interface PopulateSource {
  */
 export interface Backend {
   readonly kind: BackendKind;
+  /** The volume can be handed out as a device node (CSI raw block access). */
+  readonly hasDevice: boolean;
+  /**
+   * A filesystem type is part of the volume (block: ext4 or xfs; static: the source's). A dir volume is
+   * a bind-mounted directory: a requested fs type says nothing about it (provisioners often default one).
+   */
+  readonly hasFilesystemType: boolean;
+  /**
+   * What several nodes may do with the volume at once: 'read-write', or 'raw-read-only' for storage
+   * whose filesystem only one node may mount and whose device several nodes may only read.
+   */
+  readonly nodeSharing: 'read-write' | 'raw-read-only';
   /** Fills a new entry's work directory with the volume's data (or a snapshot's copy of it). */
   populate(workDir: string, volume: VolumeRecord, ctx: BackendContext, from?: PopulateSource): Promise<void>;
   /** Copies a volume's data into a snapshot's work directory. */

@@ -12,6 +12,10 @@ import type { Backend } from './backend.js';
  */
 export const blockBackend: Backend = {
   kind: 'block',
+  hasDevice: true,
+  hasFilesystemType: true,
+  // One image, one writer: a filesystem mounted by two kernels at once is corrupted by both.
+  nodeSharing: 'raw-read-only',
 
   async populate(workDir, volume, ctx, from) {
     const image = join(workDir, 'image.img');

@@ -5,6 +5,9 @@ import { type Backend, withoutDevice } from './backend.js';
 /** A directory under the data root, bind-mounted into place. Capacity is advisory. */
 export const dirBackend: Backend = {
   kind: 'dir',
+  hasDevice: false,
+  hasFilesystemType: false,
+  nodeSharing: 'read-write',
 
   async populate(workDir, _volume, ctx, from) {
     const data = join(workDir, 'data');

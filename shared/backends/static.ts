@@ -4,6 +4,9 @@ import { type Backend, withoutDevice } from './backend.js';
 /** Mounts a source that already exists (tmpfs, an image file, an NFS export) with the given type and options. */
 export const staticBackend: Backend = {
   kind: 'static',
+  hasDevice: false,
+  hasFilesystemType: true,
+  nodeSharing: 'read-write',
 
   async populate(_workDir, _volume, _ctx, from) {
     if (from) throw unimplemented('static volumes cannot be made from a snapshot or another volume');

@@ -1,6 +1,8 @@
+import { backendFor } from '../backends/index.js';
 import { alreadyExists, failedPrecondition, resourceExhausted } from '../errors.js';
 import type { Attachment, Origin, VolumeRecord } from '../model.js';
 import { validateNodeName, validateVolumeId } from '../validate.js';
+import { type AccessRequest, requireAccess } from './access.js';
 import { type Core, now } from './core.js';
 
 export interface AttachOptions {
@@ -8,6 +10,8 @@ export interface AttachOptions {
   via: Origin;
   /** Refuse a new attachment when the node already holds this many volumes (CSI max_volumes_per_node). */
   maxVolumesPerNode?: number;
+  /** How the node will use the volume; checked against its backend (shared/core/access.ts). */
+  access?: AccessRequest;
 }
 
 /**
@@ -20,6 +24,7 @@ export async function attach(core: Core, id: string, node: string, opts: AttachO
   const counted = opts.maxVolumesPerNode ? await attachedCount(core, node, id) : 0;
   return core.catalog.lock('volume', id, async () => {
     const volume = await core.catalog.requireVolume(id);
+    if (opts.access) requireAccess(volume, opts.access);
     const mine = volume.attachments.find((a) => a.node === node);
     if (mine) {
       if (mine.readonly !== opts.readonly)
@@ -29,6 +34,11 @@ export async function attach(core: Core, id: string, node: string, opts: AttachO
     const holder = volume.attachments[0];
     if (volume.access === 'single-node' && holder)
       throw failedPrecondition(`volume ${id} is attached to node ${holder.node}; a single-node volume attaches to one node at a time`);
+    // Storage that several nodes may only read (see accessMismatch in shared/core/access.ts) is shared
+    // read-only on every side, or not at all.
+    const writer = opts.readonly ? volume.attachments.find((a) => !a.readonly) : holder;
+    if (writer && backendFor(volume.backend).nodeSharing === 'raw-read-only')
+      throw failedPrecondition(`volume ${id} is attached to node ${writer.node}; a ${volume.backend} volume is shared between nodes read-only only`);
     if (opts.maxVolumesPerNode && counted >= opts.maxVolumesPerNode)
       throw resourceExhausted(`node ${node} already holds ${counted} volumes, its limit`);
     const attachment: Attachment = { node, readonly: opts.readonly, at: now(), via: opts.via };

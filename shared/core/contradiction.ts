@@ -30,7 +30,14 @@ export function contradiction(volume: VolumeRecord, claims: Readonly<Record<stri
   return undefined;
 }
 
-export function refuseContradiction(volume: VolumeRecord, claims: Readonly<Record<string, string>>, what: string): void {
-  const why = contradiction(volume, claims, what);
+/** A request's map and what its keys are called in the request's own protocol, for the message. */
+export interface Claims {
+  values: Readonly<Record<string, string>>;
+  /** "option" (FlexVolume), "volume_context key" (CSI). */
+  what: string;
+}
+
+export function refuseContradiction(volume: VolumeRecord, claims: Claims): void {
+  const why = contradiction(volume, claims.values, claims.what);
   if (why) throw invalidArgument(why);
 }

@@ -6,6 +6,8 @@ import { describeMount } from '../mounter.js';
 import { mountAt } from '../mountinfo.js';
 import { SCHEMA_VERSION } from '../store/json-record.js';
 import { validateVolumeId } from '../validate.js';
+import { type AccessRequest, requireAccess } from './access.js';
+import { type Claims, refuseContradiction } from './contradiction.js';
 import { type Core, implicitStagingPath, now } from './core.js';
 import { checkedPathUnder, isStaleMount, makeMountPoint, removeMountPoint } from './mount-target.js';
 import { stageLocked, unstageLocked } from './staging.js';
@@ -19,6 +21,10 @@ export interface PublishOptions {
   fsGroup?: number;
   /** The front end asking; recorded on an implicit staging's attachment. */
   via: Origin;
+  /** What the request says of the volume: may repeat the catalog, never contradict it. */
+  claims?: Claims;
+  /** How the caller will use the volume; checked against its backend (shared/core/access.ts). */
+  access?: AccessRequest;
 }
 
 /**
@@ -31,6 +37,9 @@ export async function publish(core: Core, id: string, targetPath: string, opts: 
   const stagingPath = opts.stagingPath && (await checkedPathUnder(opts.stagingPath, core.config.kubeletDir, 'staging path'));
   return core.nodeState.lockVolume(id, async () => {
     const volume = await core.catalog.requireVolume(id);
+    if (opts.claims) refuseContradiction(volume, opts.claims);
+    if (opts.access) requireAccess(volume, opts.access);
+    if (opts.access?.singleWriter) await requireNoOtherPublish(core, id, target);
     const existing = await core.nodeState.findByPath(target);
     if (existing && (existing.volumeId !== id || existing.kind !== 'publish'))
       throw alreadyExists(`${target} is already used by volume ${existing.volumeId}`);
@@ -81,6 +90,12 @@ export async function publish(core: Core, id: string, targetPath: string, opts: 
     if (opts.fsGroup !== undefined && !opts.readonly && !opts.block) await applyFsGroup(target, opts.fsGroup);
     return volume;
   });
+}
+
+/** SINGLE_NODE_SINGLE_WRITER: one live publish of the volume on this node, whatever asked for the others. */
+async function requireNoOtherPublish(core: Core, id: string, target: string): Promise<void> {
+  const other = (await core.nodeState.listForVolume(id)).find((m) => m.kind === 'publish' && m.path !== target && mountAt(m.path));
+  if (other) throw failedPrecondition(`volume ${id} is single-writer and already published at ${other.path}`);
 }
 
 /**

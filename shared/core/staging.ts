@@ -5,7 +5,9 @@ import { describeMount } from '../mounter.js';
 import { mountAt } from '../mountinfo.js';
 import { SCHEMA_VERSION } from '../store/json-record.js';
 import { validateVolumeId } from '../validate.js';
-import { attach, attachmentOf, detach } from './attachments.js';
+import { type AccessRequest, requireAccess } from './access.js';
+import { attach, attachmentOf, detach, requireAttachedTo } from './attachments.js';
+import { type Claims, refuseContradiction } from './contradiction.js';
 import { type Core, implicitStagingPath, now } from './core.js';
 import { checkedPathUnder, isStaleMount, makeMountPoint, removeMountPoint } from './mount-target.js';
 
@@ -19,6 +21,10 @@ export interface StageOptions {
   via?: Origin;
   /** Extra mount options (CSI mount_flags), already validated with validateMountOptions. */
   mountFlags?: string[];
+  /** What the request says of the volume (CSI volume_context, FlexVolume options): may repeat the catalog, never contradict it. */
+  claims?: Claims;
+  /** How the caller will use the volume; checked against its backend (shared/core/access.ts). */
+  access?: AccessRequest;
 }
 
 export interface StageResult {
@@ -32,6 +38,7 @@ export async function nodeAttach(core: Core, id: string): Promise<StageResult> {
   validateVolumeId(id);
   return core.nodeState.lockVolume(id, async () => {
     const volume = await core.catalog.requireVolume(id);
+    requireAttachedTo(volume, core.config.nodeName);
     return { volume, device: await backendFor(volume.backend).nodeAttach(volume, core) };
   });
 }
@@ -52,6 +59,11 @@ export async function stage(core: Core, id: string, stagingPath: string, opts: S
 /** Stage with the volume's node lock held; `path` is already validated. */
 export async function stageLocked(core: Core, id: string, path: string, opts: StageOptions): Promise<StageResult> {
   const volume = await core.catalog.requireVolume(id);
+  if (opts.claims) refuseContradiction(volume, opts.claims);
+  if (opts.access) requireAccess(volume, opts.access);
+  // Node-side work follows the attach step (FlexVolume attach, CSI ControllerPublishVolume), whichever
+  // front end made it; an implicit staging makes its own attachment below.
+  if (!opts.implicit) requireAttachedTo(volume, core.config.nodeName);
   const backend = backendFor(volume.backend);
   const existing = await core.nodeState.findByPath(path);
   if (existing && (existing.volumeId !== id || existing.kind !== 'stage'))

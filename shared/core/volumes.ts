@@ -11,6 +11,7 @@ import {
   validateStaticSource,
   validateVolumeId,
 } from '../validate.js';
+import { type AccessRequest, accessMismatch, filesystemAccess } from './access.js';
 import { type Core, now } from './core.js';
 import type { PopulateSource } from '../backends/backend.js';
 
@@ -25,6 +26,8 @@ export interface CreateVolumeSpec {
   parameters?: Record<string, string>;
   contentSource?: ContentSource;
   createdBy: Origin;
+  /** How the volume will be used (CSI: one per volume capability); default a filesystem at `access` scope. */
+  accessRequests?: readonly AccessRequest[];
 }
 
 export function validateBackend(value: unknown): BackendKind {
@@ -59,6 +62,10 @@ function recordFor(core: Core, spec: CreateVolumeSpec): VolumeRecord {
     throw invalidArgument(`source and mountOptions belong to static volumes, not ${backend}`);
   }
   if (spec.contentSource) record.contentSource = spec.contentSource;
+  for (const request of spec.accessRequests ?? [filesystemAccess(record.access)]) {
+    const why = accessMismatch(record, request);
+    if (why) throw invalidArgument(why);
+  }
   return record;
 }
 

@@ -234,7 +234,7 @@ describe('ValidateVolumeCapabilities', () => {
     expect(ok.confirmed?.volume_capabilities.map((c) => c.access_type)).toEqual(['mount', 'block']);
     const no = await ctl('ValidateVolumeCapabilities', { volume_id: 'val2', volume_capabilities: [mountCap('', 'MULTI_NODE_MULTI_WRITER')] });
     expect(no.confirmed).toBeNull();
-    expect(no.message).toContain('cannot be written from several nodes');
+    expect(no.message).toContain('one node at a time can mount');
     const redirect = await ctl('ValidateVolumeCapabilities', { volume_id: 'val2', volume_capabilities: [mountCap()], volume_context: { source: '/etc' } });
     expect(redirect.confirmed).toBeNull();
   });

@@ -5,7 +5,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Core } from '../../shared/core/core.js';
 import { publish, unpublish } from '../../shared/core/publishing.js';
 import { stage, unstage } from '../../shared/core/staging.js';
-import { createVolume } from '../../shared/core/volumes.js';
+import { attach } from '../../shared/core/attachments.js';
+import { type CreateVolumeSpec, createVolume } from '../../shared/core/volumes.js';
 import { findLoopDevice } from '../../shared/loop-devices.js';
 import { mountAt, readMounts } from '../../shared/mountinfo.js';
 import { SCHEMA_VERSION } from '../../shared/store/json-record.js';
@@ -27,8 +28,14 @@ const stagingPath = (pv: string) => join(s.kubeletDir, 'plugins/kubernetes.io/cs
 const targetPath = (pod: string, pv: string) => join(s.kubeletDir, 'pods', pod, 'volumes/kubernetes.io~csi', pv, 'mount');
 const mountsAt = (path: string) => readMounts().filter((m) => m.mountPoint === path);
 
+/** A volume as the node side finds it: created, and attached to this node (stage requires that). */
+async function attachedVolume(spec: Omit<CreateVolumeSpec, 'createdBy'>) {
+  await createVolume(core, { ...spec, createdBy: 'cli' });
+  await attach(core, spec.id, 'node-a', { readonly: false, via: 'cli' });
+}
+
 async function dirVolume(id: string) {
-  await createVolume(core, { id, backend: 'dir', capacityBytes: 16 * MiB, createdBy: 'cli' });
+  await attachedVolume({ id, backend: 'dir', capacityBytes: 16 * MiB });
 }
 
 describe('dir volume: stage, publish and back', () => {
@@ -102,7 +109,7 @@ describe('dir volume: stage, publish and back', () => {
 
 describe('block volume: stage, publish and back', () => {
   it('attaches a loop device, formats ext4 once, mounts, publishes, and releases the device at unstage', async () => {
-    await createVolume(core, { id: 'b', backend: 'block', capacityBytes: 64 * MiB, createdBy: 'cli' });
+    await attachedVolume({ id: 'b', backend: 'block', capacityBytes: 64 * MiB });
     const staging = stagingPath('pv-b');
     const target = targetPath('pod-1', 'pv-b');
 
@@ -131,7 +138,7 @@ describe('block volume: stage, publish and back', () => {
 
 describe('static volume', () => {
   it('mounts its source with its type and options, read-only when asked', async () => {
-    await createVolume(core, { id: 't', backend: 'static', capacityBytes: 0, source: 'tmpfs', fsType: 'tmpfs', mountOptions: 'size=8m', createdBy: 'cli' });
+    await attachedVolume({ id: 't', backend: 'static', capacityBytes: 0, source: 'tmpfs', fsType: 'tmpfs', mountOptions: 'size=8m' });
     const staging = stagingPath('pv-t');
     await stage(core, 't', staging, { readonly: true });
     expect(mountAt(staging)).toMatchObject({ fsType: 'tmpfs', source: 'tmpfs' });

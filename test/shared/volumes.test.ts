@@ -86,7 +86,8 @@ describe('createVolume', () => {
     await expectRejects(createVolume(core, block('v', { capacityBytes: 128 * MiB })), 'AlreadyExists', `volume v already exists with another spec (size ${64 * MiB} bytes)`);
     await expectRejects(createVolume(core, dir('v', { capacityBytes: 64 * MiB })), 'AlreadyExists', '(backend block, fsType ext4)');
     await expectRejects(createVolume(core, block('v', { fsType: 'xfs' })), 'AlreadyExists', '(fsType ext4)');
-    await expectRejects(createVolume(core, block('v', { access: 'multi-node' })), 'AlreadyExists', '(access single-node)');
+    await createVolume(core, dir('d'));
+    await expectRejects(createVolume(core, dir('d', { access: 'multi-node' })), 'AlreadyExists', '(access single-node)');
     await expectRejects(createVolume(core, block('v', { parameters: { tier: 'fast' } })), 'AlreadyExists', '(parameters)');
     await createVolume(core, tmpfs('t'));
     await expectRejects(createVolume(core, tmpfs('t', { mountOptions: 'size=16m' })), 'AlreadyExists', '(mountOptions)');
@@ -105,6 +106,8 @@ describe('createVolume', () => {
     await expectRejects(createVolume(core, tmpfs('v', { source: '/a/../b' })), 'InvalidArgument', 'is not a valid mount source');
     await expectRejects(createVolume(core, tmpfs('v', { mountOptions: 'size=8m,exec;x' })), 'InvalidArgument', 'is not allowed');
     await expectRejects(createVolume(core, dir('../v')), 'InvalidArgument', 'volume id');
+    // Access against backend: a block volume's filesystem is mounted by one node at a time.
+    await expectRejects(createVolume(core, block('v', { access: 'multi-node' })), 'InvalidArgument', 'one node at a time can mount');
     expect(existsSync(join(s.dataRoot, 'volumes'))).toBe(false);
   });
 
@@ -117,13 +120,13 @@ describe('createVolume', () => {
 
 describe('deleteVolume', () => {
   it('refuses while attached, naming the node, and works after detach', async () => {
-    await createVolume(core, block('v', { access: 'multi-node' }));
+    await createVolume(core, dir('v', { access: 'multi-node' }));
     await attach(core, 'v', 'node-a', { readonly: false, via: 'cli' });
     await attach(core, 'v', 'node-b', { readonly: true, via: 'csi' });
     await expectRejects(deleteVolume(core, 'v'), 'FailedPrecondition', 'volume v is still attached to node node-a, node node-b');
     await detach(core, 'v', 'node-a');
     await expectRejects(deleteVolume(core, 'v'), 'FailedPrecondition', /still attached to node node-b$/);
-    expect(existsSync(core.catalog.imagePath('v'))).toBe(true);
+    expect(existsSync(core.catalog.dataDir('v'))).toBe(true);
     await detach(core, 'v', 'node-b');
     await deleteVolume(core, 'v');
     expect(existsSync(core.catalog.volumeDir('v'))).toBe(false);
@@ -133,8 +136,12 @@ describe('deleteVolume', () => {
 
   it('refuses while the image is a loop device on this node', async () => {
     await createVolume(core, block('v'));
+    await expectRejects(nodeAttach(core, 'v'), 'FailedPrecondition', 'is not attached to node node-a');
+    await attach(core, 'v', 'node-a', { readonly: false, via: 'cli' });
     const { device } = await nodeAttach(core, 'v');
     expect(device).toMatch(/^\/dev\/loop\d+$/);
+    // The attachment gone (a controller that forgot the node), the device on this node still holds it.
+    await detach(core, 'v', 'node-a');
     await expectRejects(deleteVolume(core, 'v'), 'FailedPrecondition', `volume v is still in use on this node as ${device}`);
     expect(findLoopDevice(core.catalog.imagePath('v'))).toBe(device);
   });

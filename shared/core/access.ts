@@ -1,0 +1,63 @@
+import { backendFor } from '../backends/index.js';
+import { invalidArgument } from '../errors.js';
+import type { AccessScope, BackendKind } from '../model.js';
+
+/**
+ * How a caller wants to use a volume, in neither model's words: FlexVolume and the admin CLI only say
+ * single- or multi-node, CSI says it with an access mode and an access type.
+ */
+export interface AccessRequest {
+  scope: AccessScope;
+  /** The device itself, no filesystem (CSI block access). */
+  raw: boolean;
+  /** Only reads (the *_READER_ONLY modes). */
+  readerOnly: boolean;
+  /** Several writers at once (MULTI_NODE_MULTI_WRITER). */
+  multiWriter: boolean;
+  /** One published writer at a time on the node (SINGLE_NODE_SINGLE_WRITER). */
+  singleWriter: boolean;
+  /** A filesystem type the caller names; "" leaves it to the volume. */
+  fsType: string;
+}
+
+/** What decides whether an access request fits a volume: its record, or the record a create asks for. */
+export interface VolumeShape {
+  id: string;
+  backend: BackendKind;
+  fsType: string;
+  access: AccessScope;
+}
+
+/** The request FlexVolume and the admin CLI make: a filesystem, written, by one node or several. */
+export const filesystemAccess = (scope: AccessScope): AccessRequest => ({
+  scope,
+  raw: false,
+  readerOnly: false,
+  multiWriter: scope === 'multi-node',
+  singleWriter: false,
+  fsType: '',
+});
+
+/**
+ * The one rule of access mode against backend, for every front end (create, publish, validate): why
+ * `request` does not fit the volume, or undefined when it does. What storage can be shared and how is
+ * the backend's to say (see shared/backends/backend.ts, `nodeSharing`).
+ */
+export function accessMismatch(volume: VolumeShape, request: AccessRequest): string | undefined {
+  const backend = backendFor(volume.backend);
+  if (request.raw && !backend.hasDevice) return `a ${volume.backend} volume has no block device; use mount access`;
+  if (request.scope === 'multi-node' && backend.nodeSharing === 'raw-read-only') {
+    if (!request.raw) return `a ${volume.backend} volume holds a filesystem that one node at a time can mount; use single-node access`;
+    if (!request.readerOnly) return `a ${volume.backend} volume can be shared between nodes read-only only; several nodes writing one device corrupts it`;
+  }
+  if (request.scope === 'multi-node' && volume.access === 'single-node') return `volume ${volume.id} was created for single-node access`;
+  if (!request.raw && request.fsType && backend.hasFilesystemType && request.fsType !== volume.fsType)
+    return `volume ${volume.id} holds ${volume.fsType || 'no filesystem type'}, not ${request.fsType}`;
+  return undefined;
+}
+
+/** InvalidArgument when the request does not fit: it asks for something this volume cannot be. */
+export function requireAccess(volume: VolumeShape, request: AccessRequest): void {
+  const why = accessMismatch(volume, request);
+  if (why) throw invalidArgument(why);
+}
