@@ -248,12 +248,11 @@ async function expandRpc(core: Core, req: ControllerExpandVolumeRequest): Promis
   const id = validateVolumeId(req.volume_id, 'volume_id');
   if (!req.capacity_range) throw invalidArgument('capacity_range is required');
   if (req.volume_capability) parseCapability(req.volume_capability);
-  const volume = await core.catalog.requireVolume(id);
-  if (volume.backend === 'static') throw invalidArgument(`volume ${id} is static: twinvol does not own its size`);
-  const size = sizeFromRange(req.capacity_range, 0, volume.backend === 'block');
+  // Block images grow in whole MiB, as CreateVolume makes them (csi/capacity.ts).
+  const size = sizeFromRange(req.capacity_range, 0, (await core.catalog.requireVolume(id)).backend === 'block');
   if (!size) throw invalidArgument('capacity_range must ask for a size');
   const result = await expandVolume(core, id, size);
-  return { capacity_bytes: String(result.capacityBytes), node_expansion_required: volume.backend === 'block' };
+  return { capacity_bytes: String(result.capacityBytes), node_expansion_required: result.nodeExpansionRequired };
 }
 
 /** Free bytes of the filesystem holding the data root (or of its nearest existing ancestor, before first use). */

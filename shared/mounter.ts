@@ -1,4 +1,4 @@
-import { errnoCode, failedPrecondition } from './errors.js';
+import { failedPrecondition } from './errors.js';
 import { type MountEntry, mountAt } from './mountinfo.js';
 import { CommandError, run } from './runner.js';
 
@@ -101,8 +101,4 @@ export class Mounter {
 
 export function describeMount(entry: MountEntry): string {
   return `${entry.source} (${entry.fsType}) at ${entry.mountPoint}`;
-}
-
-export function isMissing(err: unknown): boolean {
-  return errnoCode(err) === 'ENOENT';
 }

@@ -34,6 +34,8 @@ export interface Backend {
    * whose filesystem only one node may mount and whose device several nodes may only read.
    */
   readonly nodeSharing: 'read-write' | 'raw-read-only';
+  /** Growing the volume has a node half: the filesystem on the device grows where it is staged. */
+  readonly expandsOnNode: boolean;
   /** Fills a new entry's work directory with the volume's data (or a snapshot's copy of it). */
   populate(workDir: string, volume: VolumeRecord, ctx: BackendContext, from?: PopulateSource): Promise<void>;
   /** Copies a volume's data into a snapshot's work directory. */

@@ -16,6 +16,7 @@ export const blockBackend: Backend = {
   hasFilesystemType: true,
   // One image, one writer: a filesystem mounted by two kernels at once is corrupted by both.
   nodeSharing: 'raw-read-only',
+  expandsOnNode: true,
 
   async populate(workDir, volume, ctx, from) {
     const image = join(workDir, 'image.img');

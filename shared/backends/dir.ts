@@ -8,6 +8,7 @@ export const dirBackend: Backend = {
   hasDevice: false,
   hasFilesystemType: false,
   nodeSharing: 'read-write',
+  expandsOnNode: false,
 
   async populate(workDir, _volume, ctx, from) {
     const data = join(workDir, 'data');

@@ -1,4 +1,4 @@
-import { failedPrecondition, unimplemented } from '../errors.js';
+import { failedPrecondition, invalidArgument, unimplemented } from '../errors.js';
 import { type Backend, withoutDevice } from './backend.js';
 
 /** Mounts a source that already exists (tmpfs, an image file, an NFS export) with the given type and options. */
@@ -7,6 +7,7 @@ export const staticBackend: Backend = {
   hasDevice: false,
   hasFilesystemType: true,
   nodeSharing: 'read-write',
+  expandsOnNode: false,
 
   async populate(_workDir, _volume, _ctx, from) {
     if (from) throw unimplemented('static volumes cannot be made from a snapshot or another volume');
@@ -26,8 +27,8 @@ export const staticBackend: Backend = {
     return true;
   },
 
-  async expand() {
-    throw unimplemented('static volumes cannot be expanded by twinvol');
+  async expand(volume) {
+    throw invalidArgument(`volume ${volume.id} is static: twinvol does not own its size`);
   },
   async expandOnNode() {},
 };

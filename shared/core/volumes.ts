@@ -152,6 +152,7 @@ export async function deleteVolume(core: Core, id: string): Promise<void> {
 
 export interface ExpandResult {
   capacityBytes: number;
+  /** The backend grows a filesystem on the node too: the same answer on every repeat of the call. */
   nodeExpansionRequired: boolean;
 }
 
@@ -161,11 +162,12 @@ export async function expandVolume(core: Core, id: string, requested: number): P
   const newSize = parseSize(requested, 'new size');
   return core.catalog.lock('volume', id, async () => {
     const volume = await core.catalog.requireVolume(id);
-    if (newSize <= volume.capacityBytes) return { capacityBytes: volume.capacityBytes, nodeExpansionRequired: false };
-    const needsNode = await backendFor(volume.backend).expand(volume, newSize, core);
+    const backend = backendFor(volume.backend);
+    if (newSize <= volume.capacityBytes) return { capacityBytes: volume.capacityBytes, nodeExpansionRequired: backend.expandsOnNode };
+    const needsNode = await backend.expand(volume, newSize, core);
     const next = { ...volume, capacityBytes: newSize, fsResizePending: needsNode || undefined };
     await core.catalog.updateVolumeUnlocked(next);
-    return { capacityBytes: newSize, nodeExpansionRequired: needsNode };
+    return { capacityBytes: newSize, nodeExpansionRequired: backend.expandsOnNode };
   });
 }
 

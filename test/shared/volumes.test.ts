@@ -179,8 +179,9 @@ describe('expandVolume', () => {
   it('never shrinks: a smaller or equal size answers the current one and changes nothing', async () => {
     await createVolume(core, block('v'));
     const before = readFileSync(join(core.catalog.volumeDir('v'), 'volume.json'), 'utf8');
-    expect(await expandVolume(core, 'v', 32 * MiB)).toEqual({ capacityBytes: 64 * MiB, nodeExpansionRequired: false });
-    expect(await expandVolume(core, 'v', 64 * MiB)).toEqual({ capacityBytes: 64 * MiB, nodeExpansionRequired: false });
+    // A block volume's filesystem grows on the node: said on every call, so a retried expansion answers the same.
+    expect(await expandVolume(core, 'v', 32 * MiB)).toEqual({ capacityBytes: 64 * MiB, nodeExpansionRequired: true });
+    expect(await expandVolume(core, 'v', 64 * MiB)).toEqual({ capacityBytes: 64 * MiB, nodeExpansionRequired: true });
     expect(statSync(core.catalog.imagePath('v')).size).toBe(64 * MiB);
     expect(readFileSync(join(core.catalog.volumeDir('v'), 'volume.json'), 'utf8')).toBe(before);
   });
@@ -193,10 +194,10 @@ describe('expandVolume', () => {
     expect(rec.fsResizePending).toBeUndefined();
   });
 
-  it('answers NotFound for an unknown volume and Unimplemented for a static one', async () => {
+  it('answers NotFound for an unknown volume and InvalidArgument for a static one', async () => {
     await expectRejects(expandVolume(core, 'ghost', MiB), 'NotFound', 'volume ghost does not exist');
     await createVolume(core, tmpfs('t'));
-    await expectRejects(expandVolume(core, 't', MiB), 'Unimplemented', 'static volumes cannot be expanded');
+    await expectRejects(expandVolume(core, 't', MiB), 'InvalidArgument', 'volume t is static: twinvol does not own its size');
   });
 });
 
