@@ -64,7 +64,10 @@ export interface MountRecord extends Versioned {
   stagingPath?: string;
   /** Staged by twinvol itself for a caller that has no stage step (non-attachable FlexVolume mount). */
   implicit?: boolean;
+  /** The group a publish asked for, recorded before the bind: a retry after a crash finishes its walk. */
   fsGroup?: number;
+  /** The group whose ownership walk finished over the whole tree. */
+  fsGroupApplied?: number;
   /** Extra mount options a stage was made with (CSI mount_flags): a re-stage must ask for the same. */
   mountFlags?: string[];
   createdAt: string;

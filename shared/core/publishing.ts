@@ -48,7 +48,11 @@ export async function publish(core: Core, id: string, targetPath: string, opts: 
     const mounted = mountAt(target);
     if (mounted && !existing) throw alreadyExists(`${target} already holds a mount twinvol did not make: ${describeMount(mounted)}`);
     if (mounted) {
-      if (!(await isStaleMount(target))) return volume;
+      if (!(await isStaleMount(target))) {
+        // A walk cut short by a crash, or a pod asking for another group, is finished now, not answered as done.
+        if (existing) await ensureFsGroup(core, existing, opts);
+        return volume;
+      }
       // The pod's mount went dead (stale): force it off and bind again below, rather than answer OK.
       await core.mounter.unmountAll(target);
     }
@@ -56,6 +60,7 @@ export async function publish(core: Core, id: string, targetPath: string, opts: 
     // The mount point first: a target that cannot be made must not leave a staging behind.
     await makeMountPoint(target, opts.block ? 'file' : 'dir');
     let madeStaging: MountRecord | undefined;
+    let record: MountRecord;
     try {
       const found = await stagingFor(core, id, stagingPath, Boolean(opts.block), opts.via);
       if (found.made) madeStaging = found.staging;
@@ -63,7 +68,7 @@ export async function publish(core: Core, id: string, targetPath: string, opts: 
       const source = opts.block ? backendFor(volume.backend).attachedDevice(volume, core) : staging.path;
       if (!source) throw failedPrecondition(`volume ${id} has no device on this node; stage it first`);
       if (!opts.block && !mountAt(staging.path)) throw failedPrecondition(`volume ${id} is not mounted at its staging path ${staging.path}; stage it again`);
-      const record: MountRecord = {
+      record = {
         schema: SCHEMA_VERSION,
         volumeId: id,
         path: target,
@@ -87,9 +92,21 @@ export async function publish(core: Core, id: string, targetPath: string, opts: 
       if (madeStaging) await unstageLocked(core, madeStaging).catch(() => undefined);
       throw err;
     }
-    if (opts.fsGroup !== undefined && !opts.readonly && !opts.block) await applyFsGroup(target, opts.fsGroup);
+    await ensureFsGroup(core, record, opts);
     return volume;
   });
+}
+
+/**
+ * Group ownership of a read-write filesystem publish, recorded as intent first and as done after the
+ * walk, so that a call killed during a walk over a large tree leaves a record the retry finishes from.
+ */
+async function ensureFsGroup(core: Core, record: MountRecord, opts: PublishOptions): Promise<void> {
+  const gid = opts.fsGroup ?? record.fsGroup;
+  if (gid === undefined || opts.readonly || opts.block || record.fsGroupApplied === gid) return;
+  if (record.fsGroup !== gid) await core.nodeState.put({ ...record, fsGroup: gid, fsGroupApplied: undefined });
+  await applyFsGroup(record.path, gid);
+  await core.nodeState.put({ ...record, fsGroup: gid, fsGroupApplied: gid });
 }
 
 /** SINGLE_NODE_SINGLE_WRITER: one live publish of the volume on this node, whatever asked for the others. */

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Core } from '../../shared/core/core.js';
@@ -150,6 +150,31 @@ describe('static volume', () => {
 });
 
 describe('foreign mounts and crash recovery', () => {
+  it('finishes an fsGroup walk a crash cut short, and applies a new group on a later publish', async () => {
+    await dirVolume('v');
+    const staging = stagingPath('pv-v');
+    const target = targetPath('pod-g', 'pv-v');
+    await stage(core, 'v', staging, { readonly: false });
+    const data = core.catalog.dataDir('v');
+    for (let i = 0; i < 50; i++) writeFileSync(join(data, `f${i}`), 'x');
+    await publish(core, 'v', target, { readonly: false, stagingPath: staging, via: 'flex', fsGroup: 2000 });
+    const groups = () => new Set(readdirSync(data).map((n) => statSync(join(data, n)).gid));
+    expect(groups()).toEqual(new Set([2000]));
+
+    // The crash: the bind and the intent are there, the walk reached only part of the tree.
+    for (let i = 0; i < 30; i++) chownSync(join(data, `f${i}`), 0, 0);
+    const record = (await core.nodeState.findByPath(target))!;
+    await core.nodeState.put({ ...record, fsGroupApplied: undefined });
+    await publish(core, 'v', target, { readonly: false, stagingPath: staging, via: 'flex', fsGroup: 2000 });
+    expect(groups()).toEqual(new Set([2000]));
+    expect((await core.nodeState.findByPath(target))?.fsGroupApplied).toBe(2000);
+
+    await publish(core, 'v', target, { readonly: false, stagingPath: staging, via: 'flex', fsGroup: 3000 });
+    expect(groups()).toEqual(new Set([3000]));
+    await unpublish(core, target);
+    await unstage(core, staging);
+  });
+
   it('refuses to stage over a mount twinvol did not make, stacking nothing', async () => {
     await dirVolume('v');
     const staging = stagingPath('pv-v');
