@@ -108,13 +108,17 @@ export async function stageLocked(core: Core, id: string, path: string, opts: St
  * volume attached, refused to every other node, with no call ever coming to release it.
  */
 async function dropStaging(core: Core, record: Pick<MountRecord, 'volumeId' | 'path' | 'implicit'>, releaseAttachment: boolean): Promise<void> {
-  await core.nodeState.remove(record);
+  // The record goes last: a call killed anywhere before leaves it, and the retry (kubelet's, or the
+  // CSI sidecar's) finds it and releases the device and the attachment, instead of answering done
+  // with a loop device bound forever.
+  const others = (await core.nodeState.listForVolume(record.volumeId)).filter((r) => r.kind === 'stage' && r.path !== record.path);
+  if (!others.length) {
+    const volume = await core.catalog.getVolume(record.volumeId);
+    if (volume) await backendFor(volume.backend).nodeDetach(volume, core);
+    if (releaseAttachment) await detach(core, record.volumeId, core.config.nodeName);
+  }
   if (record.implicit) await removeMountPoint(record.path);
-  const others = (await core.nodeState.listForVolume(record.volumeId)).filter((r) => r.kind === 'stage');
-  if (others.length) return;
-  const volume = await core.catalog.getVolume(record.volumeId);
-  if (volume) await backendFor(volume.backend).nodeDetach(volume, core);
-  if (releaseAttachment) await detach(core, record.volumeId, core.config.nodeName);
+  await core.nodeState.remove(record);
 }
 
 function stageRecord(volumeId: string, path: string, opts: StageOptions): MountRecord {
