@@ -14,7 +14,6 @@ import { formatSize, parseSize } from '../shared/size.js';
 export async function runCli(argv: readonly string[]): Promise<number> {
   let core: Core | undefined;
   const open = () => (core ??= openCore(loadConfig()));
-  let exitCode = 0;
   const parser = yargs([...argv])
     .scriptName('twinvol')
     .usage('$0 volume <command>\n\nSettings come from /etc/twinvol/config.json (or TWINVOL_CONFIG) and TWINVOL_DATA_ROOT, TWINVOL_STATE_DIR, TWINVOL_KUBELET_DIR.')
@@ -85,18 +84,25 @@ export async function runCli(argv: readonly string[]): Promise<number> {
     .help()
     .version(false)
     .fail((msg, err) => {
-      if (err) throw err;
-      exitCode = 2;
-      process.stderr.write(`twinvol: ${msg}\n(see: twinvol volume --help)\n`);
+      // Throwing is what stops yargs: a fail handler that returns lets the command run anyway, so a
+      // rejected --access or an unknown --data-root once still created the volume.
+      throw err ?? new UsageError(msg);
     });
   try {
     await parser.parseAsync();
   } catch (err) {
+    if (err instanceof UsageError) {
+      process.stderr.write(`twinvol: ${err.message.replace(/\s+/g, ' ').trim()} (see: twinvol volume --help)\n`);
+      return 2;
+    }
     process.stderr.write(`twinvol: ${asTwinvolError(err).message}\n`);
     return 1;
   }
-  return exitCode;
+  return 0;
 }
+
+/** A command line that does not parse: exit 2, one line, before anything is touched. */
+class UsageError extends Error {}
 
 function print(value: unknown): void {
   process.stdout.write(typeof value === 'string' ? `${value}\n` : `${JSON.stringify(value, null, 2)}\n`);
