@@ -5,7 +5,7 @@ import { expandOnNode, volumeStats } from '../shared/core/node-volume.js';
 import { mountsOf, publish, unpublish } from '../shared/core/publishing.js';
 import { stage, unstage } from '../shared/core/staging.js';
 import { createVolume, deleteVolume } from '../shared/core/volumes.js';
-import { failedPrecondition, invalidArgument, notFound } from '../shared/errors.js';
+import { failedPrecondition, invalidArgument } from '../shared/errors.js';
 import { validatePathUnder, validateVolumeId } from '../shared/validate.js';
 import { type Capability, accessRequestOf, parseCapability } from './capabilities.js';
 import type { ServiceContext } from './context.js';
@@ -88,7 +88,8 @@ export function nodeService({ core, rpc, settings }: ServiceContext): UntypedSer
 
     NodeGetVolumeStats: rpc.unary<NodeGetVolumeStatsRequest, NodeGetVolumeStatsResponse>('NodeGetVolumeStats', async (r) => {
       const id = validateVolumeId(r.volume_id, 'volume_id');
-      const s = await volumeStats(core, id, under(r.volume_path, 'volume_path'));
+      if (!r.volume_path) throw invalidArgument('volume_path is required');
+      const s = await volumeStats(core, id, r.volume_path);
       const usage: VolumeUsage[] = [{ unit: 'BYTES', total: String(s.totalBytes), available: String(s.availableBytes), used: String(s.usedBytes) }];
       // A raw block device has no inodes to count; reporting zeros would read as a full filesystem.
       if (s.totalInodes) usage.push({ unit: 'INODES', total: String(s.totalInodes), available: String(s.freeInodes), used: String(s.usedInodes) });
@@ -97,13 +98,9 @@ export function nodeService({ core, rpc, settings }: ServiceContext): UntypedSer
 
     NodeExpandVolume: rpc.unary<NodeExpandVolumeRequest, NodeExpandVolumeResponse>('NodeExpandVolume', async (r) => {
       const id = validateVolumeId(r.volume_id, 'volume_id');
-      const path = under(r.volume_path, 'volume_path');
+      if (!r.volume_path) throw invalidArgument('volume_path is required');
       if (r.volume_capability) parseCapability(r.volume_capability);
-      await core.catalog.requireVolume(id);
-      const mounts = await mountsOf(core, id);
-      if (!mounts.some((m) => m.path === path || m.path === r.staging_target_path))
-        throw notFound(`volume ${id} is not staged or published at ${path}`);
-      const volume = await expandOnNode(core, id);
+      const volume = await expandOnNode(core, id, r.volume_path);
       return { capacity_bytes: String(volume.capacityBytes) };
     }, changes((r) => r.volume_path)),
 

@@ -1,11 +1,11 @@
 import { statfs } from 'node:fs/promises';
 import { backendFor } from '../backends/index.js';
-import { errnoCode, failedPrecondition, notFound } from '../errors.js';
-import type { VolumeRecord } from '../model.js';
+import { errnoCode, failedPrecondition, invalidArgument, notFound } from '../errors.js';
+import type { MountRecord, VolumeRecord } from '../model.js';
 import { mountAt } from '../mountinfo.js';
 import { validateVolumeId } from '../validate.js';
 import type { Core } from './core.js';
-import { checkedPathUnder, isStaleError } from './mount-target.js';
+import { isStaleError } from './mount-target.js';
 
 export interface VolumeStats {
   totalBytes: number;
@@ -22,11 +22,10 @@ export interface VolumeStats {
 /** Usage of a volume where it is staged or published on this node. */
 export async function volumeStats(core: Core, id: string, volumePath: string): Promise<VolumeStats> {
   validateVolumeId(id);
-  const path = await checkedPathUnder(volumePath, core.config.kubeletDir, 'volume path');
   const volume = await core.catalog.getVolume(id);
   if (!volume) throw notFound(`volume ${id} does not exist`);
-  const record = (await core.nodeState.listForVolume(id)).find((r) => r.path === path);
-  if (!record) throw notFound(`volume ${id} is not staged or published at ${path}`);
+  const record = await recordAt(core, id, volumePath);
+  const path = record.path;
   const mount = mountAt(path);
   if (!mount) return { ...ZERO, abnormal: true, message: `${path} is recorded as mounted but the kernel has no mount there` };
   if (record.block) {
@@ -54,17 +53,31 @@ export async function volumeStats(core: Core, id: string, volumePath: string): P
   };
 }
 
+/**
+ * The volume's own mount record at `volumePath`. The path is only a key here: whatever it is (relative,
+ * missing, another volume's), it names nothing of this volume unless a record of this volume holds it,
+ * and then it was checked when the mount was made. So a wrong path is NotFound, as CSI asks.
+ */
+async function recordAt(core: Core, id: string, volumePath: string): Promise<MountRecord> {
+  if (!volumePath) throw invalidArgument('volume path is required');
+  const record = (await core.nodeState.listForVolume(id)).find((r) => r.path === volumePath);
+  if (!record) throw notFound(`volume ${id} is not staged or published at ${volumePath.slice(0, 256)}`);
+  return record;
+}
+
 const ZERO = { totalBytes: 0, availableBytes: 0, usedBytes: 0, totalInodes: 0, freeInodes: 0, usedInodes: 0 };
 
 /**
  * Grows the filesystem of a volume staged on this node to its (already grown) backing size; online,
  * as resize2fs and xfs_growfs allow. A volume that needs nothing answers its size.
  */
-export async function expandOnNode(core: Core, id: string): Promise<VolumeRecord> {
+export async function expandOnNode(core: Core, id: string, volumePath?: string): Promise<VolumeRecord> {
   validateVolumeId(id);
   return core.nodeState.lockVolume(id, async () => {
     const volume = await core.catalog.requireVolume(id);
-    if (volume.backend !== 'block') return volume;
+    // CSI names where the volume is (FlexVolume expandfs's paths are kubelet's, and checked by nothing here).
+    if (volumePath !== undefined) await recordAt(core, id, volumePath);
+    if (!backendFor(volume.backend).expandsOnNode) return volume;
     const staged = (await core.nodeState.listForVolume(id)).find((r) => r.kind === 'stage' && !r.block && mountAt(r.path));
     if (!staged) {
       const attached = backendFor(volume.backend).attachedDevice(volume, core);

@@ -271,6 +271,13 @@ describe('NodeGetVolumeStats and NodeExpandVolume', () => {
     await expectCode(node('NodeExpandVolume', { volume_id: 'stats-nf' }), 'INVALID_ARGUMENT');
     await expectCode(node('NodeExpandVolume', { volume_id: 'no-such', volume_path: target('p') }), 'NOT_FOUND');
     await expectCode(node('NodeExpandVolume', { volume_id: 'stats-nf', volume_path: target('other') }), 'NOT_FOUND');
+    // A relative path, a path that does not exist, and another volume's path name nowhere this volume is.
+    const other = await staged('stats-other');
+    for (const volume_path of ['relative/mount', join(csi.s.kubeletDir, 'no/such/dir'), other.staging]) {
+      await expectCode(node('NodeGetVolumeStats', { volume_id: 'stats-nf', volume_path }), 'NOT_FOUND');
+      await expectCode(node('NodeExpandVolume', { volume_id: 'stats-nf', volume_path }), 'NOT_FOUND');
+    }
+    await node('NodeUnstageVolume', { volume_id: 'stats-other', staging_target_path: other.staging });
     const stats = await node('NodeGetVolumeStats', { volume_id: 'stats-nf', volume_path: target('p') });
     expect(stats.usage.map((u) => u.unit)).toEqual(['BYTES', 'INODES']);
     expect(Number(stats.usage[0]?.total)).toBeGreaterThan(0);
