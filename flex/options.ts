@@ -6,7 +6,7 @@ import type { VolumeRecord } from '../shared/model.js';
 import { parseSize } from '../shared/size.js';
 import { parseBoolean, parseGid, validatePvName, validateStringMap, validateVolumeId } from '../shared/validate.js';
 
-/** Keys kubelet adds to every options map (see protocols.md); everything else comes from the PV. */
+/** Keys kubelet adds to every options map (kubelet's pkg/volume/flexvolume adds them); everything else comes from the PV. */
 const KUBE = 'kubernetes.io/';
 const K_FS_TYPE = `${KUBE}fsType`;
 const K_READWRITE = `${KUBE}readwrite`;

@@ -18,7 +18,7 @@ import { runCsiOnce, serverEnv } from './helpers/server.js';
 import { treeOf } from './helpers/tree.js';
 
 /**
- * The CSI section of protocols.md, item by item, where the other suites leave a rule untested or
+ * The CSI v1.12 spec's rules (csi/README.md), item by item, where the other suites leave a rule untested or
  * test it only in part. Every server here is the real bundle on a scratch world; the fixture stops
  * it and unmounts, detaches and deletes everything in afterAll, whether the tests passed or not.
  */
@@ -42,7 +42,7 @@ const SPEC = {
   node: ['STAGE_UNSTAGE_VOLUME', 'GET_VOLUME_STATS', 'EXPAND_VOLUME', 'VOLUME_CONDITION', 'SINGLE_NODE_MULTI_WRITER', 'VOLUME_MOUNT_GROUP'],
 };
 
-/** Every RPC protocols.md lists, by service. */
+/** Every RPC of csi/proto/csi.proto, by service. */
 const IDENTITY_RPCS = ['GetPluginInfo', 'GetPluginCapabilities', 'Probe'] as const;
 const CONTROLLER_RPCS = [
   'CreateVolume', 'DeleteVolume', 'ControllerPublishVolume', 'ControllerUnpublishVolume', 'ValidateVolumeCapabilities', 'ListVolumes',

@@ -23,7 +23,7 @@ const csi = useCsiServer({ nodeId: 'node-a' });
 const { ctl, node } = csi;
 const flexCore = (): Core => openCore(loadConfig(csi.s.env));
 
-/** FlexVolume's paths for a PV (see protocols.md). */
+/** FlexVolume's paths for a PV, as test/helpers/kubelet-paths.ts lays them out. */
 const flexPaths = (pv: string) => ({
   global: join(csi.s.kubeletDir, 'plugins/kubernetes.io/flexvolume/acme/twinvol/mounts', pv),
   pod: join(csi.s.kubeletDir, 'pods/flex-pod/volumes/acme~twinvol', pv),
