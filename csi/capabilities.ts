@@ -59,7 +59,6 @@ export function accessRequestOf(cap: Capability): AccessRequest {
     scope: cap.scope,
     raw: cap.access === 'block',
     readerOnly: cap.readerOnly,
-    multiWriter: cap.mode === 'MULTI_NODE_MULTI_WRITER',
     singleWriter: cap.mode === 'SINGLE_NODE_SINGLE_WRITER',
     fsType: cap.access === 'mount' ? cap.fsType : '',
   };

@@ -12,8 +12,6 @@ export interface AccessRequest {
   raw: boolean;
   /** Only reads (the *_READER_ONLY modes). */
   readerOnly: boolean;
-  /** Several writers at once (MULTI_NODE_MULTI_WRITER). */
-  multiWriter: boolean;
   /** One published writer at a time on the node (SINGLE_NODE_SINGLE_WRITER). */
   singleWriter: boolean;
   /** A filesystem type the caller names; "" leaves it to the volume. */
@@ -33,7 +31,6 @@ export const filesystemAccess = (scope: AccessScope): AccessRequest => ({
   scope,
   raw: false,
   readerOnly: false,
-  multiWriter: scope === 'multi-node',
   singleWriter: false,
   fsType: '',
 });
