@@ -11,7 +11,7 @@ import {
   validateStaticSource,
   validateVolumeId,
 } from '../validate.js';
-import { type AccessRequest, accessMismatch, filesystemAccess } from './access.js';
+import { type AccessRequest, filesystemAccess, requireAccess } from './access.js';
 import { type Core, now } from './core.js';
 import type { PopulateSource } from '../backends/backend.js';
 
@@ -62,10 +62,7 @@ function recordFor(core: Core, spec: CreateVolumeSpec): VolumeRecord {
     throw invalidArgument(`source and mountOptions belong to static volumes, not ${backend}`);
   }
   if (spec.contentSource) record.contentSource = spec.contentSource;
-  for (const request of spec.accessRequests ?? [filesystemAccess(record.access)]) {
-    const why = accessMismatch(record, request);
-    if (why) throw invalidArgument(why);
-  }
+  for (const request of spec.accessRequests ?? [filesystemAccess(record.access)]) requireAccess(record, request);
   return record;
 }
 
