@@ -51,8 +51,8 @@ export interface Backend {
    * `mountFlags` are extra, validated mount options (CSI mount_flags).
    */
   stage(volume: VolumeRecord, stagingPath: string, readonly: boolean, ctx: BackendContext, mountFlags?: readonly string[]): Promise<boolean>;
-  /** Grows the backing storage (controller side); returns whether the node must grow the filesystem. */
-  expand(volume: VolumeRecord, newSize: number, ctx: BackendContext): Promise<boolean>;
+  /** Grows the backing storage (controller side); the node's half, if any, is `expandsOnNode`. */
+  expand(volume: VolumeRecord, newSize: number, ctx: BackendContext): Promise<void>;
   /** Grows the filesystem of a staged volume to its backing size (node side). */
   expandOnNode(volume: VolumeRecord, stagingPath: string, ctx: BackendContext): Promise<void>;
 }

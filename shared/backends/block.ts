@@ -85,7 +85,6 @@ export const blockBackend: Backend = {
 
   async expand(volume, newSize, ctx) {
     await truncate(ctx.catalog.imagePath(volume.id), newSize);
-    return true;
   },
 
   async expandOnNode(volume, stagingPath, ctx) {

@@ -31,8 +31,6 @@ export const dirBackend: Backend = {
     return true;
   },
 
-  async expand() {
-    return false;
-  },
+  async expand() {},
   async expandOnNode() {},
 };

@@ -24,7 +24,7 @@ export async function volumeStats(core: Core, id: string, volumePath: string): P
   validateVolumeId(id);
   const volume = await core.catalog.getVolume(id);
   if (!volume) throw notFound(`volume ${id} does not exist`);
-  const record = await recordAt(core, id, volumePath);
+  const record = recordAt(await core.nodeState.listForVolume(id), id, volumePath);
   const path = record.path;
   const mount = mountAt(path);
   if (!mount) return { ...ZERO, abnormal: true, message: `${path} is recorded as mounted but the kernel has no mount there` };
@@ -58,9 +58,9 @@ export async function volumeStats(core: Core, id: string, volumePath: string): P
  * missing, another volume's), it names nothing of this volume unless a record of this volume holds it,
  * and then it was checked when the mount was made. So a wrong path is NotFound, as CSI asks.
  */
-async function recordAt(core: Core, id: string, volumePath: string): Promise<MountRecord> {
+function recordAt(records: readonly MountRecord[], id: string, volumePath: string): MountRecord {
   if (!volumePath) throw invalidArgument('volume path is required');
-  const record = (await core.nodeState.listForVolume(id)).find((r) => r.path === volumePath);
+  const record = records.find((r) => r.path === volumePath);
   if (!record) throw notFound(`volume ${id} is not staged or published at ${volumePath.slice(0, 256)}`);
   return record;
 }
@@ -76,16 +76,18 @@ export async function expandOnNode(core: Core, id: string, volumePath?: string):
   return core.nodeState.lockVolume(id, async () => {
     const volume = await core.catalog.requireVolume(id);
     // CSI names where the volume is (FlexVolume expandfs's paths are kubelet's, and checked by nothing here).
-    if (volumePath !== undefined) await recordAt(core, id, volumePath);
-    if (!backendFor(volume.backend).expandsOnNode) return volume;
-    const staged = (await core.nodeState.listForVolume(id)).find((r) => r.kind === 'stage' && !r.block && mountAt(r.path));
+    const records = await core.nodeState.listForVolume(id);
+    if (volumePath !== undefined) recordAt(records, id, volumePath);
+    const backend = backendFor(volume.backend);
+    if (!backend.expandsOnNode) return volume;
+    const staged = records.find((r) => r.kind === 'stage' && !r.block && mountAt(r.path));
     if (!staged) {
-      const attached = backendFor(volume.backend).attachedDevice(volume, core);
+      const attached = backend.attachedDevice(volume, core);
       if (attached) await core.mounter.loopRefresh(attached);
       else throw failedPrecondition(`volume ${id} is not staged on this node`);
       return volume;
     }
-    await backendFor(volume.backend).expandOnNode(volume, staged.path, core);
+    await backend.expandOnNode(volume, staged.path, core);
     return core.catalog.updateVolume(id, (v) => ({ ...v, fsResizePending: undefined }));
   });
 }

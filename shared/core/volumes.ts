@@ -161,8 +161,8 @@ export async function expandVolume(core: Core, id: string, requested: number): P
     const volume = await core.catalog.requireVolume(id);
     const backend = backendFor(volume.backend);
     if (newSize <= volume.capacityBytes) return { capacityBytes: volume.capacityBytes, nodeExpansionRequired: backend.expandsOnNode };
-    const needsNode = await backend.expand(volume, newSize, core);
-    const next = { ...volume, capacityBytes: newSize, fsResizePending: needsNode || undefined };
+    await backend.expand(volume, newSize, core);
+    const next = { ...volume, capacityBytes: newSize, fsResizePending: backend.expandsOnNode || undefined };
     await core.catalog.updateVolumeUnlocked(next);
     return { capacityBytes: newSize, nodeExpansionRequired: backend.expandsOnNode };
   });
