@@ -35,14 +35,25 @@ function stallingLosetup(): { dir: string; marker: string } {
 async function killedDuring(argv: string[], path: string, marker: string): Promise<void> {
   const child = spawn(FLEX_BIN, argv, { cwd: '/', stdio: 'ignore', env: { ...s.env, PATH: `${path}:/usr/bin:/bin` } });
   const exited = new Promise((done) => child.on('exit', done));
-  const until = Date.now() + 20_000;
-  while (!existsSync(marker) || !readFileSync(marker, 'utf8').trim()) {
-    if (Date.now() > until) throw new Error(`${argv[0]} never reached losetup --detach`);
-    await new Promise((r) => setTimeout(r, 20));
+  try {
+    const until = Date.now() + 20_000;
+    while (!existsSync(marker) || !readFileSync(marker, 'utf8').trim()) {
+      if (Date.now() > until) throw new Error(`${argv[0]} never reached losetup --detach`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  } finally {
+    // Killed on success and on failure alike, so a test that times out leaves no stalled process.
+    child.kill('SIGKILL');
+    const sleeper = existsSync(marker) ? Number(readFileSync(marker, 'utf8')) : 0;
+    if (sleeper > 0) {
+      try {
+        process.kill(sleeper, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+    await exited;
   }
-  child.kill('SIGKILL');
-  process.kill(Number(readFileSync(marker, 'utf8')), 'SIGKILL');
-  await exited;
 }
 
 describe('a FlexVolume call killed inside its teardown', () => {
