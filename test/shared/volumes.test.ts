@@ -234,6 +234,28 @@ describe('attach / detach', () => {
     ]);
   });
 
+  it('shares a block volume between nodes read-only on every side, or not at all', async () => {
+    const rawReaders = { scope: 'multi-node', raw: true, readerOnly: true, singleWriter: false, fsType: '' } as const;
+    await createVolume(core, block('v', { access: 'multi-node', accessRequests: [rawReaders] }));
+    await attach(core, 'v', 'node-a', { readonly: true, via: 'csi' });
+    await attach(core, 'v', 'node-b', { readonly: true, via: 'csi' });
+    await expectRejects(
+      attach(core, 'v', 'node-c', { readonly: false, via: 'csi' }),
+      'FailedPrecondition',
+      'volume v is attached to node node-a; a block volume is shared between nodes read-only only',
+    );
+    await detach(core, 'v', 'node-a');
+    await detach(core, 'v', 'node-b');
+    // A writer first: no second node, not even a reader.
+    await attach(core, 'v', 'node-c', { readonly: false, via: 'csi' });
+    await expectRejects(
+      attach(core, 'v', 'node-a', { readonly: true, via: 'csi' }),
+      'FailedPrecondition',
+      'volume v is attached to node node-c; a block volume is shared between nodes read-only only',
+    );
+    expect((await core.catalog.requireVolume('v')).attachments.map((x) => [x.node, x.readonly])).toEqual([['node-c', false]]);
+  });
+
   it('answers AlreadyExists for the same node with another readonly flag', async () => {
     await createVolume(core, dir('v'));
     await attach(core, 'v', 'node-a', { readonly: true, via: 'csi' });
