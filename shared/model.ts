@@ -1,12 +1,14 @@
 import type { Versioned } from './store/json-record.js';
 
-export type BackendKind = 'dir' | 'block' | 'static';
-export const BACKEND_KINDS: readonly BackendKind[] = ['dir', 'block', 'static'];
+export const BACKEND_KINDS = ['dir', 'block', 'static'] as const;
+export type BackendKind = (typeof BACKEND_KINDS)[number];
 
 /** single-node: attached to at most one node at a time (enforced across both front ends). */
-export type AccessScope = 'single-node' | 'multi-node';
+export const ACCESS_SCOPES = ['single-node', 'multi-node'] as const;
+export type AccessScope = (typeof ACCESS_SCOPES)[number];
 
-export type Origin = 'cli' | 'flex' | 'csi';
+export const ORIGINS = ['cli', 'flex', 'csi'] as const;
+export type Origin = (typeof ORIGINS)[number];
 
 export interface Attachment {
   node: string;

@@ -5,6 +5,7 @@ import { alreadyExists, errnoCode, notFound } from '../errors.js';
 import type { PvRecord, SnapshotRecord, VolumeRecord } from '../model.js';
 import { validatePvName, validateSnapshotId, validateVolumeId } from '../validate.js';
 import { readRecord, removeRecord, SCHEMA_VERSION, writeRecord } from './json-record.js';
+import { RECORD_SCHEMAS } from './record-schemas.js';
 import { withLock } from './lock.js';
 
 type Entity = 'volumes' | 'snapshots';
@@ -33,7 +34,7 @@ export class Catalog {
   }
 
   getVolume(id: string): Promise<VolumeRecord | undefined> {
-    return readRecord<VolumeRecord>(join(this.volumeDir(id), 'volume.json'));
+    return readRecord(join(this.volumeDir(id), 'volume.json'), RECORD_SCHEMAS.volume);
   }
 
   async requireVolume(id: string): Promise<VolumeRecord> {
@@ -43,7 +44,7 @@ export class Catalog {
   }
 
   getSnapshot(id: string): Promise<SnapshotRecord | undefined> {
-    return readRecord<SnapshotRecord>(join(this.snapshotDir(id), 'snapshot.json'));
+    return readRecord(join(this.snapshotDir(id), 'snapshot.json'), RECORD_SCHEMAS.snapshot);
   }
 
   listVolumeIds(): Promise<string[]> {
@@ -126,7 +127,7 @@ export class Catalog {
   }
 
   async pvVolume(pvName: string): Promise<string | undefined> {
-    return (await readRecord<PvRecord>(this.pvPath(pvName)))?.volumeId;
+    return (await readRecord(this.pvPath(pvName), RECORD_SCHEMAS.pv))?.volumeId;
   }
 
   async recordPv(pvName: string, volumeId: string): Promise<void> {

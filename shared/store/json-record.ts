@@ -1,7 +1,9 @@
 import { mkdir, readFile, rm } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import writeFileAtomic from 'write-file-atomic';
+import type { ZodMiniType } from 'zod/mini';
 import { errnoCode, internal } from '../errors.js';
+import { describeIssues } from './record-schemas.js';
 
 /** Bumped when a record's shape changes; readers refuse records from a newer version. */
 export const SCHEMA_VERSION = 1;
@@ -11,10 +13,11 @@ export interface Versioned {
 }
 
 /**
- * Reads one record. A missing file is `undefined`; a file that does not parse is an error naming it,
- * because atomic writes mean it was damaged by something other than twinvol.
+ * Reads one record and parses it with its schema (shared/store/record-schemas.ts). A missing file is
+ * `undefined`; anything else that is not a record of this version is an error naming the file and
+ * what is wrong, because atomic writes mean it was changed by something other than this twinvol.
  */
-export async function readRecord<T extends Versioned>(path: string): Promise<T | undefined> {
+export async function readRecord<T extends Versioned>(path: string, schema: ZodMiniType<T>): Promise<T | undefined> {
   let text: string;
   try {
     text = await readFile(path, 'utf8');
@@ -28,11 +31,12 @@ export async function readRecord<T extends Versioned>(path: string): Promise<T |
   } catch {
     throw internal(`state record ${path} is corrupt (not JSON)`);
   }
-  if (typeof value !== 'object' || value === null || typeof (value as Versioned).schema !== 'number')
-    throw internal(`state record ${path} has no schema version`);
-  if ((value as Versioned).schema > SCHEMA_VERSION)
-    throw internal(`state record ${path} was written by a newer twinvol (schema ${(value as Versioned).schema})`);
-  return value as T;
+  const version = typeof value === 'object' && value !== null && 'schema' in value ? value.schema : undefined;
+  if (typeof version !== 'number') throw internal(`state record ${path} has no schema version`);
+  if (version > SCHEMA_VERSION) throw internal(`state record ${path} was written by a newer twinvol (schema ${version})`);
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) throw internal(`state record ${path} does not parse: ${describeIssues(parsed.error)}`);
+  return parsed.data;
 }
 
 /**

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { errnoCode } from '../errors.js';
 import type { MountRecord } from '../model.js';
 import { readRecord, removeRecord, writeRecord } from './json-record.js';
+import { RECORD_SCHEMAS } from './record-schemas.js';
 import { withLock } from './lock.js';
 
 /**
@@ -40,7 +41,7 @@ export class NodeState {
     const suffix = `@${pathKey(path)}.json`;
     for (const name of await this.names()) {
       if (!name.endsWith(suffix)) continue;
-      const rec = await readRecord<MountRecord>(join(this.mountsDir, name));
+      const rec = await readRecord(join(this.mountsDir, name), RECORD_SCHEMAS.mount);
       if (rec?.path === path) return rec;
     }
     return undefined;
@@ -51,7 +52,7 @@ export class NodeState {
     const out: MountRecord[] = [];
     for (const name of await this.names()) {
       if (!name.startsWith(prefix) || !name.endsWith('.json')) continue;
-      const rec = await readRecord<MountRecord>(join(this.mountsDir, name));
+      const rec = await readRecord(join(this.mountsDir, name), RECORD_SCHEMAS.mount);
       if (rec) out.push(rec);
     }
     return out.sort((a, b) => a.path.localeCompare(b.path));
@@ -61,7 +62,7 @@ export class NodeState {
     const out: MountRecord[] = [];
     for (const name of await this.names()) {
       if (!name.endsWith('.json')) continue;
-      const rec = await readRecord<MountRecord>(join(this.mountsDir, name));
+      const rec = await readRecord(join(this.mountsDir, name), RECORD_SCHEMAS.mount);
       if (rec) out.push(rec);
     }
     return out;

@@ -94,9 +94,9 @@ describe('createEntry', () => {
   it('refuses to create over an existing entry', async () => {
     await catalog.createEntry('volumes', volume('v1'), async () => {});
     await expectRejects(catalog.createEntry('volumes', volume('v1'), async () => {}), 'AlreadyExists', 'volume v1 already exists');
-    await catalog.createEntry('snapshots', { schema: 1, id: 's1', name: 's1', sourceVolumeId: 'v1', backend: 'dir', fsType: '', sizeBytes: 1, createdAt: 'x' }, async () => {});
+    await catalog.createEntry('snapshots', { schema: 1, id: 's1', sourceVolumeId: 'v1', backend: 'dir', fsType: '', sizeBytes: 1, createdAt: 'x' }, async () => {});
     await expectRejects(
-      catalog.createEntry('snapshots', { schema: 1, id: 's1', name: 's1', sourceVolumeId: 'v1', backend: 'dir', fsType: '', sizeBytes: 1, createdAt: 'x' }, async () => {}),
+      catalog.createEntry('snapshots', { schema: 1, id: 's1', sourceVolumeId: 'v1', backend: 'dir', fsType: '', sizeBytes: 1, createdAt: 'x' }, async () => {}),
       'AlreadyExists',
       'snapshot s1 already exists',
     );
@@ -145,6 +145,18 @@ describe('listVolumeIds / requireVolume', () => {
 
   it('requireVolume answers NotFound for an unknown id', async () => {
     await expectRejects(catalog.requireVolume('ghost'), 'NotFound', 'volume ghost does not exist');
+  });
+
+  it('refuses a hand-edited volume record, naming the file and the field, and trusts nothing of it', async () => {
+    await catalog.createEntry('volumes', volume('v1'), async () => {});
+    const path = join(catalog.volumeDir('v1'), 'volume.json');
+    const edited = { ...volume('v1'), backend: 'nfs', attachments: [{ node: 3, readonly: false, at: 'x', via: 'cli' }] };
+    writeFileSync(path, JSON.stringify(edited));
+    await expectRejects(
+      catalog.getVolume('v1'),
+      'Internal',
+      `state record ${path} does not parse: backend: expected one of dir, block, static; attachments.0.node: expected string`,
+    );
   });
 
   it('updateVolume rewrites the record under its lock', async () => {

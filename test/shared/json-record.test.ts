@@ -2,6 +2,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import * as z from 'zod/mini';
 import { readRecord, removeRecord, SCHEMA_VERSION, type Versioned, writeRecord } from '../../shared/store/json-record.js';
 import { expectRejects } from './expect-error.js';
 
@@ -9,6 +10,7 @@ interface Rec extends Versioned {
   name: string;
   payload?: string;
 }
+const REC = z.strictObject({ schema: z.number(), name: z.string(), payload: z.optional(z.string()) });
 
 let dir: string;
 beforeEach(() => {
@@ -21,7 +23,7 @@ describe('writeRecord / readRecord', () => {
     const path = join(dir, 'a', 'b', 'rec.json');
     const rec: Rec = { schema: SCHEMA_VERSION, name: 'vol-1', payload: 'ü\n"quoted"' };
     await writeRecord(path, rec);
-    expect(await readRecord<Rec>(path)).toEqual(rec);
+    expect(await readRecord(path, REC)).toEqual(rec);
     const text = readFileSync(path, 'utf8');
     expect(text).toBe(`${JSON.stringify(rec, null, 2)}\n`);
     expect(statSync(path).mode & 0o777).toBe(0o600);
@@ -32,43 +34,51 @@ describe('writeRecord / readRecord', () => {
     const path = join(dir, 'rec.json');
     await writeRecord<Rec>(path, { schema: 1, name: 'first' });
     await writeRecord<Rec>(path, { schema: 1, name: 'second' });
-    expect((await readRecord<Rec>(path))?.name).toBe('second');
+    expect((await readRecord(path, REC))?.name).toBe('second');
     expect(readdirSync(dir)).toEqual(['rec.json']);
   });
 
   it('answers undefined for a missing record, and for a path below a file', async () => {
-    expect(await readRecord(join(dir, 'nope.json'))).toBeUndefined();
+    expect(await readRecord(join(dir, 'nope.json'), REC)).toBeUndefined();
     writeFileSync(join(dir, 'file'), 'x');
-    expect(await readRecord(join(dir, 'file', 'rec.json'))).toBeUndefined();
+    expect(await readRecord(join(dir, 'file', 'rec.json'), REC)).toBeUndefined();
   });
 
   it('reports a corrupt record as Internal, naming the file', async () => {
     const path = join(dir, 'bad.json');
     writeFileSync(path, '{"schema": 1, "name": "trunc');
-    await expectRejects(readRecord(path), 'Internal', `state record ${path} is corrupt (not JSON)`);
+    await expectRejects(readRecord(path, REC), 'Internal', `state record ${path} is corrupt (not JSON)`);
   });
 
   it('refuses records without a schema version', async () => {
     for (const body of ['{"name":"x"}', '[]', 'null', '{"schema":"1"}']) {
       const path = join(dir, 'noschema.json');
       writeFileSync(path, body);
-      await expectRejects(readRecord(path), 'Internal', `state record ${path} has no schema version`);
+      await expectRejects(readRecord(path, REC), 'Internal', `state record ${path} has no schema version`);
     }
   });
 
   it('refuses a record written by a newer schema, and reads the current one', async () => {
     const path = join(dir, 'new.json');
     writeFileSync(path, JSON.stringify({ schema: SCHEMA_VERSION + 1, name: 'x' }));
-    await expectRejects(readRecord(path), 'Internal', `state record ${path} was written by a newer twinvol (schema ${SCHEMA_VERSION + 1})`);
+    await expectRejects(readRecord(path, REC), 'Internal', `state record ${path} was written by a newer twinvol (schema ${SCHEMA_VERSION + 1})`);
     writeFileSync(path, JSON.stringify({ schema: SCHEMA_VERSION, name: 'x' }));
-    expect(await readRecord<Rec>(path)).toEqual({ schema: SCHEMA_VERSION, name: 'x' });
+    expect(await readRecord(path, REC)).toEqual({ schema: SCHEMA_VERSION, name: 'x' });
+  });
+
+  it('refuses a record that does not fit its schema, naming the file and each field', async () => {
+    const path = join(dir, 'odd.json');
+    writeFileSync(path, JSON.stringify({ schema: SCHEMA_VERSION, name: 7 }));
+    await expectRejects(readRecord(path, REC), 'Internal', `state record ${path} does not parse: name: expected string`);
+    writeFileSync(path, JSON.stringify({ schema: SCHEMA_VERSION, name: 'x', owner: 'me', extra: 1 }));
+    await expectRejects(readRecord(path, REC), 'Internal', `state record ${path} does not parse: the record: unknown keys owner, extra`);
   });
 
   it('passes on read errors other than a missing file', async () => {
     const path = join(dir, 'dir.json');
     // A directory where a record should be: EISDIR is not "missing".
     await import('node:fs/promises').then((fs) => fs.mkdir(path));
-    await expect(readRecord(path)).rejects.toMatchObject({ code: 'EISDIR' });
+    await expect(readRecord(path, REC)).rejects.toMatchObject({ code: 'EISDIR' });
   });
 
   it('removeRecord is idempotent', async () => {

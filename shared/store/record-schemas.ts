@@ -1,0 +1,95 @@
+import * as z from 'zod/mini';
+import { ACCESS_SCOPES, BACKEND_KINDS, type MountRecord, ORIGINS, type PvRecord, type SnapshotRecord, type VolumeRecord } from '../model.js';
+
+/**
+ * The shape of every record on disk, checked on read (shared/store/json-record.ts): a record from
+ * another version, a hand edit, or damage is refused with the file and the field named, never trusted
+ * as it is or filled with a default. Objects are strict, so a key this version does not know (a newer
+ * writer's field) is an error rather than something a rewrite would silently drop.
+ *
+ * zod/mini rather than zod: the FlexVolume executable loads this on every call, and the mini build adds
+ * about 16 KB to the bundle where zod's full build with its messages adds about 270 KB.
+ */
+const text = z.string();
+const count = z.number().check(z.int(), z.nonnegative());
+const timestamp = z.string();
+const origin = z.enum(ORIGINS);
+const schema = z.number().check(z.int(), z.positive());
+
+const attachment = z.strictObject({ node: text, readonly: z.boolean(), at: timestamp, via: origin });
+
+const volumeRecord = z.strictObject({
+  schema,
+  id: text,
+  backend: z.enum(BACKEND_KINDS),
+  capacityBytes: count,
+  fsType: z.string(),
+  access: z.enum(ACCESS_SCOPES),
+  source: z.optional(text),
+  mountOptions: z.optional(z.array(text)),
+  parameters: z.record(z.string(), z.string()),
+  contentSource: z.optional(z.strictObject({ kind: z.enum(['snapshot', 'volume']), id: text })),
+  attachments: z.array(attachment),
+  fsResizePending: z.optional(z.boolean()),
+  createdBy: origin,
+  createdAt: timestamp,
+});
+
+const snapshotRecord = z.strictObject({
+  schema,
+  id: text,
+  sourceVolumeId: text,
+  backend: z.enum(BACKEND_KINDS),
+  fsType: z.string(),
+  sizeBytes: count,
+  createdAt: timestamp,
+});
+
+const mountRecord = z.strictObject({
+  schema,
+  volumeId: text,
+  path: text,
+  kind: z.enum(['stage', 'publish']),
+  readonly: z.boolean(),
+  block: z.optional(z.boolean()),
+  stagingPath: z.optional(text),
+  implicit: z.optional(z.boolean()),
+  fsGroup: z.optional(count),
+  fsGroupApplied: z.optional(count),
+  mountFlags: z.optional(z.array(text)),
+  createdAt: timestamp,
+});
+
+const pvRecord = z.strictObject({ schema, pvName: text, volumeId: text });
+
+/**
+ * Takes a schema only when it parses exactly the record type T: `tsc` refuses this file when a field is
+ * added to shared/model.ts and not here (or the other way round), so the two cannot drift apart.
+ */
+// Identical types, optional keys included (plain mutual assignability would ignore an extra optional key).
+type Same<A, B> = (<G>() => G extends A ? 1 : 2) extends <G>() => G extends B ? 1 : 2 ? true : false;
+const exact =
+  <T>() =>
+  <S extends z.ZodMiniType<T>>(s: S & (Same<z.output<S>, T> extends true ? unknown : never)): S =>
+    s;
+
+export const RECORD_SCHEMAS = {
+  volume: exact<VolumeRecord>()(volumeRecord),
+  snapshot: exact<SnapshotRecord>()(snapshotRecord),
+  mount: exact<MountRecord>()(mountRecord),
+  pv: exact<PvRecord>()(pvRecord),
+};
+
+/** What is wrong with a value, one short phrase per problem, with the field's path. */
+export function describeIssues(error: z.core.$ZodError): string {
+  return error.issues
+    .slice(0, 5)
+    .map((issue) => {
+      const at = issue.path.length ? issue.path.join('.') : 'the record';
+      if (issue.code === 'invalid_type') return `${at}: expected ${issue.expected}`;
+      if (issue.code === 'unrecognized_keys') return `${at}: unknown key${issue.keys.length > 1 ? 's' : ''} ${issue.keys.slice(0, 5).join(', ')}`;
+      if (issue.code === 'invalid_value') return `${at}: expected one of ${issue.values.map(String).join(', ')}`;
+      return `${at}: ${issue.code.replaceAll('_', ' ')}`;
+    })
+    .join('; ');
+}
