@@ -1,7 +1,8 @@
 import { chmod, rm } from 'node:fs/promises';
 import { Server, ServerCredentials } from '@grpc/grpc-js';
 import type { Config } from '../shared/config.js';
-import { openCore } from '../shared/core/core.js';
+import { type Core, openCore } from '../shared/core/core.js';
+import { sweepAbandonedWork } from '../shared/core/housekeeping.js';
 import type { Logger } from '../shared/log.js';
 import { type ServiceContext, servesController, servesNode, type Settings } from './context.js';
 import { controllerService } from './controller.js';
@@ -25,6 +26,16 @@ export interface RunningServer {
   stop(graceMs?: number): Promise<void>;
 }
 
+/** A crashed create's partial copy is reclaimed at start-up; failing to sweep never stops the server. */
+async function sweepWork(core: Core, log: Logger): Promise<void> {
+  try {
+    const report = await sweepAbandonedWork(core);
+    if (report.removed.length || report.busy.length || report.foreign.length) log.info('swept abandoned work', { ...report });
+  } catch (err) {
+    log.warn('could not sweep abandoned work', { error: err instanceof Error ? err.message : String(err) });
+  }
+}
+
 export async function startServer({ socketPath, settings, config, log }: ServerOptions): Promise<RunningServer> {
   const roles: Role[] = [...(servesController(settings.mode) ? ['controller' as const] : []), ...(servesNode(settings.mode) ? ['node' as const] : [])];
   const tools = checkTools(roles);
@@ -32,6 +43,7 @@ export async function startServer({ socketPath, settings, config, log }: ServerO
   if (tools.missingOptional.length) log.warn('xfs tools are missing; xfs volumes will fail', { missing: tools.missingOptional });
 
   const ctx: ServiceContext = { core: openCore(config), rpc: new Rpc(log), settings, tools };
+  await sweepWork(ctx.core, log);
   const definition = packageDefinitionFromText(protoText);
   const server = new Server();
   // Services this mode does not serve are absent, so grpc-js answers their calls UNIMPLEMENTED.

@@ -1,24 +1,29 @@
-import { randomBytes } from 'node:crypto';
 import { mkdir, readdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { alreadyExists, errnoCode, notFound } from '../errors.js';
+import { alreadyExists, errnoCode, notFound, TwinvolError } from '../errors.js';
 import type { PvRecord, SnapshotRecord, VolumeRecord } from '../model.js';
 import { validatePvName, validateSnapshotId, validateVolumeId } from '../validate.js';
 import { readRecord, removeRecord, SCHEMA_VERSION, writeRecord } from './json-record.js';
 import { RECORD_SCHEMAS } from './record-schemas.js';
-import { withLock } from './lock.js';
+import { type LockOptions, withLock } from './lock.js';
+import { type Entity, WorkArea, type WorkEntry } from './work-area.js';
 
-type Entity = 'volumes' | 'snapshots';
+const LOCK_OF: Record<Entity, 'volume' | 'snapshot'> = { volumes: 'volume', snapshots: 'snapshot' };
 
 /**
  * The cluster-scope catalog under the data root:
  *   volumes/<id>/volume.json (+ image.img or data/), snapshots/<id>/snapshot.json (+ copy),
  *   pvs/<pvName>.json, locks/, and .work/ for entries being built or torn down.
  * An entry appears and disappears by a single rename of its directory, so a crash never leaves a
- * half-made volume under volumes/: at worst a leftover under .work/, which `sweep` removes.
+ * half-made volume under volumes/: at worst a leftover under .work/, which the next holder of that
+ * entry's lock removes (`sweepEntry`), as does a server starting (`sweepAbandoned`).
  */
 export class Catalog {
-  constructor(readonly root: string) {}
+  readonly work: WorkArea;
+
+  constructor(readonly root: string) {
+    this.work = new WorkArea(join(root, '.work'));
+  }
 
   volumeDir(id: string): string {
     return join(this.root, 'volumes', validateVolumeId(id));
@@ -65,8 +70,45 @@ export class Catalog {
   }
 
   /** Serialises catalog changes to one volume or snapshot across processes and nodes sharing the root. */
-  lock<T>(entity: 'volume' | 'snapshot' | 'pv', id: string, fn: () => Promise<T>): Promise<T> {
-    return withLock(join(this.root, 'locks', `${entity}-${id}.lock`), fn);
+  lock<T>(entity: 'volume' | 'snapshot' | 'pv', id: string, fn: () => Promise<T>, options?: LockOptions): Promise<T> {
+    return withLock(join(this.root, 'locks', `${entity}-${id}.lock`), fn, options);
+  }
+
+  /**
+   * Removes the work a crashed create or delete of this entry left behind. The caller holds the
+   * entry's lock, and every create and delete holds it throughout, so nobody alive owns that work.
+   */
+  async sweepEntry(entity: Entity, id: string): Promise<WorkEntry[]> {
+    const mine = (await this.work.list()).entries.filter((e) => e.entity === entity && e.id === id);
+    await this.work.remove(mine);
+    return mine;
+  }
+
+  /**
+   * Removes every abandoned entry in .work (at start-up and before each create): one whose entry's lock
+   * can be taken at once, or is `held` by the caller. A busy lock means a live create or delete owns
+   * the work (or a crashed holder's lock is not yet stale), and it is left for later.
+   */
+  async sweepAbandoned(held?: { entity: Entity; id: string }): Promise<{ removed: WorkEntry[]; busy: WorkEntry[]; foreign: string[] }> {
+    const { entries, foreign } = await this.work.list();
+    const removed: WorkEntry[] = [];
+    const busy: WorkEntry[] = [];
+    const byEntry = new Map<string, WorkEntry[]>();
+    for (const e of entries) byEntry.set(`${e.entity}@${e.id}`, [...(byEntry.get(`${e.entity}@${e.id}`) ?? []), e]);
+    for (const [first, ...rest] of byEntry.values()) {
+      if (!first) continue;
+      if (held && first.entity === held.entity && first.id === held.id) {
+        removed.push(...(await this.sweepEntry(first.entity, first.id)));
+        continue;
+      }
+      try {
+        removed.push(...(await this.lock(LOCK_OF[first.entity], first.id, () => this.sweepEntry(first.entity, first.id), { waitMs: 0 })));
+      } catch (err) {
+        if (!(err instanceof TwinvolError && err.code === 'Aborted')) throw err;
+        busy.push(first, ...rest);
+      }
+    }
+    return { removed, busy, foreign };
   }
 
   /** Read-modify-write of a volume record under its lock. */
@@ -94,9 +136,10 @@ export class Catalog {
     populate: (workDir: string) => Promise<void>,
   ): Promise<void> {
     const finalDir = entity === 'volumes' ? this.volumeDir(record.id) : this.snapshotDir(record.id);
-    const workDir = join(this.root, '.work', `${entity}-${record.id}-${randomBytes(4).toString('hex')}`);
+    await this.sweepAbandoned({ entity, id: record.id });
+    const workDir = await this.work.make('new', entity, record.id);
     await mkdir(join(this.root, entity), { recursive: true, mode: 0o700 });
-    await mkdir(workDir, { recursive: true, mode: 0o700 });
+    await mkdir(workDir, { mode: 0o700 });
     try {
       await populate(workDir);
       await writeRecord(join(workDir, entity === 'volumes' ? 'volume.json' : 'snapshot.json'), record);
@@ -111,8 +154,8 @@ export class Catalog {
   /** Removes an entry by renaming it out of sight first (the atomic step), then deleting its data. */
   async removeEntry(entity: Entity, id: string): Promise<void> {
     const dir = entity === 'volumes' ? this.volumeDir(id) : this.snapshotDir(id);
-    const trash = join(this.root, '.work', `trash-${id}-${randomBytes(4).toString('hex')}`);
-    await mkdir(join(this.root, '.work'), { recursive: true, mode: 0o700 });
+    await this.sweepEntry(entity, id);
+    const trash = await this.work.make('trash', entity, id);
     try {
       await rename(dir, trash);
     } catch (err) {

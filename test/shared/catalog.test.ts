@@ -47,7 +47,7 @@ describe('Catalog paths', () => {
 describe('createEntry', () => {
   it('renames a populated work directory into place with its record', async () => {
     await catalog.createEntry('volumes', volume('v1'), async (work) => {
-      expect(work.startsWith(join(root, '.work', 'volumes-v1-'))).toBe(true);
+      expect(work.startsWith(join(root, '.work', 'new@volumes@v1@'))).toBe(true);
       // Nothing is visible under volumes/ while the entry is being built.
       expect(existsSync(catalog.volumeDir('v1'))).toBe(false);
       writeFileSync(join(work, 'payload'), 'hello');
@@ -189,3 +189,42 @@ describe('PV records', () => {
     expect(existsSync(join(root, 'x.json'))).toBe(false);
   });
 });
+
+describe('abandoned work', () => {
+  /** What a process killed inside a create or delete leaves: its work directory, with a partial copy. */
+  const leftover = (name: string) => {
+    mkdirSync(join(root, '.work', name, 'data'), { recursive: true });
+    writeFileSync(join(root, '.work', name, 'data', 'partial'), 'x'.repeat(4096));
+  };
+
+  it('a create sweeps the leftovers of its own entry and every other whose lock is free, never a busy one or a foreign name', async () => {
+    leftover('new@volumes@v1@0badc0de');
+    leftover('trash@volumes@v1@00000001');
+    leftover('new@snapshots@s1@00000002');
+    leftover('new@volumes@busy@00000003');
+    leftover('not-ours');
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    let locked!: () => void;
+    const isLocked = new Promise<void>((r) => (locked = r));
+    const holder = catalog.lock('volume', 'busy', async () => {
+      locked();
+      await held;
+    });
+    await isLocked;
+    await catalog.createEntry('volumes', volume('v1'), async () => {});
+    expect(workLeftovers().sort()).toEqual(['new@volumes@busy@00000003', 'not-ours']);
+    release();
+    await holder;
+    expect(await catalog.sweepAbandoned()).toMatchObject({ removed: [{ name: 'new@volumes@busy@00000003', entity: 'volumes', id: 'busy' }], busy: [], foreign: ['not-ours'] });
+    expect(workLeftovers()).toEqual(['not-ours']);
+  });
+
+  it('a delete sweeps what an earlier killed delete of the same entry left', async () => {
+    await catalog.createEntry('snapshots', { schema: 1, id: 's1', sourceVolumeId: 'v1', backend: 'dir', fsType: '', sizeBytes: 1, createdAt: 'x' }, async () => {});
+    leftover('trash@snapshots@s1@0000beef');
+    await catalog.removeEntry('snapshots', 's1');
+    expect(workLeftovers()).toEqual([]);
+  });
+});
+

@@ -10,6 +10,8 @@ export interface LaunchOptions {
   nodeId?: string;
   /** Further command-line flags (--strict-nodes, --max-volumes-per-node 2, --mode node ...). */
   args?: string[];
+  /** Variables over the plain environment (a PATH with a stalling tool first, say). */
+  env?: NodeJS.ProcessEnv;
 }
 
 export interface RunningCsi {
@@ -65,7 +67,7 @@ export async function launchCsi(s: CsiScratch, options: LaunchOptions = {}): Pro
   requireBundle();
   const nodeId = options.nodeId ?? 'node-a';
   const child = spawn(process.execPath, [CSI_BIN, ...scratchArgs(s, nodeId), ...(options.args ?? [])], {
-    env: serverEnv(s),
+    env: { ...serverEnv(s), ...options.env },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   const lines: string[] = [];

@@ -1,0 +1,72 @@
+import { existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { Catalog } from '../../shared/store/catalog.js';
+import { killStalled, stallingTool, untilStalled } from '../helpers/stalling-tool.js';
+import { outcome } from './helpers/client.js';
+import { MiB, mountCap, size } from './helpers/requests.js';
+import { createCsiScratch, type CsiScratch } from './helpers/scratch.js';
+import { launchCsi, type RunningCsi } from './helpers/server.js';
+
+let s: CsiScratch;
+const servers: RunningCsi[] = [];
+beforeEach(() => {
+  s = createCsiScratch('node-a');
+});
+afterEach(async () => {
+  for (const server of servers.splice(0)) await server.stop();
+  s.cleanup();
+});
+
+const launch = async (env?: NodeJS.ProcessEnv) => {
+  const server = await launchCsi(s, { env });
+  servers.push(server);
+  return server;
+};
+const workLeft = () => (existsSync(join(s.dataRoot, '.work')) ? readdirSync(join(s.dataRoot, '.work')).sort() : []);
+const cap = mountCap('ext4');
+
+/** Starts `call` on a server whose `cp` stalls, and kills the server (kill -9) once the copy is under way. */
+async function killedWhileCopying(call: (server: RunningCsi) => Promise<unknown>): Promise<void> {
+  const stall = stallingTool(s.root, 'cp', '--reflink=auto');
+  const server = await launch({ PATH: `${stall.dir}:/usr/bin:/bin` });
+  const reply = outcome(call(server));
+  try {
+    await untilStalled(stall, 'the copy');
+  } finally {
+    server.child.kill('SIGKILL');
+    killStalled(stall);
+  }
+  expect((await reply).code).not.toBe('OK');
+  await server.stop();
+}
+
+describe('a CSI server killed while it copies data', () => {
+  it('leaves partial copies that the next server sweeps at start-up, and the retried calls succeed', async () => {
+    const first = await launch();
+    await first.client.call('Controller', 'CreateVolume', { name: 'src', volume_capabilities: [cap], capacity_range: size(32 * MiB) });
+    await first.client.call('Controller', 'CreateSnapshot', { name: 'snap-1', source_volume_id: 'src' });
+    await first.stop();
+
+    await killedWhileCopying((server) => server.client.call('Controller', 'CreateSnapshot', { name: 'snap-2', source_volume_id: 'src' }));
+    const restore = { name: 'restored', volume_capabilities: [cap], capacity_range: size(32 * MiB), volume_content_source: { snapshot: { snapshot_id: 'snap-1' } } };
+    await killedWhileCopying((server) => server.client.call('Controller', 'CreateVolume', restore));
+    // What the crashes left: one partial copy each, and nothing in the catalog.
+    const left = workLeft();
+    expect(left).toEqual([expect.stringMatching(/^new@snapshots@snap-2@/), expect.stringMatching(/^new@volumes@restored@/)]);
+
+    // The killed holders' locks go stale (shared/store/lock.ts); waiting for that is waiting for them.
+    const catalog = new Catalog(s.dataRoot);
+    await catalog.lock('snapshot', 'snap-2', async () => {}, { waitMs: 30_000 });
+    await catalog.lock('volume', 'restored', async () => {}, { waitMs: 30_000 });
+
+    const next = await launch();
+    const log = await next.logWhen((entries) => entries.some((e) => e.msg === 'swept abandoned work'));
+    expect(log.entries.find((e) => e.msg === 'swept abandoned work')).toMatchObject({ removed: left, busy: [], foreign: [] });
+    expect(workLeft()).toEqual([]);
+
+    await next.client.call('Controller', 'CreateSnapshot', { name: 'snap-2', source_volume_id: 'src' });
+    await next.client.call('Controller', 'CreateVolume', restore);
+    expect(workLeft()).toEqual([]);
+  });
+});
