@@ -19,6 +19,12 @@ export interface Config {
   defaultFsType: FsType;
   /** Deadline for each external command. */
   commandTimeoutMs: number;
+  /**
+   * Host directories under which a static volume's source may lie when a PV or StorageClass writer
+   * (FlexVolume options, CSI parameters) chose it; empty: only the administrator's CLI may (see
+   * shared/static-source.ts).
+   */
+  staticSourceRoots: string[];
 }
 
 export const DEFAULT_CONFIG_PATH = '/etc/twinvol/config.json';
@@ -30,6 +36,7 @@ const DEFAULTS: Omit<Config, 'nodeName'> = {
   flexAttach: true,
   defaultFsType: 'ext4',
   commandTimeoutMs: 120_000,
+  staticSourceRoots: [],
 };
 
 const ENV_KEYS = {
@@ -86,6 +93,11 @@ function absoluteDir(value: unknown, key: string): string {
   return trimmed;
 }
 
+function absoluteDirs(value: unknown, key: string): string[] {
+  if (!Array.isArray(value) || value.length > 64) throw invalidArgument(`setting ${key} must be a list of at most 64 absolute paths`);
+  return value.map((v, i) => absoluteDir(v, `${key}[${i}]`));
+}
+
 function checkConfig(raw: Record<string, unknown>): Config {
   if (typeof raw.flexAttach !== 'boolean') throw invalidArgument('setting flexAttach must be true or false');
   const timeout = raw.commandTimeoutMs;
@@ -99,5 +111,6 @@ function checkConfig(raw: Record<string, unknown>): Config {
     flexAttach: raw.flexAttach,
     defaultFsType: validateBlockFsType(raw.defaultFsType, 'ext4'),
     commandTimeoutMs: timeout,
+    staticSourceRoots: absoluteDirs(raw.staticSourceRoots, 'staticSourceRoots'),
   };
 }

@@ -1,4 +1,5 @@
 import { failedPrecondition, invalidArgument, unimplemented } from '../errors.js';
+import { resolveSource } from '../static-source.js';
 import { type Backend, withoutDevice } from './backend.js';
 
 /** Mounts a source that already exists (tmpfs, an image file, an NFS export) with the given type and options. */
@@ -23,7 +24,8 @@ export const staticBackend: Backend = {
     if (!volume.source) throw failedPrecondition(`static volume ${volume.id} has no source`);
     const options = [...(volume.mountOptions ?? []), ...mountFlags];
     if (readonly && !options.includes('ro')) options.push('ro');
-    await ctx.mounter.mount(volume.source, stagingPath, { fsType: volume.fsType, options });
+    const source = await resolveSource(ctx.config, volume.source, volume.createdBy);
+    await ctx.mounter.mount(source, stagingPath, { fsType: volume.fsType, options });
     return true;
   },
 

@@ -11,6 +11,7 @@ import {
   validateStaticSource,
   validateVolumeId,
 } from '../validate.js';
+import { requireSourceAllowed } from '../static-source.js';
 import { type AccessRequest, filesystemAccess, requireAccess } from './access.js';
 import { type Core, now } from './core.js';
 import type { PopulateSource } from '../backends/backend.js';
@@ -56,6 +57,7 @@ function recordFor(core: Core, spec: CreateVolumeSpec): VolumeRecord {
   if (backend === 'block') record.fsType = validateBlockFsType(spec.fsType, core.config.defaultFsType);
   if (backend === 'static') {
     record.source = validateStaticSource(spec.source);
+    requireSourceAllowed(core.config, record.source, spec.createdBy);
     record.fsType = validateStaticFsType(spec.fsType);
     record.mountOptions = validateMountOptions(spec.mountOptions);
   } else if (spec.source !== undefined || (spec.mountOptions !== undefined && spec.mountOptions.length > 0)) {

@@ -519,7 +519,8 @@ describe('options as kubelet\'s Go encoder writes them', () => {
   });
 
   it('createIfMissing records the decoded value, not the escape', async () => {
-    nonAttachable();
+    // A host path chosen in a PV is allowed only under a root the administrator listed.
+    useConfig({ flexAttach: false, staticSourceRoots: [s.root] });
     const source = join(s.root, 'made<&>here');
     mkdirSync(source);
     const dir = podVolumeDir(s.kubeletDir, 'uid-c', 'pv-c');

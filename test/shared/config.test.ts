@@ -28,6 +28,7 @@ describe('loadConfig', () => {
       flexAttach: true,
       defaultFsType: 'ext4',
       commandTimeoutMs: 120_000,
+      staticSourceRoots: [],
     });
   });
 
@@ -47,6 +48,7 @@ describe('loadConfig', () => {
       flexAttach: false,
       defaultFsType: 'xfs',
       commandTimeoutMs: 5000,
+      staticSourceRoots: ['/srv/shares/'],
     });
     expect(cfg).toEqual({
       dataRoot: '/srv/twinvol',
@@ -56,6 +58,7 @@ describe('loadConfig', () => {
       flexAttach: false,
       defaultFsType: 'xfs',
       commandTimeoutMs: 5000,
+      staticSourceRoots: ['/srv/shares'],
     });
   });
 
@@ -104,6 +107,9 @@ describe('loadConfig', () => {
     [{ commandTimeoutMs: 1500.5 }, 'commandTimeoutMs'],
     [{ commandTimeoutMs: '5000' }, 'commandTimeoutMs'],
     [{ defaultFsType: 'btrfs' }, 'fsType "btrfs" is not supported'],
+    [{ staticSourceRoots: '/srv' }, 'setting staticSourceRoots must be a list of at most 64 absolute paths'],
+    [{ staticSourceRoots: ['/'] }, 'setting staticSourceRoots[0] must not be /'],
+    [{ staticSourceRoots: ['/srv', 'rel'] }, 'setting staticSourceRoots[1] must be an absolute path'],
   ])('refuses the setting %j', (content, message) => {
     expectThrows(() => withFile(content), 'InvalidArgument', message);
   });
