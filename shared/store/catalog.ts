@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { mkdir, readdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { alreadyExists, errnoCode, notFound, TwinvolError } from '../errors.js';
@@ -165,12 +166,20 @@ export class Catalog {
     await rm(trash, { recursive: true, force: true });
   }
 
+  /**
+   * A PV name may be 253 characters and a file name only 255 bytes: a name too long for `<name>.json`
+   * is stored under its first 160 characters and a hash of the whole, joined by an `@` that no PV name
+   * holds (so no short name can fall on a long name's file). The record keeps the full name.
+   */
   pvPath(pvName: string): string {
-    return join(this.root, 'pvs', `${validatePvName(pvName)}.json`);
+    const name = validatePvName(pvName);
+    const file = name.length + '.json'.length <= 255 ? name : `${name.slice(0, 160)}@${createHash('sha256').update(name).digest('hex').slice(0, 32)}`;
+    return join(this.root, 'pvs', `${file}.json`);
   }
 
   async pvVolume(pvName: string): Promise<string | undefined> {
-    return (await readRecord(this.pvPath(pvName), RECORD_SCHEMAS.pv))?.volumeId;
+    const record = await readRecord(this.pvPath(pvName), RECORD_SCHEMAS.pv);
+    return record?.pvName === pvName ? record.volumeId : undefined;
   }
 
   async recordPv(pvName: string, volumeId: string): Promise<void> {

@@ -184,6 +184,19 @@ describe('PV records', () => {
     expect(await catalog.pvVolume('pv-1')).toBeUndefined();
   });
 
+  it('keeps every valid PV name, up to 253 characters, and two long names that share a prefix apart', async () => {
+    const long = (tail: string) => `${'p'.repeat(200)}.${tail.padStart(52, 'x')}`;
+    expect(long('a')).toHaveLength(253);
+    await catalog.recordPv(long('a'), 'vol-a');
+    await catalog.recordPv(long('b'), 'vol-b');
+    expect(await catalog.pvVolume(long('a'))).toBe('vol-a');
+    expect(await catalog.pvVolume(long('b'))).toBe('vol-b');
+    expect(readdirSync(join(root, 'pvs')).every((f) => Buffer.byteLength(f) <= 255)).toBe(true);
+    await catalog.forgetPv(long('a'));
+    expect(await catalog.pvVolume(long('a'))).toBeUndefined();
+    expect(await catalog.pvVolume(long('b'))).toBe('vol-b');
+  });
+
   it('refuses PV names that would escape pvs/', async () => {
     await expectRejects(async () => catalog.recordPv('../x', 'v'), 'InvalidArgument', 'PV name');
     expect(existsSync(join(root, 'x.json'))).toBe(false);
