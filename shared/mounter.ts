@@ -1,26 +1,71 @@
 import { failedPrecondition } from './errors.js';
-import { type MountEntry, mountAt } from './mountinfo.js';
+import { type MountEntry, mountAt, readMounts } from './mountinfo.js';
+import { CHILD_FD_PATH, type MountTarget, type PinnedTarget, pinTarget, requireWithin, whereIs } from './pinned-target.js';
 import { CommandError, run } from './runner.js';
 
 /** The system tools behind every backend, with one deadline for all of them. */
 export class Mounter {
   constructor(private readonly timeoutMs: number) {}
 
-  private exec(command: string, args: readonly string[], okExitCodes?: readonly number[]) {
-    return run(command, args, { timeoutMs: this.timeoutMs, okExitCodes });
+  private exec(command: string, args: readonly string[], okExitCodes?: readonly number[], fd3?: number) {
+    return run(command, args, { timeoutMs: this.timeoutMs, okExitCodes, fd3 });
   }
 
-  async mount(source: string, target: string, opts: { fsType?: string; options?: readonly string[] } = {}): Promise<void> {
-    const args: string[] = [];
-    if (opts.fsType) args.push('-t', opts.fsType);
-    if (opts.options?.length) args.push('-o', opts.options.join(','));
-    // "--" ends option parsing: a source can never be read as a flag.
-    await this.exec('mount', [...args, '--', source, target]);
+  /**
+   * Mounts `source` onto the pinned target object (shared/pinned-target.ts), never onto a path that
+   * could be swapped on the way. A bind takes its other options with a remount of the new mount,
+   * pinned in turn; `--no-canonicalize` keeps mount(8) from turning /proc/self/fd/3 back into a path.
+   */
+  async mount(source: string, target: MountTarget, opts: { fsType?: string; options?: readonly string[] } = {}): Promise<void> {
+    const bind = opts.options?.includes('bind') ?? false;
+    const options = (opts.options ?? []).filter((o) => o !== 'bind');
+    const pinned = await pinTarget(target);
+    try {
+      // A bind has no filesystem type of its own (mount(8) refuses "-t none --bind").
+      const args = ['--no-canonicalize'];
+      if (bind) args.push('--bind');
+      else args.push(...(opts.fsType ? ['-t', opts.fsType] : []), ...(options.length ? ['-o', options.join(',')] : []));
+      // "--" ends option parsing: a source can never be read as a flag.
+      await this.exec('mount', [...args, '--', source, CHILD_FD_PATH], undefined, pinned.handle.fd);
+      await this.requireLanded(pinned, target);
+      if (bind && options.length) await this.remountBind(pinned, target, options);
+    } finally {
+      await pinned.handle.close();
+    }
   }
 
-  /** A bind mount; util-linux applies "ro" (and `extra` flags) with the remount the kernel needs for bind mounts. */
-  bind(source: string, target: string, readonly: boolean, extra: readonly string[] = []): Promise<void> {
-    return this.mount(source, target, { options: [...(readonly ? ['bind', 'ro'] : ['bind']), ...extra] });
+  /** A bind mount, read-only (and with `extra` flags) through a remount of the bind itself. */
+  bind(source: string, target: MountTarget, readonly: boolean, extra: readonly string[] = []): Promise<void> {
+    return this.mount(source, target, { options: ['bind', ...(readonly ? ['ro'] : []), ...extra] });
+  }
+
+  /**
+   * The new mount must sit on the pinned object, under the root, even if a directory above it was
+   * renamed while the mount was made; otherwise it is undone.
+   */
+  private async requireLanded(pinned: PinnedTarget, target: MountTarget): Promise<MountEntry> {
+    const now = await whereIs(pinned.handle);
+    const made = readMounts().reverse().find((m) => m.parentId === pinned.mountId && m.mountPoint === now);
+    if (!made) throw failedPrecondition(`the mount onto ${target.path} did not appear where it was made (${now.slice(0, 256)})`);
+    try {
+      await requireWithin(now, target);
+    } catch (err) {
+      await this.exec('umount', ['--no-canonicalize', '--', now]).catch(() => undefined);
+      throw err;
+    }
+    return made;
+  }
+
+  /** Applies flags to a bind just made: the target is opened again, and must be the new mount's root. */
+  private async remountBind(pinned: PinnedTarget, target: MountTarget, options: readonly string[]): Promise<void> {
+    const root = await pinTarget(target);
+    try {
+      const made = await this.requireLanded(pinned, target);
+      if (root.mountId !== made.id) throw failedPrecondition(`mount point ${target.path} changed while it was mounted`);
+      await this.exec('mount', ['--no-canonicalize', '-o', ['remount', 'bind', ...options].join(','), '--', CHILD_FD_PATH], undefined, root.handle.fd);
+    } finally {
+      await root.handle.close();
+    }
   }
 
   /**

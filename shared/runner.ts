@@ -18,6 +18,8 @@ export interface RunOptions {
   timeoutMs: number;
   /** Exit codes that are answers rather than failures (blkid's 2 = "nothing found"). */
   okExitCodes?: readonly number[];
+  /** An open file the tool sees as its fd 3 (a pinned mount point: shared/pinned-target.ts). */
+  fd3?: number;
 }
 
 type Observer = (record: SpawnRecord) => void;
@@ -59,11 +61,19 @@ const DRAIN_MS = 50;
 export function run(command: string, args: readonly string[], options: RunOptions): Promise<RunResult> {
   return new Promise((resolve, reject) => {
     const started = performance.now();
-    const child = spawn(command, [...args], { stdio: ['ignore', 'pipe', 'pipe'], env: toolEnv(), shell: false });
+    const child = spawn(command, [...args], {
+      stdio: ['ignore', 'pipe', 'pipe', ...(options.fd3 === undefined ? [] : [options.fd3])],
+      env: toolEnv(),
+      shell: false,
+    });
+    // Both are pipes, as asked above; the checks only tell the type checker so.
+    const out = child.stdout;
+    const errOut = child.stderr;
+    if (!out || !errOut) throw internal(`${command} started without its output pipes`);
     const stdout: Buffer[] = [];
     const stderr: Buffer[] = [];
-    child.stdout.on('data', (d: Buffer) => stdout.push(d));
-    child.stderr.on('data', (d: Buffer) => stderr.push(d));
+    out.on('data', (d: Buffer) => stdout.push(d));
+    errOut.on('data', (d: Buffer) => stderr.push(d));
     let timedOut = false;
     let settled = false;
     const deadline = setTimeout(() => {
@@ -75,8 +85,8 @@ export function run(command: string, args: readonly string[], options: RunOption
       if (settled) return;
       settled = true;
       clearTimeout(deadline);
-      child.stdout.destroy();
-      child.stderr.destroy();
+      out.destroy();
+      errOut.destroy();
       const record: SpawnRecord = { command, args, exitCode, durationMs: performance.now() - started };
       spawned.push(record);
       for (const observer of observers) observer(record);

@@ -1,4 +1,5 @@
 import type { Config } from '../config.js';
+import type { MountTarget } from '../pinned-target.js';
 import type { Mounter } from '../mounter.js';
 import type { BackendKind, VolumeRecord } from '../model.js';
 import type { Catalog } from '../store/catalog.js';
@@ -46,11 +47,11 @@ export interface Backend {
   attachedDevice(volume: VolumeRecord, ctx: BackendContext): string | undefined;
   nodeDetach(volume: VolumeRecord, ctx: BackendContext): Promise<void>;
   /**
-   * Mounts the volume's filesystem at `stagingPath` (which exists and is not a mount point). Returns
+   * Mounts the volume's filesystem at `staging.path` (which exists and is not a mount point). Returns
    * whether the filesystem now fills its backing storage, so a pending resize can be marked done.
    * `mountFlags` are extra, validated mount options (CSI mount_flags).
    */
-  stage(volume: VolumeRecord, stagingPath: string, readonly: boolean, ctx: BackendContext, mountFlags?: readonly string[]): Promise<boolean>;
+  stage(volume: VolumeRecord, staging: MountTarget, readonly: boolean, ctx: BackendContext, mountFlags?: readonly string[]): Promise<boolean>;
   /** Grows the backing storage (controller side); the node's half, if any, is `expandsOnNode`. */
   expand(volume: VolumeRecord, newSize: number, ctx: BackendContext): Promise<void>;
   /** Grows the filesystem of a staged volume to its backing size (node side). */

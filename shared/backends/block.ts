@@ -52,7 +52,7 @@ export const blockBackend: Backend = {
     if (device) await ctx.mounter.loopDetach(device);
   },
 
-  async stage(volume, stagingPath, readonly, ctx, mountFlags = []) {
+  async stage(volume, staging, readonly, ctx, mountFlags = []) {
     const device = await this.nodeAttach(volume, ctx);
     const fsType = validateBlockFsType(volume.fsType, ctx.config.defaultFsType);
     const found = await ctx.mounter.probeFsType(device);
@@ -74,10 +74,10 @@ export const blockBackend: Backend = {
     const options = [...(readonly ? ['ro'] : []), ...mountFlags];
     // XFS refuses to mount two copies with one UUID (a snapshot restored beside its origin) without nouuid.
     if (fsType === 'xfs') options.push('nouuid');
-    await ctx.mounter.mount(device, stagingPath, { fsType, options });
+    await ctx.mounter.mount(device, staging, { fsType, options });
     // XFS only grows mounted.
     if (!grown && !readonly && fsType === 'xfs') {
-      await ctx.mounter.growFs(device, stagingPath, fsType);
+      await ctx.mounter.growFs(device, staging.path, fsType);
       grown = true;
     }
     return grown;

@@ -26,8 +26,8 @@ export const dirBackend: Backend = {
 
   ...withoutDevice,
 
-  async stage(volume, stagingPath, readonly, ctx, mountFlags) {
-    await ctx.mounter.bind(ctx.catalog.dataDir(volume.id), stagingPath, readonly, mountFlags);
+  async stage(volume, staging, readonly, ctx, mountFlags) {
+    await ctx.mounter.bind(ctx.catalog.dataDir(volume.id), staging, readonly, mountFlags);
     return true;
   },
 

@@ -20,12 +20,12 @@ export const staticBackend: Backend = {
 
   ...withoutDevice,
 
-  async stage(volume, stagingPath, readonly, ctx, mountFlags = []) {
+  async stage(volume, staging, readonly, ctx, mountFlags = []) {
     if (!volume.source) throw failedPrecondition(`static volume ${volume.id} has no source`);
     const options = [...(volume.mountOptions ?? []), ...mountFlags];
     if (readonly && !options.includes('ro')) options.push('ro');
     const source = await resolveSource(ctx.config, volume.source, volume.createdBy);
-    await ctx.mounter.mount(source, stagingPath, { fsType: volume.fsType, options });
+    await ctx.mounter.mount(source, staging, { fsType: volume.fsType, options });
     return true;
   },
 

@@ -81,7 +81,7 @@ export async function publish(core: Core, id: string, targetPath: string, opts: 
       };
       await core.nodeState.put(record);
       try {
-        await core.mounter.bind(source, target, opts.readonly);
+        await core.mounter.bind(source, { path: target, within: core.config.kubeletDir }, opts.readonly);
       } catch (err) {
         await core.nodeState.remove(record);
         throw err;

@@ -89,7 +89,7 @@ export async function stageLocked(core: Core, id: string, path: string, opts: St
     await core.nodeState.put(stageRecord(id, path, opts));
     let filled: boolean;
     try {
-      filled = await backend.stage(volume, path, opts.readonly, core, opts.mountFlags);
+      filled = await backend.stage(volume, { path, within: opts.implicit ? core.config.stateDir : core.config.kubeletDir }, opts.readonly, core, opts.mountFlags);
     } catch (err) {
       // A mount that did happen stays, with its record, for unstage; otherwise undo what this call made.
       if (!mountAt(path)) await dropStaging(core, { volumeId: id, path, implicit: opts.implicit }, attachedByThisCall).catch(() => undefined);
