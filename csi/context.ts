@@ -13,8 +13,6 @@ export interface Settings {
   nodeId: string;
   /** 0: no limit. */
   maxVolumesPerNode: number;
-  /** ControllerPublish to any node other than this server's own is NOT_FOUND. */
-  strictNodes: boolean;
 }
 
 /** What every service is built from: one core per server, one RPC wrapper, the start-up tool check. */

@@ -6,7 +6,7 @@ import { contradiction } from '../shared/core/contradiction.js';
 import type { Core } from '../shared/core/core.js';
 import { createSnapshot, deleteSnapshot, getSnapshot, listSnapshots } from '../shared/core/snapshots.js';
 import { createVolume, deleteVolume, expandVolume, validateBackend } from '../shared/core/volumes.js';
-import { errnoCode, invalidArgument, notFound } from '../shared/errors.js';
+import { errnoCode, invalidArgument } from '../shared/errors.js';
 import type { AccessScope, ContentSource, VolumeRecord } from '../shared/model.js';
 import { validateBlockFsType, validateNodeName, validateSnapshotId, validateVolumeId } from '../shared/validate.js';
 import { type Capability, accessRequestOf, mismatch, parseCapabilities, parseCapability } from './capabilities.js';
@@ -174,20 +174,17 @@ function contentSourceOf(src: VolumeContentSource | null | undefined): ContentSo
   throw invalidArgument('volume_content_source must name a snapshot or a volume');
 }
 
-/**
- * Node ids are not checked against a node list (twinvol has none): any well-formed id is accepted,
- * unless --strict-nodes is set, in which case only this server's own node id exists.
- */
+/** A node that never registered (shared/core/nodes.ts) is NOT_FOUND, as the spec asks. */
 async function publishRpc(core: Core, settings: Settings, req: ControllerPublishVolumeRequest): Promise<ControllerPublishVolumeResponse> {
   const id = validateVolumeId(req.volume_id, 'volume_id');
   const node = validateNodeName(req.node_id, 'node_id');
   const cap = parseCapability(req.volume_capability);
-  if (settings.strictNodes && node !== settings.nodeId) throw notFound(`node ${node} is not known to this twinvol controller`);
   await attach(core, id, node, {
     readonly: req.readonly,
     via: 'csi',
     maxVolumesPerNode: settings.maxVolumesPerNode || undefined,
     access: accessRequestOf(cap),
+    registeredNodesOnly: true,
   });
   return { publish_context: {} };
 }

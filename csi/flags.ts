@@ -10,7 +10,6 @@ export const USAGE = `Usage: twinvol-csi --endpoint unix:///path/csi.sock [optio
   --node-id <id>               this node's id (default: the configured node name)
   --driver-name <name>         plugin name (default: csi.twinvol.io)
   --max-volumes-per-node <n>   reported by NodeGetInfo and enforced at ControllerPublish (default: 0, no limit)
-  --strict-nodes               ControllerPublish to any node but --node-id is NOT_FOUND
   --data-root <dir>            catalog and volume data (TWINVOL_DATA_ROOT)
   --state-dir <dir>            node-scope records (TWINVOL_STATE_DIR)
   --kubelet-dir <dir>          kubelet root; targets must lie below it (TWINVOL_KUBELET_DIR)
@@ -26,7 +25,6 @@ export interface Flags {
   mode: Mode;
   driverName: string;
   maxVolumesPerNode: number;
-  strictNodes: boolean;
   /** Handed to loadConfig; --node-id becomes the node name the core records attachments under. */
   overrides: Partial<Config>;
 }
@@ -48,7 +46,6 @@ export function parseFlags(argv: readonly string[], env: Readonly<Record<string,
         'node-id': { type: 'string' },
         'driver-name': { type: 'string', default: 'csi.twinvol.io' },
         'max-volumes-per-node': { type: 'string', default: '0' },
-        'strict-nodes': { type: 'boolean', default: false },
         'data-root': { type: 'string' },
         'state-dir': { type: 'string' },
         'kubelet-dir': { type: 'string' },
@@ -78,7 +75,6 @@ export function parseFlags(argv: readonly string[], env: Readonly<Record<string,
     mode,
     driverName: values['driver-name'],
     maxVolumesPerNode: Number(max),
-    strictNodes: values['strict-nodes'],
     overrides: {
       nodeName: values['node-id'],
       dataRoot: values['data-root'],

@@ -37,7 +37,6 @@ async function main(): Promise<void> {
       mode: flags.mode,
       nodeId: config.nodeName,
       maxVolumesPerNode: flags.maxVolumesPerNode,
-      strictNodes: flags.strictNodes,
     },
   });
   let stopping = false;

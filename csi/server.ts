@@ -3,6 +3,7 @@ import { Server, ServerCredentials } from '@grpc/grpc-js';
 import type { Config } from '../shared/config.js';
 import { type Core, openCore } from '../shared/core/core.js';
 import { sweepAbandonedWork } from '../shared/core/housekeeping.js';
+import { registerNode } from '../shared/core/nodes.js';
 import type { Logger } from '../shared/log.js';
 import { type ServiceContext, servesController, servesNode, type Settings } from './context.js';
 import { controllerService } from './controller.js';
@@ -13,6 +14,7 @@ import { nodeService } from './node.js';
 import protoText from './proto/csi.proto';
 import { Rpc } from './rpc.js';
 import { checkTools, type Role } from './tools.js';
+import { nodeTopology } from './topology.js';
 
 export interface ServerOptions {
   socketPath: string;
@@ -44,6 +46,9 @@ export async function startServer({ socketPath, settings, config, log }: ServerO
 
   const ctx: ServiceContext = { core: openCore(config), rpc: new Rpc(log), settings, tools };
   await sweepWork(ctx.core, log);
+  // ControllerPublishVolume to a node that never registered is NOT_FOUND: a node server makes its node
+  // known before it serves. A failure here stops the server, since no controller could publish to it.
+  if (servesNode(settings.mode)) await registerNode(ctx.core, settings.nodeId, nodeTopology(settings.nodeId).segments, 'csi');
   const definition = packageDefinitionFromText(protoText);
   const server = new Server();
   // Services this mode does not serve are absent, so grpc-js answers their calls UNIMPLEMENTED.

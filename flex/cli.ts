@@ -1,9 +1,10 @@
 import yargs from 'yargs';
 import { loadConfig } from '../shared/config.js';
 import { type Core, openCore } from '../shared/core/core.js';
+import { listNodes } from '../shared/core/nodes.js';
 import { createVolume, deleteVolume, listVolumes } from '../shared/core/volumes.js';
 import { asTwinvolError, notFound } from '../shared/errors.js';
-import type { VolumeRecord } from '../shared/model.js';
+import type { NodeRecord, VolumeRecord } from '../shared/model.js';
 import { formatSize, parseSize } from '../shared/size.js';
 
 /**
@@ -16,7 +17,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
   const open = () => (core ??= openCore(loadConfig()));
   const parser = yargs([...argv])
     .scriptName('twinvol')
-    .usage('$0 volume <command>\n\nSettings come from /etc/twinvol/config.json (or TWINVOL_CONFIG) and TWINVOL_DATA_ROOT, TWINVOL_STATE_DIR, TWINVOL_KUBELET_DIR.')
+    .usage('$0 volume|node <command>\n\nSettings come from /etc/twinvol/config.json (or TWINVOL_CONFIG) and TWINVOL_DATA_ROOT, TWINVOL_STATE_DIR, TWINVOL_KUBELET_DIR.')
     .command('volume', 'create, delete, list and inspect volumes in the catalog', (y) =>
       y
         .command(
@@ -79,6 +80,21 @@ export async function runCli(argv: readonly string[]): Promise<number> {
         )
         .demandCommand(1, 'name a volume command: create, delete, list or inspect'),
     )
+    .command('node', 'the nodes the catalog knows (ControllerPublishVolume to any other is NOT_FOUND)', (y) =>
+      y
+        .command(
+          'list',
+          'list registered nodes: CSI node servers, and nodes a FlexVolume attach named',
+          (c) => c.option('json', { type: 'boolean', default: false }),
+          async (a) => {
+            const nodes = await listNodes(open());
+            if (a.json) print(nodes);
+            else if (!nodes.length) print('no nodes');
+            else for (const n of nodes) print(describeNode(n));
+          },
+        )
+        .demandCommand(1, 'name a node command: list'),
+    )
     .demandCommand(1)
     .strict()
     .help()
@@ -92,7 +108,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
     await parser.parseAsync();
   } catch (err) {
     if (err instanceof UsageError) {
-      process.stderr.write(`twinvol: ${err.message.replace(/\s+/g, ' ').trim()} (see: twinvol volume --help)\n`);
+      process.stderr.write(`twinvol: ${err.message.replace(/\s+/g, ' ').trim()} (see: twinvol --help)\n`);
       return 2;
     }
     process.stderr.write(`twinvol: ${asTwinvolError(err).message}\n`);
@@ -106,6 +122,11 @@ class UsageError extends Error {}
 
 function print(value: unknown): void {
   process.stdout.write(typeof value === 'string' ? `${value}\n` : `${JSON.stringify(value, null, 2)}\n`);
+}
+
+function describeNode(n: NodeRecord): string {
+  const topology = Object.entries(n.topology).map(([k, v]) => `${k}=${v}`);
+  return `${n.nodeId}\t${n.registeredBy}\t${n.registeredAt}\t${topology.join(',') || '-'}`;
 }
 
 function describe(v: VolumeRecord): string {

@@ -22,9 +22,9 @@ async function main(argv: readonly string[]): Promise<void> {
     sendReply(init());
     return;
   }
-  // The administrator's CLI; kubelet never sends this verb. Anything else unknown (help included)
+  // The administrator's CLI; kubelet never sends these verbs. Anything else unknown (help included)
   // is "Not supported", because kubelet parses whatever is printed as the reply.
-  if (verb === 'volume') {
+  if (verb === 'volume' || verb === 'node') {
     process.exitCode = await loadPacked<typeof import('./cli.js')>('cli').runCli(argv);
     return;
   }

@@ -1,5 +1,6 @@
 import { attach, attachmentOf, detach } from '../shared/core/attachments.js';
 import type { Core } from '../shared/core/core.js';
+import { registerNode } from '../shared/core/nodes.js';
 import { expandOnNode } from '../shared/core/node-volume.js';
 import { publish, unpublish } from '../shared/core/publishing.js';
 import { checkedPathUnder } from '../shared/core/mount-target.js';
@@ -68,6 +69,9 @@ export const VERBS: Record<FlexVerb, VerbSpec> = {
       const { opts, volume } = await volumeFrom(ctx, ctx.args[0]);
       // detach names only the PV: remember which volume it stands for before attaching.
       await rememberPv(ctx.core, opts, volume);
+      // The controller-manager names a node it knows: known to the catalog too from now on, so that
+      // CSI may publish there later (shared/core/nodes.ts).
+      await registerNode(ctx.core, node, undefined, 'flex');
       await attach(ctx.core, volume.id, node, { readonly: false, via: 'flex' });
       return success({ device: '' });
     },

@@ -75,6 +75,20 @@ export interface MountRecord extends Versioned {
   createdAt: string;
 }
 
+/**
+ * A node that may hold volumes, in the catalog: a CSI node server registers its node when it starts, a
+ * FlexVolume attach the node the controller-manager names. ControllerPublishVolume to a node that
+ * never registered is NotFound (shared/core/nodes.ts).
+ */
+export interface NodeRecord extends Versioned {
+  nodeId: string;
+  /** The node's topology segments (shared/topology.ts); {} when registered by FlexVolume, which has none. */
+  topology: Record<string, string>;
+  registeredBy: Origin;
+  /** When this registration (the first, or the last that changed the topology) was written. */
+  registeredAt: string;
+}
+
 /** FlexVolume detach names the PV, not the volume: attach records the mapping here. */
 export interface PvRecord extends Versioned {
   pvName: string;

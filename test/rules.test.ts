@@ -62,6 +62,7 @@ describe('one verdict per rule from the CLI, the FlexVolume executable and the C
 
   it('single-node exclusivity: a volume held by one node is refused to another, naming the holder', async () => {
     expect((await cli('create', 'held', '--size', '16Mi')).refused).toBe(false);
+    await csi.registerNodes('node-b');
     await ctl('ControllerPublishVolume', { volume_id: 'held', node_id: 'node-b', volume_capability: mountCap() });
     expectSame(
       {

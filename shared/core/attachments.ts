@@ -4,6 +4,7 @@ import type { Attachment, Origin, VolumeRecord } from '../model.js';
 import { validateNodeName, validateVolumeId } from '../validate.js';
 import { type AccessRequest, requireAccess } from './access.js';
 import { type Core, now } from './core.js';
+import { requireRegisteredNode } from './nodes.js';
 
 export interface AttachOptions {
   readonly: boolean;
@@ -12,6 +13,12 @@ export interface AttachOptions {
   maxVolumesPerNode?: number;
   /** How the node will use the volume; checked against its backend (shared/core/access.ts). */
   access?: AccessRequest;
+  /**
+   * Refuse a node that never registered (shared/core/nodes.ts) with NotFound, as CSI
+   * ControllerPublishVolume must. FlexVolume registers the node it is given instead: the
+   * controller-manager only names nodes it knows.
+   */
+  registeredNodesOnly?: boolean;
 }
 
 /**
@@ -24,6 +31,7 @@ export async function attach(core: Core, id: string, node: string, opts: AttachO
   const counted = opts.maxVolumesPerNode ? await attachedCount(core, node, id) : 0;
   return core.catalog.lock('volume', id, async () => {
     const volume = await core.catalog.requireVolume(id);
+    if (opts.registeredNodesOnly) await requireRegisteredNode(core, node);
     if (opts.access) requireAccess(volume, opts.access);
     const mine = volume.attachments.find((a) => a.node === node);
     if (mine) {

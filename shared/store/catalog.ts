@@ -2,8 +2,8 @@ import { createHash } from 'node:crypto';
 import { mkdir, readdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { alreadyExists, errnoCode, notFound, TwinvolError } from '../errors.js';
-import type { PvRecord, SnapshotRecord, VolumeRecord } from '../model.js';
-import { validatePvName, validateSnapshotId, validateVolumeId } from '../validate.js';
+import type { NodeRecord, PvRecord, SnapshotRecord, VolumeRecord } from '../model.js';
+import { validateNodeName, validatePvName, validateSnapshotId, validateVolumeId } from '../validate.js';
 import { readRecord, removeRecord, SCHEMA_VERSION, writeRecord } from './json-record.js';
 import { RECORD_SCHEMAS } from './record-schemas.js';
 import { type LockOptions, withLock } from './lock.js';
@@ -14,7 +14,7 @@ const LOCK_OF: Record<Entity, 'volume' | 'snapshot'> = { volumes: 'volume', snap
 /**
  * The cluster-scope catalog under the data root:
  *   volumes/<id>/volume.json (+ image.img or data/), snapshots/<id>/snapshot.json (+ copy),
- *   pvs/<pvName>.json, locks/, and .work/ for entries being built or torn down.
+ *   pvs/<pvName>.json, nodes/<nodeId>.json, locks/, and .work/ for entries being built or torn down.
  * An entry appears and disappears by a single rename of its directory, so a crash never leaves a
  * half-made volume under volumes/: at worst a leftover under .work/, which the next holder of that
  * entry's lock removes (`sweepEntry`), as does a server starting (`sweepAbandoned`).
@@ -54,15 +54,15 @@ export class Catalog {
   }
 
   listVolumeIds(): Promise<string[]> {
-    return this.listIds('volumes');
+    return this.listNames('volumes');
   }
   listSnapshotIds(): Promise<string[]> {
-    return this.listIds('snapshots');
+    return this.listNames('snapshots');
   }
 
-  private async listIds(entity: Entity): Promise<string[]> {
+  private async listNames(dir: Entity | 'nodes'): Promise<string[]> {
     try {
-      const names = await readdir(join(this.root, entity));
+      const names = await readdir(join(this.root, dir));
       return names.filter((n) => !n.startsWith('.')).sort();
     } catch (err) {
       if (errnoCode(err) === 'ENOENT') return [];
@@ -70,9 +70,9 @@ export class Catalog {
     }
   }
 
-  /** Serialises catalog changes to one volume or snapshot across processes and nodes sharing the root. */
-  lock<T>(entity: 'volume' | 'snapshot' | 'pv', id: string, fn: () => Promise<T>, options?: LockOptions): Promise<T> {
-    return withLock(join(this.root, 'locks', `${entity}-${id}.lock`), fn, options);
+  /** Serialises catalog changes to one entry across processes and nodes sharing the root. */
+  lock<T>(entity: 'volume' | 'snapshot' | 'pv' | 'node', id: string, fn: () => Promise<T>, options?: LockOptions): Promise<T> {
+    return withLock(join(this.root, 'locks', fileNameFor(`${entity}-${id}`, '.lock')), fn, options);
   }
 
   /**
@@ -166,15 +166,8 @@ export class Catalog {
     await rm(trash, { recursive: true, force: true });
   }
 
-  /**
-   * A PV name may be 253 characters and a file name only 255 bytes: a name too long for `<name>.json`
-   * is stored under its first 160 characters and a hash of the whole, joined by an `@` that no PV name
-   * holds (so no short name can fall on a long name's file). The record keeps the full name.
-   */
   pvPath(pvName: string): string {
-    const name = validatePvName(pvName);
-    const file = name.length + '.json'.length <= 255 ? name : `${name.slice(0, 160)}@${createHash('sha256').update(name).digest('hex').slice(0, 32)}`;
-    return join(this.root, 'pvs', `${file}.json`);
+    return join(this.root, 'pvs', fileNameFor(validatePvName(pvName), '.json'));
   }
 
   async pvVolume(pvName: string): Promise<string | undefined> {
@@ -191,4 +184,39 @@ export class Catalog {
   forgetPv(pvName: string): Promise<void> {
     return removeRecord(this.pvPath(pvName));
   }
+
+  nodePath(nodeId: string): string {
+    return join(this.root, 'nodes', fileNameFor(validateNodeName(nodeId), '.json'));
+  }
+
+  /** A long id shares its file name's prefix with others: the record names the node it is about. */
+  async getNode(nodeId: string): Promise<NodeRecord | undefined> {
+    const record = await readRecord(this.nodePath(nodeId), RECORD_SCHEMAS.node);
+    return record?.nodeId === nodeId ? record : undefined;
+  }
+
+  putNode(record: NodeRecord): Promise<void> {
+    return writeRecord(this.nodePath(record.nodeId), record);
+  }
+
+  async listNodes(): Promise<NodeRecord[]> {
+    const out: NodeRecord[] = [];
+    for (const name of await this.listNames('nodes')) {
+      if (!name.endsWith('.json')) continue;
+      const record = await readRecord(join(this.root, 'nodes', name), RECORD_SCHEMAS.node);
+      if (record) out.push(record);
+    }
+    return out.sort((a, b) => (a.nodeId < b.nodeId ? -1 : a.nodeId > b.nodeId ? 1 : 0));
+  }
+}
+
+/**
+ * Kubernetes names (PVs, nodes) may be 253 characters and a file name only 255 bytes: a name too long
+ * for `<name><suffix>` is stored under its first 160 characters and a hash of the whole, joined by an
+ * `@` that no Kubernetes name holds (so no short name can fall on a long name's file). Records keep
+ * the full name, and their readers check it.
+ */
+function fileNameFor(name: string, suffix: string): string {
+  if (name.length + suffix.length <= 255) return `${name}${suffix}`;
+  return `${name.slice(0, 160)}@${createHash('sha256').update(name).digest('hex').slice(0, 32)}${suffix}`;
 }

@@ -1,5 +1,5 @@
 import * as z from 'zod/mini';
-import { ACCESS_SCOPES, BACKEND_KINDS, type MountRecord, ORIGINS, type PvRecord, type SnapshotRecord, type VolumeRecord } from '../model.js';
+import { ACCESS_SCOPES, BACKEND_KINDS, type MountRecord, type NodeRecord, ORIGINS, type PvRecord, type SnapshotRecord, type VolumeRecord } from '../model.js';
 
 /**
  * The shape of every record on disk, checked on read (shared/store/json-record.ts): a record from
@@ -62,6 +62,8 @@ const mountRecord = z.strictObject({
 
 const pvRecord = z.strictObject({ schema, pvName: text, volumeId: text });
 
+const nodeRecord = z.strictObject({ schema, nodeId: text, topology: z.record(z.string(), z.string()), registeredBy: origin, registeredAt: timestamp });
+
 /**
  * Takes a schema only when it parses exactly the record type T: `tsc` refuses this file when a field is
  * added to shared/model.ts and not here (or the other way round), so the two cannot drift apart.
@@ -78,6 +80,7 @@ export const RECORD_SCHEMAS = {
   snapshot: exact<SnapshotRecord>()(snapshotRecord),
   mount: exact<MountRecord>()(mountRecord),
   pv: exact<PvRecord>()(pvRecord),
+  node: exact<NodeRecord>()(nodeRecord),
 };
 
 /** What is wrong with a value, one short phrase per problem, with the field's path. */

@@ -349,6 +349,7 @@ describe('strings of 128 bytes and maps of 4 KiB are accepted everywhere', () =>
     expect((await ctl('GetSnapshot', { snapshot_id: name })).snapshot.snapshot_id).toBe(name);
     await ctl('DeleteSnapshot', { snapshot_id: name, secrets: map4k('k') });
     const nodeId = `n${'3'.repeat(127)}`;
+    await csi.registerNodes(nodeId);
     await ctl('ControllerPublishVolume', { volume_id: 'long-src', node_id: nodeId, volume_capability: mountCap() });
     expect((await ctl('ControllerGetVolume', { volume_id: 'long-src' })).status.published_node_ids).toEqual([nodeId]);
     await ctl('ControllerUnpublishVolume', { volume_id: 'long-src', node_id: nodeId });
@@ -366,6 +367,7 @@ describe('secrets never reach the log', () => {
     await ctl('CreateVolume', { name: 'sec-vol', volume_capabilities: [cap], parameters: { backend: 'dir' }, capacity_range: size(MiB), secrets });
     await expectCode(ctl('CreateVolume', { name: 'sec-vol', volume_capabilities: [cap], parameters: { backend: 'dir' }, capacity_range: size(2 * MiB), secrets }), 'ALREADY_EXISTS');
     await ctl('ControllerPublishVolume', { volume_id: 'sec-vol', node_id: 'node-a', volume_capability: cap, secrets });
+    await csi.registerNodes('node-b');
     await expectCode(ctl('ControllerPublishVolume', { volume_id: 'sec-vol', node_id: 'node-b', volume_capability: cap, secrets }), 'FAILED_PRECONDITION');
     const staging = stagingPath(csi.s.kubeletDir, 'sec-vol');
     mkdirSync(staging, { recursive: true });

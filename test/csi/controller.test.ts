@@ -178,6 +178,7 @@ describe('ControllerPublishVolume / ControllerUnpublishVolume', () => {
   it('publishes once per node, refuses a second node for single-node volumes, naming the holder', async () => {
     await ctl('CreateVolume', { name: 'single', volume_capabilities: [mountCap()], capacity_range: size(64 * MiB) });
     const req = { volume_id: 'single', node_id: 'node-a', volume_capability: mountCap() };
+    await csi.registerNodes('node-b');
     expect(await repeatedOk('ControllerPublishVolume', () => ctl('ControllerPublishVolume', req))).toEqual({ publish_context: {} });
     const msg = await expectCode(ctl('ControllerPublishVolume', { ...req, node_id: 'node-b' }), 'FAILED_PRECONDITION');
     expect(msg).toContain('node node-a');
@@ -191,6 +192,7 @@ describe('ControllerPublishVolume / ControllerUnpublishVolume', () => {
 
   it('publishes a multi-node dir volume to several nodes; an empty node id unpublishes from all', async () => {
     await ctl('CreateVolume', { name: 'many', volume_capabilities: [mountCap('', 'MULTI_NODE_MULTI_WRITER')], parameters: { backend: 'dir' }, capacity_range: size(MiB) });
+    await csi.registerNodes('node-b', 'node-c');
     for (const node of ['node-a', 'node-b', 'node-c'])
       await ctl('ControllerPublishVolume', { volume_id: 'many', node_id: node, volume_capability: mountCap('', 'MULTI_NODE_MULTI_WRITER') });
     expect((await ctl('ControllerGetVolume', { volume_id: 'many' })).status.published_node_ids).toEqual(['node-a', 'node-b', 'node-c']);
@@ -206,13 +208,13 @@ describe('ControllerPublishVolume / ControllerUnpublishVolume', () => {
   });
 });
 
-describe('ControllerPublishVolume with --strict-nodes and a volume limit', () => {
-  const strict = useCsiServer({ nodeId: 'node-s', args: ['--strict-nodes', '--max-volumes-per-node', '1'] });
+describe('ControllerPublishVolume with a volume limit', () => {
+  const limited = useCsiServer({ nodeId: 'node-s', args: ['--max-volumes-per-node', '1'] });
 
-  it('answers NOT_FOUND for a node other than its own, RESOURCE_EXHAUSTED past the limit', async () => {
-    for (const name of ['lim-1', 'lim-2']) await strict.ctl('CreateVolume', { name, volume_capabilities: [mountCap()], parameters: { backend: 'dir' }, capacity_range: size(MiB) });
-    const pub = (volume_id: string, node_id: string) => strict.ctl('ControllerPublishVolume', { volume_id, node_id, volume_capability: mountCap() });
-    expect(await expectCode(pub('lim-1', 'node-x'), 'NOT_FOUND')).toContain('node node-x');
+  it('answers NOT_FOUND for a node that never registered, RESOURCE_EXHAUSTED past the limit', async () => {
+    for (const name of ['lim-1', 'lim-2']) await limited.ctl('CreateVolume', { name, volume_capabilities: [mountCap()], parameters: { backend: 'dir' }, capacity_range: size(MiB) });
+    const pub = (volume_id: string, node_id: string) => limited.ctl('ControllerPublishVolume', { volume_id, node_id, volume_capability: mountCap() });
+    expect(await expectCode(pub('lim-1', 'node-x'), 'NOT_FOUND')).toContain('node node-x is not registered');
     await pub('lim-1', 'node-s');
     expect(await expectCode(pub('lim-2', 'node-s'), 'RESOURCE_EXHAUSTED')).toContain('node node-s');
     await pub('lim-1', 'node-s');

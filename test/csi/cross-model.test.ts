@@ -64,6 +64,7 @@ describe('one catalog for both models', () => {
     const core = flexCore();
     await ctl('CreateVolume', { name: 'exclusive', volume_capabilities: [mountCap()], capacity_range: { required_bytes: String(16 * MiB) } });
     await attach(core, 'exclusive', 'node-flex', { readonly: false, via: 'flex' });
+    await csi.registerNodes('node-b');
 
     const msg = await expectCode(ctl('ControllerPublishVolume', { volume_id: 'exclusive', node_id: 'node-b', volume_capability: mountCap() }), 'FAILED_PRECONDITION');
     expect(msg).toContain('node node-flex');

@@ -94,6 +94,7 @@ describe('NodeStageVolume', () => {
     mkdirSync(staging, { recursive: true });
     const req = { volume_id: 'st-elsewhere', staging_target_path: staging, volume_capability: mountCap() };
     expect(await expectCode(node('NodeStageVolume', req), 'FAILED_PRECONDITION')).toContain('not attached to node node-a');
+    await csi.registerNodes('node-z');
     await ctl('ControllerPublishVolume', { volume_id: 'st-elsewhere', node_id: 'node-z', volume_capability: mountCap() });
     expect(await expectCode(node('NodeStageVolume', req), 'FAILED_PRECONDITION')).toContain('node node-z');
     expect(mountAt(staging)).toBeUndefined();

@@ -87,8 +87,13 @@ export interface CliResult {
 
 /** The administrator's CLI (`twinvol volume ...`), which is human output, not the kubelet protocol. */
 export function runCli(env: Record<string, string>, args: readonly string[]): Promise<CliResult> {
+  return runAdmin(env, ['volume', ...args]);
+}
+
+/** Any command of the administrator's CLI (`twinvol node list`, `twinvol volume ...`). */
+export function runAdmin(env: Record<string, string>, args: readonly string[]): Promise<CliResult> {
   return new Promise((done, fail) => {
-    const child = spawn(FLEX_BIN, ['volume', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: '/usr/bin:/bin', ...env } });
+    const child = spawn(FLEX_BIN, [...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: '/usr/bin:/bin', ...env } });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));

@@ -1,4 +1,7 @@
 import { afterAll, beforeAll } from 'vitest';
+import { registerNode } from '../../../shared/core/nodes.js';
+import { nodeSegments } from '../../../shared/topology.js';
+import { coreIn } from '../../shared/core-scratch.js';
 import { type CsiClient, type ServiceCall, serviceCall } from './client.js';
 import { createCsiScratch, type CsiScratch } from './scratch.js';
 import { type LaunchOptions, launchCsi, type RunningCsi } from './server.js';
@@ -10,6 +13,11 @@ export interface CsiSuite {
   identity: ServiceCall<'Identity'>;
   ctl: ServiceCall<'Controller'>;
   node: ServiceCall<'Node'>;
+  /**
+   * Makes other nodes known to the catalog, as their node servers would as they start
+   * (shared/core/nodes.ts): ControllerPublishVolume to a node that never registered is NOT_FOUND.
+   */
+  registerNodes(...ids: string[]): Promise<void>;
 }
 
 /**
@@ -41,6 +49,10 @@ export function useCsiServer(options: LaunchOptions = {}): CsiSuite {
     },
     get server() {
       return need(running);
+    },
+    async registerNodes(...ids) {
+      const core = coreIn(need(scratch));
+      for (const id of ids) await registerNode(core, id, nodeSegments(id), 'csi');
     },
     get client() {
       return need(running).client;

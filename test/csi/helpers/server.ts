@@ -8,7 +8,7 @@ export const CSI_BIN = resolve(import.meta.dirname, '../../../dist/csi/twinvol-c
 
 export interface LaunchOptions {
   nodeId?: string;
-  /** Further command-line flags (--strict-nodes, --max-volumes-per-node 2, --mode node ...). */
+  /** Further command-line flags (--max-volumes-per-node 2, --mode node ...). */
   args?: string[];
   /** Variables over the plain environment (a PATH with a stalling tool first, say). */
   env?: NodeJS.ProcessEnv;
