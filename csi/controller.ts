@@ -5,14 +5,15 @@ import { attach, detach } from '../shared/core/attachments.js';
 import { contradiction } from '../shared/core/contradiction.js';
 import type { Core } from '../shared/core/core.js';
 import { createSnapshot, deleteSnapshot, getSnapshot, listSnapshots } from '../shared/core/snapshots.js';
-import { createVolume, deleteVolume, expandVolume, validateBackend } from '../shared/core/volumes.js';
+import { deleteVolume, expandVolume } from '../shared/core/volumes.js';
 import { errnoCode, invalidArgument } from '../shared/errors.js';
-import type { AccessScope, ContentSource, VolumeRecord } from '../shared/model.js';
-import { validateBlockFsType, validateNodeName, validateSnapshotId, validateVolumeId } from '../shared/validate.js';
-import { type Capability, accessRequestOf, mismatch, parseCapabilities, parseCapability } from './capabilities.js';
-import { DEFAULT_SIZE_BYTES, sizeFromRange } from './capacity.js';
+import type { VolumeRecord } from '../shared/model.js';
+import { validateNodeName, validateSnapshotId, validateVolumeId } from '../shared/validate.js';
+import { accessRequestOf, mismatch, parseCapabilities, parseCapability } from './capabilities.js';
+import { sizeFromRange } from './capacity.js';
 import { volumeCondition } from './condition.js';
 import type { ServiceContext, Settings } from './context.js';
+import { createVolumeRpc } from './create-volume.js';
 import { toCsiSnapshot, toCsiVolume } from './convert.js';
 import type {
   ControllerCapabilityName,
@@ -39,11 +40,10 @@ import type {
   SnapshotResponse,
   ValidateVolumeCapabilitiesRequest,
   ValidateVolumeCapabilitiesResponse,
-  VolumeContentSource,
   VolumeStatus,
 } from './messages.js';
 import { paginate } from './paging.js';
-import { CREATE_KEYS, pluginKeys, withoutCoKeys } from './parameters.js';
+import { pluginKeys, withoutCoKeys } from './parameters.js';
 
 const CAPABILITIES: ControllerCapabilityName[] = [
   'CREATE_DELETE_VOLUME',
@@ -133,45 +133,6 @@ export function controllerService({ core, rpc, settings }: ServiceContext): Unty
     ),
     ControllerModifyVolume: rpc.unimplemented('ControllerModifyVolume'),
   };
-}
-
-async function createVolumeRpc(core: Core, req: CreateVolumeRequest): Promise<CreateVolumeResponse> {
-  const id = validateVolumeId(req.name, 'name');
-  const caps = parseCapabilities(req.volume_capabilities);
-  const params = pluginKeys(req.parameters, 'parameters', CREATE_KEYS);
-  const backend = validateBackend(params.backend ?? 'block');
-  const fsType = backend === 'block' ? blockFsType(core, params.fsType, caps) : backend === 'static' ? params.fsType : '';
-  const access: AccessScope = caps.some((c) => c.scope === 'multi-node') ? 'multi-node' : 'single-node';
-  const capacityBytes = sizeFromRange(req.capacity_range, backend === 'static' ? 0 : DEFAULT_SIZE_BYTES, backend === 'block');
-  const { volume } = await createVolume(core, {
-    id,
-    backend,
-    capacityBytes,
-    fsType,
-    access,
-    source: params.source,
-    mountOptions: params.mountOptions,
-    parameters: params,
-    contentSource: contentSourceOf(req.volume_content_source),
-    createdBy: 'csi',
-    accessRequests: caps.map(accessRequestOf),
-  });
-  return { volume: toCsiVolume(volume) };
-}
-
-/** The StorageClass's fsType, else the one the mount capabilities name, else the configured default. */
-function blockFsType(core: Core, param: string | undefined, caps: readonly Capability[]): string {
-  const named = new Set(caps.filter((c) => c.access === 'mount' && c.fsType).map((c) => c.fsType));
-  if (param) named.add(param);
-  if (named.size > 1) throw invalidArgument(`conflicting filesystem types requested: ${[...named].join(', ')}`);
-  return validateBlockFsType([...named][0], core.config.defaultFsType);
-}
-
-function contentSourceOf(src: VolumeContentSource | null | undefined): ContentSource | undefined {
-  if (!src) return undefined;
-  if (src.snapshot) return { kind: 'snapshot', id: validateSnapshotId(src.snapshot.snapshot_id, 'volume_content_source.snapshot.snapshot_id') };
-  if (src.volume) return { kind: 'volume', id: validateVolumeId(src.volume.volume_id, 'volume_content_source.volume.volume_id') };
-  throw invalidArgument('volume_content_source must name a snapshot or a volume');
 }
 
 /** A node that never registered (shared/core/nodes.ts) is NOT_FOUND, as the spec asks. */

@@ -1,0 +1,50 @@
+import type { Core } from '../shared/core/core.js';
+import { createVolume, validateBackend } from '../shared/core/volumes.js';
+import { invalidArgument } from '../shared/errors.js';
+import type { AccessScope, ContentSource } from '../shared/model.js';
+import { validateBlockFsType, validateSnapshotId, validateVolumeId } from '../shared/validate.js';
+import { type Capability, accessRequestOf, parseCapabilities } from './capabilities.js';
+import { DEFAULT_SIZE_BYTES, sizeFromRange } from './capacity.js';
+import { toCsiVolume } from './convert.js';
+import type { CreateVolumeRequest, CreateVolumeResponse, VolumeContentSource } from './messages.js';
+import { CREATE_KEYS, pluginKeys } from './parameters.js';
+
+/** CreateVolume translated to the core's createVolume (shared/core/volumes.ts). */
+export async function createVolumeRpc(core: Core, req: CreateVolumeRequest): Promise<CreateVolumeResponse> {
+  const id = validateVolumeId(req.name, 'name');
+  const caps = parseCapabilities(req.volume_capabilities);
+  const params = pluginKeys(req.parameters, 'parameters', CREATE_KEYS);
+  const backend = validateBackend(params.backend ?? 'block');
+  const fsType = backend === 'block' ? blockFsType(core, params.fsType, caps) : backend === 'static' ? params.fsType : '';
+  const access: AccessScope = caps.some((c) => c.scope === 'multi-node') ? 'multi-node' : 'single-node';
+  const capacityBytes = sizeFromRange(req.capacity_range, backend === 'static' ? 0 : DEFAULT_SIZE_BYTES, backend === 'block');
+  const { volume } = await createVolume(core, {
+    id,
+    backend,
+    capacityBytes,
+    fsType,
+    access,
+    source: params.source,
+    mountOptions: params.mountOptions,
+    parameters: params,
+    contentSource: contentSourceOf(req.volume_content_source),
+    createdBy: 'csi',
+    accessRequests: caps.map(accessRequestOf),
+  });
+  return { volume: toCsiVolume(volume) };
+}
+
+/** The StorageClass's fsType, else the one the mount capabilities name, else the configured default. */
+function blockFsType(core: Core, param: string | undefined, caps: readonly Capability[]): string {
+  const named = new Set(caps.filter((c) => c.access === 'mount' && c.fsType).map((c) => c.fsType));
+  if (param) named.add(param);
+  if (named.size > 1) throw invalidArgument(`conflicting filesystem types requested: ${[...named].join(', ')}`);
+  return validateBlockFsType([...named][0], core.config.defaultFsType);
+}
+
+function contentSourceOf(src: VolumeContentSource | null | undefined): ContentSource | undefined {
+  if (!src) return undefined;
+  if (src.snapshot) return { kind: 'snapshot', id: validateSnapshotId(src.snapshot.snapshot_id, 'volume_content_source.snapshot.snapshot_id') };
+  if (src.volume) return { kind: 'volume', id: validateVolumeId(src.volume.volume_id, 'volume_content_source.volume.volume_id') };
+  throw invalidArgument('volume_content_source must name a snapshot or a volume');
+}
