@@ -7,6 +7,8 @@ import type { Core } from '../shared/core/core.js';
 import { createSnapshot, deleteSnapshot, getSnapshot, listSnapshots } from '../shared/core/snapshots.js';
 import { deleteVolume, expandVolume } from '../shared/core/volumes.js';
 import { errnoCode, invalidArgument } from '../shared/errors.js';
+import { idForNameOrUndefined, validateName } from '../shared/names.js';
+import type { LogFields } from '../shared/log.js';
 import type { VolumeRecord } from '../shared/model.js';
 import { validateNodeName, validateSnapshotId, validateVolumeId } from '../shared/validate.js';
 import { accessRequestOf, mismatch, parseCapabilities, parseCapability } from './capabilities.js';
@@ -75,8 +77,8 @@ export function controllerService({ core, rpc, settings }: ServiceContext): Unty
 
   return {
     CreateVolume: rpc.unary<CreateVolumeRequest, CreateVolumeResponse>('CreateVolume', (r) => createVolumeRpc(core, r), {
-      describe: (r) => ({ volumeId: r.name }),
-      exclusiveOn: (r) => `volume/${r.name}`,
+      describe: (r) => named(r.name, 'volumeId'),
+      exclusiveOn: (r) => `volume/${idForNameOrUndefined(r.name) ?? r.name}`,
     }),
     DeleteVolume: rpc.unary<DeleteVolumeRequest, Empty>('DeleteVolume', async (r) => {
       await deleteVolume(core, validateVolumeId(r.volume_id, 'volume_id'));
@@ -109,11 +111,14 @@ export function controllerService({ core, rpc, settings }: ServiceContext): Unty
       capabilities: CAPABILITIES.map((type) => ({ rpc: { type } })),
     })),
     CreateSnapshot: rpc.unary<CreateSnapshotRequest, SnapshotResponse>('CreateSnapshot', async (r) => {
-      const name = validateSnapshotId(r.name, 'name');
+      const name = validateName(r.name, 'name');
       const source = validateVolumeId(r.source_volume_id, 'source_volume_id');
       pluginKeys(r.parameters, 'parameters', []);
       return { snapshot: toCsiSnapshot((await createSnapshot(core, name, source)).snapshot) };
-    }, { describe: (r) => ({ snapshotId: r.name, volumeId: r.source_volume_id }), exclusiveOn: (r) => `snapshot/${r.name}` }),
+    }, {
+      describe: (r) => ({ ...named(r.name, 'snapshotId'), volumeId: r.source_volume_id }),
+      exclusiveOn: (r) => `snapshot/${idForNameOrUndefined(r.name) ?? r.name}`,
+    }),
     DeleteSnapshot: rpc.unary<SnapshotIdRequest, Empty>('DeleteSnapshot', async (r) => {
       await deleteSnapshot(core, validateSnapshotId(r.snapshot_id, 'snapshot_id'));
       return {};
@@ -133,6 +138,12 @@ export function controllerService({ core, rpc, settings }: ServiceContext): Unty
     ),
     ControllerModifyVolume: rpc.unimplemented('ControllerModifyVolume'),
   };
+}
+
+/** A created entry's id for the log line, and its name too when the id was derived from it. */
+function named(name: string, key: 'volumeId' | 'snapshotId'): LogFields {
+  const id = idForNameOrUndefined(name);
+  return id === name ? { [key]: id } : { ...(id ? { [key]: id } : {}), name };
 }
 
 /** A node that never registered (shared/core/nodes.ts) is NOT_FOUND, as the spec asks. */

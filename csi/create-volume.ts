@@ -1,6 +1,7 @@
 import type { Core } from '../shared/core/core.js';
 import { createVolume, validateBackend } from '../shared/core/volumes.js';
 import { invalidArgument } from '../shared/errors.js';
+import { idForName } from '../shared/names.js';
 import type { AccessScope, ContentSource } from '../shared/model.js';
 import { validateBlockFsType, validateSnapshotId, validateVolumeId } from '../shared/validate.js';
 import { type Capability, accessRequestOf, parseCapabilities } from './capabilities.js';
@@ -11,7 +12,7 @@ import { CREATE_KEYS, pluginKeys } from './parameters.js';
 
 /** CreateVolume translated to the core's createVolume (shared/core/volumes.ts). */
 export async function createVolumeRpc(core: Core, req: CreateVolumeRequest): Promise<CreateVolumeResponse> {
-  const id = validateVolumeId(req.name, 'name');
+  const id = idForName(req.name, 'name');
   const caps = parseCapabilities(req.volume_capabilities);
   const params = pluginKeys(req.parameters, 'parameters', CREATE_KEYS);
   const backend = validateBackend(params.backend ?? 'block');
@@ -20,6 +21,7 @@ export async function createVolumeRpc(core: Core, req: CreateVolumeRequest): Pro
   const capacityBytes = sizeFromRange(req.capacity_range, backend === 'static' ? 0 : DEFAULT_SIZE_BYTES, backend === 'block');
   const { volume } = await createVolume(core, {
     id,
+    name: req.name,
     backend,
     capacityBytes,
     fsType,

@@ -24,8 +24,10 @@ export interface ContentSource {
 
 /** Catalog record of one volume: cluster scope, beside its data under the data root. */
 export interface VolumeRecord extends Versioned {
-  /** Also the CSI CreateVolume name, which twinvol uses as the id. */
+  /** The CSI CreateVolume name when that is a valid id, else derived from it (shared/names.ts). */
   id: string;
+  /** The CSI CreateVolume name, only when it differs from the id; a repeated create must give the same. */
+  name?: string;
   backend: BackendKind;
   capacityBytes: number;
   /** block: ext4 or xfs; static: the source's type; dir: "". */
@@ -45,8 +47,10 @@ export interface VolumeRecord extends Versioned {
 }
 
 export interface SnapshotRecord extends Versioned {
-  /** Also the CSI CreateSnapshot name. */
+  /** The CSI CreateSnapshot name when that is a valid id, else derived from it (shared/names.ts). */
   id: string;
+  /** The CSI CreateSnapshot name, only when it differs from the id; a repeated create must give the same. */
+  name?: string;
   sourceVolumeId: string;
   backend: BackendKind;
   fsType: string;

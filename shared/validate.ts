@@ -10,18 +10,26 @@ function describe(value: string): string {
   return JSON.stringify(shown.replace(/\0/g, '\\0'));
 }
 
+/** Why `value` is not a valid name of this kind, or undefined when it is. */
+function whyInvalid(value: string, what: string, maxBytes: number): string | undefined {
+  if (value === '') return `${what} is required`;
+  if (value.includes('\0')) return `${what} ${describe(value)} contains a NUL byte`;
+  if (Buffer.byteLength(value) > maxBytes) return `${what} is longer than ${maxBytes} bytes`;
+  if (value.includes('..') || value.includes('/')) return `${what} ${describe(value)} must not contain ".." or "/"`;
+  if (!ID_PATTERN.test(value)) return `${what} ${describe(value)} may only hold letters, digits, ".", "_" and "-", starting with a letter or digit`;
+  return undefined;
+}
+
 function checkName(value: unknown, what: string, maxBytes: number): string {
-  if (typeof value !== 'string' || value === '') throw invalidArgument(`${what} is required`);
-  if (value.includes('\0')) throw invalidArgument(`${what} ${describe(value)} contains a NUL byte`);
-  if (Buffer.byteLength(value) > maxBytes) throw invalidArgument(`${what} is longer than ${maxBytes} bytes`);
-  if (value.includes('..') || value.includes('/'))
-    throw invalidArgument(`${what} ${describe(value)} must not contain ".." or "/"`);
-  if (!ID_PATTERN.test(value))
-    throw invalidArgument(`${what} ${describe(value)} may only hold letters, digits, ".", "_" and "-", starting with a letter or digit`);
+  if (typeof value !== 'string') throw invalidArgument(`${what} is required`);
+  const why = whyInvalid(value, what, maxBytes);
+  if (why !== undefined) throw invalidArgument(why);
   return value;
 }
 
 export const validateVolumeId = (value: unknown, what = 'volume id') => checkName(value, what, MAX_ID_BYTES);
+/** Whether a string is a valid volume or snapshot id (the two share one rule), without throwing. */
+export const isValidId = (value: string): boolean => whyInvalid(value, 'id', MAX_ID_BYTES) === undefined;
 export const validateSnapshotId = (value: unknown, what = 'snapshot id') => checkName(value, what, MAX_ID_BYTES);
 /** Kubernetes object names (PVs, nodes) are DNS subdomains of up to 253 characters. */
 export const validateNodeName = (value: unknown, what = 'node name') => checkName(value, what, 253);

@@ -2,7 +2,8 @@ import { backendFor } from '../backends/index.js';
 import { alreadyExists, invalidArgument, notFound } from '../errors.js';
 import type { SnapshotRecord } from '../model.js';
 import { SCHEMA_VERSION } from '../store/json-record.js';
-import { validateSnapshotId, validateVolumeId } from '../validate.js';
+import { idForName, requireSameName } from '../names.js';
+import { isValidId, validateSnapshotId, validateVolumeId } from '../validate.js';
 import { type Core, now } from './core.js';
 
 export interface CreateSnapshotResult {
@@ -11,19 +12,21 @@ export interface CreateSnapshotResult {
 }
 
 /**
- * Copies a volume's data into a snapshot named `name` (which is its id). Repeating the call with the
+ * Copies a volume's data into a snapshot named `name`; its id is the name's (`idForName`,
+ * shared/names.ts), and the record keeps a name that differs from it. Repeating the call with the
  * same source answers the existing snapshot; the same name for another source is AlreadyExists.
  * Snapshots are full (sparse, reflinked where possible) copies, so a volume never depends on them.
  * Data a node still holds in its page cache is not in the copy: the copy is crash-consistent.
  */
 export async function createSnapshot(core: Core, name: string, sourceVolumeId: string): Promise<CreateSnapshotResult> {
-  validateSnapshotId(name, 'snapshot name');
+  const id = idForName(name, 'snapshot name');
   validateVolumeId(sourceVolumeId, 'source volume id');
-  return core.catalog.lock('snapshot', name, async () => {
-    const existing = await core.catalog.getSnapshot(name);
+  return core.catalog.lock('snapshot', id, async () => {
+    const existing = await core.catalog.getSnapshot(id);
     if (existing) {
+      requireSameName('snapshot', existing, name);
       if (existing.sourceVolumeId !== sourceVolumeId)
-        throw alreadyExists(`snapshot ${name} already exists with source volume ${existing.sourceVolumeId}`);
+        throw alreadyExists(`snapshot ${id} already exists with source volume ${existing.sourceVolumeId}`);
       return { snapshot: existing, created: false };
     }
     // Held while copying, so the source cannot be deleted or grown halfway through the copy.
@@ -32,7 +35,8 @@ export async function createSnapshot(core: Core, name: string, sourceVolumeId: s
       if (volume.backend === 'static') throw invalidArgument(`volume ${volume.id} is static: twinvol does not own its data and cannot snapshot it`);
       const snapshot: SnapshotRecord = {
         schema: SCHEMA_VERSION,
-        id: name,
+        id,
+        ...(name !== id ? { name } : {}),
         sourceVolumeId,
         backend: volume.backend,
         fsType: volume.fsType,
@@ -76,13 +80,4 @@ export async function listSnapshots(core: Core, filter: SnapshotFilter = {}): Pr
     if (s && (!filter.sourceVolumeId || s.sourceVolumeId === filter.sourceVolumeId)) out.push(s);
   }
   return out;
-}
-
-function isValidId(id: string): boolean {
-  try {
-    validateSnapshotId(id);
-    return true;
-  } catch {
-    return false;
-  }
 }

@@ -11,6 +11,7 @@ import {
   validateStaticSource,
   validateVolumeId,
 } from '../validate.js';
+import { idForName, requireSameName } from '../names.js';
 import { requireSourceAllowed } from '../static-source.js';
 import { type AccessRequest, filesystemAccess, requireAccess } from './access.js';
 import { type Core, now } from './core.js';
@@ -18,6 +19,11 @@ import type { PopulateSource } from '../backends/backend.js';
 
 export interface CreateVolumeSpec {
   id: string;
+  /**
+   * The name the volume was asked for by (CSI CreateVolume), when `id` is that name's id
+   * (`idForName`, shared/names.ts). The record keeps it, and a repeat must give the same name.
+   */
+  name?: string;
   backend: string;
   capacityBytes: number;
   fsType?: string;
@@ -40,11 +46,13 @@ export function validateBackend(value: unknown): BackendKind {
 function recordFor(core: Core, spec: CreateVolumeSpec): VolumeRecord {
   const backend = validateBackend(spec.backend);
   const id = validateVolumeId(spec.id);
+  if (spec.name !== undefined && idForName(spec.name) !== id) throw invalidArgument(`volume id ${id} is not the id of the name it was asked for by`);
   if (!Number.isSafeInteger(spec.capacityBytes) || spec.capacityBytes < 0) throw invalidArgument('capacity must be a whole number of bytes');
   if (backend !== 'static' && spec.capacityBytes === 0) throw invalidArgument(`a ${backend} volume needs a size`);
   const record: VolumeRecord = {
     schema: SCHEMA_VERSION,
     id,
+    ...(spec.name !== undefined && spec.name !== id ? { name: spec.name } : {}),
     backend,
     capacityBytes: spec.capacityBytes,
     fsType: '',
@@ -97,6 +105,7 @@ export async function createVolume(core: Core, spec: CreateVolumeSpec): Promise<
   return core.catalog.lock('volume', wanted.id, async () => {
     const existing = await core.catalog.getVolume(wanted.id);
     if (existing) {
+      if (spec.name !== undefined) requireSameName('volume', existing, spec.name);
       const diff = differences(existing, wanted);
       if (diff.length) throw alreadyExists(`volume ${wanted.id} already exists with another spec (${diff.join(', ')})`);
       return { volume: existing, created: false };

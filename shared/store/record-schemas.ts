@@ -21,6 +21,7 @@ const attachment = z.strictObject({ node: text, readonly: z.boolean(), at: times
 const volumeRecord = z.strictObject({
   schema,
   id: text,
+  name: z.optional(text),
   backend: z.enum(BACKEND_KINDS),
   capacityBytes: count,
   fsType: z.string(),
@@ -38,6 +39,7 @@ const volumeRecord = z.strictObject({
 const snapshotRecord = z.strictObject({
   schema,
   id: text,
+  name: z.optional(text),
   sourceVolumeId: text,
   backend: z.enum(BACKEND_KINDS),
   fsType: z.string(),
