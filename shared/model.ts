@@ -10,6 +10,22 @@ export type AccessScope = (typeof ACCESS_SCOPES)[number];
 export const ORIGINS = ['cli', 'flex', 'csi'] as const;
 export type Origin = (typeof ORIGINS)[number];
 
+/**
+ * How a caller wants to use a volume, in neither model's words: FlexVolume and the admin CLI only say
+ * single- or multi-node, CSI says it with an access mode and an access type (csi/capabilities.ts).
+ */
+export interface AccessRequest {
+  scope: AccessScope;
+  /** The device itself, no filesystem (CSI block access). */
+  raw: boolean;
+  /** Only reads (the *_READER_ONLY modes). */
+  readerOnly: boolean;
+  /** One published writer at a time on the node (SINGLE_NODE_SINGLE_WRITER). */
+  singleWriter: boolean;
+  /** A filesystem type the caller names; "" leaves it to the volume. */
+  fsType: string;
+}
+
 export interface Attachment {
   node: string;
   readonly: boolean;
@@ -33,6 +49,12 @@ export interface VolumeRecord extends Versioned {
   /** block: ext4 or xfs; static: the source's type; dir: "". */
   fsType: string;
   access: AccessScope;
+  /**
+   * The access requests the volume was created for, as a set (sorted, no duplicates: see accessSet in
+   * shared/core/access.ts), compared on a repeated create. Absent in records written before they
+   * were kept: those compare by `access` alone.
+   */
+  accessRequests?: AccessRequest[];
   /** static only. */
   source?: string;
   mountOptions?: string[];

@@ -1,22 +1,8 @@
 import { backendFor } from '../backends/index.js';
 import { invalidArgument } from '../errors.js';
-import type { AccessScope, BackendKind } from '../model.js';
+import type { AccessRequest, AccessScope, BackendKind } from '../model.js';
 
-/**
- * How a caller wants to use a volume, in neither model's words: FlexVolume and the admin CLI only say
- * single- or multi-node, CSI says it with an access mode and an access type.
- */
-export interface AccessRequest {
-  scope: AccessScope;
-  /** The device itself, no filesystem (CSI block access). */
-  raw: boolean;
-  /** Only reads (the *_READER_ONLY modes). */
-  readerOnly: boolean;
-  /** One published writer at a time on the node (SINGLE_NODE_SINGLE_WRITER). */
-  singleWriter: boolean;
-  /** A filesystem type the caller names; "" leaves it to the volume. */
-  fsType: string;
-}
+export type { AccessRequest } from '../model.js';
 
 /** What decides whether an access request fits a volume: its record, or the record a create asks for. */
 export interface VolumeShape {
@@ -34,6 +20,16 @@ export const filesystemAccess = (scope: AccessScope): AccessRequest => ({
   singleWriter: false,
   fsType: '',
 });
+
+/**
+ * Requests as a set, in one order: what a volume record keeps, so that the same requests in another
+ * order, or repeated, compare equal (CSI lists capabilities in no particular order).
+ */
+export function accessSet(requests: readonly AccessRequest[]): AccessRequest[] {
+  const key = (r: AccessRequest) => JSON.stringify([r.scope, r.raw, r.readerOnly, r.singleWriter, r.fsType]);
+  const byKey = new Map(requests.map((r) => [key(r), { scope: r.scope, raw: r.raw, readerOnly: r.readerOnly, singleWriter: r.singleWriter, fsType: r.fsType }]));
+  return [...byKey.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, r]) => r);
+}
 
 /**
  * The one rule of access mode against backend, for every front end (create, publish, validate): why

@@ -13,7 +13,7 @@ import {
 } from '../validate.js';
 import { idForName, requireSameName } from '../names.js';
 import { requireSourceAllowed } from '../static-source.js';
-import { type AccessRequest, filesystemAccess, requireAccess } from './access.js';
+import { type AccessRequest, accessSet, filesystemAccess, requireAccess } from './access.js';
 import { type Core, now } from './core.js';
 import type { PopulateSource } from '../backends/backend.js';
 
@@ -33,7 +33,10 @@ export interface CreateVolumeSpec {
   parameters?: Record<string, string>;
   contentSource?: ContentSource;
   createdBy: Origin;
-  /** How the volume will be used (CSI: one per volume capability); default a filesystem at `access` scope. */
+  /**
+   * How the volume will be used (CSI: one per volume capability); default a filesystem at `access`
+   * scope (FlexVolume, the CLI). Kept in the record as a set and compared on a repeat.
+   */
   accessRequests?: readonly AccessRequest[];
 }
 
@@ -49,6 +52,8 @@ function recordFor(core: Core, spec: CreateVolumeSpec): VolumeRecord {
   if (spec.name !== undefined && idForName(spec.name) !== id) throw invalidArgument(`volume id ${id} is not the id of the name it was asked for by`);
   if (!Number.isSafeInteger(spec.capacityBytes) || spec.capacityBytes < 0) throw invalidArgument('capacity must be a whole number of bytes');
   if (backend !== 'static' && spec.capacityBytes === 0) throw invalidArgument(`a ${backend} volume needs a size`);
+  const access = spec.access ?? 'single-node';
+  const accessRequests = accessSet(spec.accessRequests ?? [filesystemAccess(access)]);
   const record: VolumeRecord = {
     schema: SCHEMA_VERSION,
     id,
@@ -56,7 +61,8 @@ function recordFor(core: Core, spec: CreateVolumeSpec): VolumeRecord {
     backend,
     capacityBytes: spec.capacityBytes,
     fsType: '',
-    access: spec.access ?? 'single-node',
+    access,
+    accessRequests,
     parameters: spec.parameters ?? {},
     attachments: [],
     createdBy: spec.createdBy,
@@ -72,7 +78,7 @@ function recordFor(core: Core, spec: CreateVolumeSpec): VolumeRecord {
     throw invalidArgument(`source and mountOptions belong to static volumes, not ${backend}`);
   }
   if (spec.contentSource) record.contentSource = spec.contentSource;
-  for (const request of spec.accessRequests ?? [filesystemAccess(record.access)]) requireAccess(record, request);
+  for (const request of accessRequests) requireAccess(record, request);
   return record;
 }
 
@@ -83,7 +89,10 @@ function differences(existing: VolumeRecord, wanted: VolumeRecord): string[] {
   if (existing.backend !== wanted.backend) diff.push(`backend ${existing.backend}`);
   if (existing.capacityBytes !== wanted.capacityBytes) diff.push(`size ${existing.capacityBytes} bytes`);
   if (existing.fsType !== wanted.fsType) diff.push(`fsType ${existing.fsType || '(none)'}`);
+  // Modes of the same scope are told apart by the requests, which a record from before they were kept
+  // does not have: it compares by scope alone, as twinvol did when it wrote that record.
   if (existing.access !== wanted.access) diff.push(`access ${existing.access}`);
+  else if (existing.accessRequests && !same(accessSet(existing.accessRequests), wanted.accessRequests ?? [])) diff.push('access modes');
   if (existing.source !== wanted.source) diff.push('source');
   if (!same(existing.mountOptions ?? [], wanted.mountOptions ?? [])) diff.push('mountOptions');
   if (!same(existing.parameters, wanted.parameters)) diff.push('parameters');

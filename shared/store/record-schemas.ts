@@ -16,6 +16,8 @@ const timestamp = z.string();
 const origin = z.enum(ORIGINS);
 const schema = z.number().check(z.int(), z.positive());
 
+const accessRequest = z.strictObject({ scope: z.enum(ACCESS_SCOPES), raw: z.boolean(), readerOnly: z.boolean(), singleWriter: z.boolean(), fsType: z.string() });
+
 const attachment = z.strictObject({ node: text, readonly: z.boolean(), at: timestamp, via: origin });
 
 const volumeRecord = z.strictObject({
@@ -26,6 +28,7 @@ const volumeRecord = z.strictObject({
   capacityBytes: count,
   fsType: z.string(),
   access: z.enum(ACCESS_SCOPES),
+  accessRequests: z.optional(z.array(accessRequest)),
   source: z.optional(text),
   mountOptions: z.optional(z.array(text)),
   parameters: z.record(z.string(), z.string()),
