@@ -8,7 +8,8 @@ export function toCsiVolume(volume: VolumeRecord): Volume {
     volume_id: volume.id,
     volume_context: volumeContextOf(volume),
     content_source: contentSourceOf(volume),
-    accessible_topology: [],
+    // Only a volume on a node-local data root is held somewhere in particular (shared/core/placement.ts).
+    accessible_topology: volume.topology ? [{ segments: volume.topology }] : [],
   };
 }
 

@@ -1,4 +1,5 @@
 import type { Core } from '../shared/core/core.js';
+import type { TopologyRequirement } from '../shared/core/placement.js';
 import { createVolume, validateBackend } from '../shared/core/volumes.js';
 import { invalidArgument } from '../shared/errors.js';
 import { idForName } from '../shared/names.js';
@@ -7,7 +8,7 @@ import { validateBlockFsType, validateSnapshotId, validateVolumeId } from '../sh
 import { type Capability, accessRequestOf, parseCapabilities } from './capabilities.js';
 import { DEFAULT_SIZE_BYTES, sizeFromRange } from './capacity.js';
 import { toCsiVolume } from './convert.js';
-import type { CreateVolumeRequest, CreateVolumeResponse, VolumeContentSource } from './messages.js';
+import type { CreateVolumeRequest, CreateVolumeResponse, Topology, VolumeContentSource } from './messages.js';
 import { CREATE_KEYS, pluginKeys } from './parameters.js';
 
 /** CreateVolume translated to the core's createVolume (shared/core/volumes.ts). */
@@ -32,8 +33,16 @@ export async function createVolumeRpc(core: Core, req: CreateVolumeRequest): Pro
     contentSource: contentSourceOf(req.volume_content_source),
     createdBy: 'csi',
     accessRequests: caps.map(accessRequestOf),
+    topologyRequirement: requirementOf(req.accessibility_requirements),
   });
   return { volume: toCsiVolume(volume) };
+}
+
+/** The requirement in the core's terms; the core checks it (shared/core/placement.ts). */
+function requirementOf(req: { requisite: Topology[]; preferred: Topology[] } | null | undefined): TopologyRequirement | undefined {
+  if (!req) return undefined;
+  const segments = (list: Topology[] | undefined) => (list ?? []).map((t) => t?.segments ?? {});
+  return { requisite: segments(req.requisite), preferred: segments(req.preferred) };
 }
 
 /** The StorageClass's fsType, else the one the mount capabilities name, else the configured default. */

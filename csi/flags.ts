@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import type { Config } from '../shared/config.js';
+import { type Config, DATA_ROOT_SCOPES } from '../shared/config.js';
 import type { Mode } from './context.js';
 import { socketPathOf } from './endpoint.js';
 
@@ -11,6 +11,9 @@ export const USAGE = `Usage: twinvol-csi --endpoint unix:///path/csi.sock [optio
   --driver-name <name>         plugin name (default: csi.twinvol.io)
   --max-volumes-per-node <n>   reported by NodeGetInfo and enforced at ControllerPublish (default: 0, no limit)
   --data-root <dir>            catalog and volume data (TWINVOL_DATA_ROOT)
+  --data-root-scope shared|node
+                               shared: every node sees the data root (the default); node: it is this
+                               node's own, and volumes report it as their accessible_topology
   --state-dir <dir>            node-scope records (TWINVOL_STATE_DIR)
   --kubelet-dir <dir>          kubelet root; targets must lie below it (TWINVOL_KUBELET_DIR)
   -h, --help                   this text
@@ -47,6 +50,7 @@ export function parseFlags(argv: readonly string[], env: Readonly<Record<string,
         'driver-name': { type: 'string', default: 'csi.twinvol.io' },
         'max-volumes-per-node': { type: 'string', default: '0' },
         'data-root': { type: 'string' },
+        'data-root-scope': { type: 'string' },
         'state-dir': { type: 'string' },
         'kubelet-dir': { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
@@ -61,6 +65,9 @@ export function parseFlags(argv: readonly string[], env: Readonly<Record<string,
   const mode = values.mode as Mode;
   if (!MODES.includes(mode)) throw new UsageError(`--mode must be one of ${MODES.join(', ')}`);
   if (!DRIVER_NAME.test(values['driver-name'])) throw new UsageError('--driver-name must be a domain-style name of at most 63 characters');
+  const scope = values['data-root-scope'];
+  const dataRootScope = scope === undefined ? undefined : DATA_ROOT_SCOPES.find((s) => s === scope);
+  if (scope !== undefined && !dataRootScope) throw new UsageError(`--data-root-scope must be one of ${DATA_ROOT_SCOPES.join(', ')}`);
   const max = values['max-volumes-per-node'];
   if (!/^[0-9]{1,9}$/.test(max)) throw new UsageError('--max-volumes-per-node must be a whole number');
   let socketPath = '';
@@ -78,6 +85,7 @@ export function parseFlags(argv: readonly string[], env: Readonly<Record<string,
     overrides: {
       nodeName: values['node-id'],
       dataRoot: values['data-root'],
+      dataRootScope,
       stateDir: values['state-dir'],
       kubeletDir: values['kubelet-dir'],
     },

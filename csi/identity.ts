@@ -3,10 +3,11 @@ import { failedPrecondition } from '../shared/errors.js';
 import { type ServiceContext, servesController } from './context.js';
 import type { Empty, GetPluginCapabilitiesResponse, GetPluginInfoResponse, PluginCapability, ProbeResponse } from './messages.js';
 
-export function identityService({ rpc, settings, tools }: ServiceContext): UntypedServiceImplementation {
+export function identityService({ core, rpc, settings, tools }: ServiceContext): UntypedServiceImplementation {
   const capabilities: PluginCapability[] = [
     ...(servesController(settings.mode) ? [{ service: { type: 'CONTROLLER_SERVICE' as const } }] : []),
-    { service: { type: 'VOLUME_ACCESSIBILITY_CONSTRAINTS' } },
+    // Volumes are held on one node only when the data root is node-local (shared/core/placement.ts).
+    ...(core.config.dataRootScope === 'node' ? [{ service: { type: 'VOLUME_ACCESSIBILITY_CONSTRAINTS' as const } }] : []),
     { volume_expansion: { type: 'ONLINE' } },
   ];
   return {

@@ -8,6 +8,12 @@ import { type FsType, validateBlockFsType, validateNodeName } from './validate.j
 export interface Config {
   /** Cluster-scoped catalog and volume data. */
   dataRoot: string;
+  /**
+   * `shared`: every node sees the data root, so any node can hold any volume. `node`: the data root
+   * is this node's own, so its volumes live here only, and say so (CSI accessible_topology:
+   * shared/core/placement.ts).
+   */
+  dataRootScope: DataRootScope;
   /** Node-scoped records (tmpfs in production, so a reboot clears them with the mounts they describe). */
   stateDir: string;
   /** Targets and staging paths must lie below this root. */
@@ -27,10 +33,14 @@ export interface Config {
   staticSourceRoots: string[];
 }
 
+export const DATA_ROOT_SCOPES = ['shared', 'node'] as const;
+export type DataRootScope = (typeof DATA_ROOT_SCOPES)[number];
+
 export const DEFAULT_CONFIG_PATH = '/etc/twinvol/config.json';
 
 const DEFAULTS: Omit<Config, 'nodeName'> = {
   dataRoot: '/var/lib/twinvol',
+  dataRootScope: 'shared',
   stateDir: '/run/twinvol',
   kubeletDir: '/var/lib/kubelet',
   flexAttach: true,
@@ -98,6 +108,12 @@ function absoluteDirs(value: unknown, key: string): string[] {
   return value.map((v, i) => absoluteDir(v, `${key}[${i}]`));
 }
 
+function dataRootScope(value: unknown): DataRootScope {
+  const scope = DATA_ROOT_SCOPES.find((s) => s === value);
+  if (!scope) throw invalidArgument(`setting dataRootScope must be one of ${DATA_ROOT_SCOPES.join(', ')}`);
+  return scope;
+}
+
 function checkConfig(raw: Record<string, unknown>): Config {
   if (typeof raw.flexAttach !== 'boolean') throw invalidArgument('setting flexAttach must be true or false');
   const timeout = raw.commandTimeoutMs;
@@ -105,6 +121,7 @@ function checkConfig(raw: Record<string, unknown>): Config {
     throw invalidArgument('setting commandTimeoutMs must be a whole number of at least 1000');
   return {
     dataRoot: absoluteDir(raw.dataRoot, 'dataRoot'),
+    dataRootScope: dataRootScope(raw.dataRootScope),
     stateDir: absoluteDir(raw.stateDir, 'stateDir'),
     kubeletDir: absoluteDir(raw.kubeletDir, 'kubeletDir'),
     nodeName: validateNodeName(raw.nodeName, 'setting nodeName'),

@@ -61,6 +61,11 @@ export interface VolumeRecord extends Versioned {
   /** Creation parameters, compared on a repeated create. */
   parameters: Record<string, string>;
   contentSource?: ContentSource;
+  /**
+   * The topology segments of the node that holds the volume (shared/topology.ts), when the data root
+   * is node-local (config dataRootScope "node"); absent when every node sees it.
+   */
+  topology?: Record<string, string>;
   attachments: Attachment[];
   /** The image grew while its filesystem did not (offline expansion, restore into a larger volume). */
   fsResizePending?: boolean;

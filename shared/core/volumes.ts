@@ -15,6 +15,7 @@ import { idForName, requireSameName } from '../names.js';
 import { requireSourceAllowed } from '../static-source.js';
 import { type AccessRequest, accessSet, filesystemAccess, requireAccess } from './access.js';
 import { type Core, now } from './core.js';
+import { meetsRequirement, placeVolume, type TopologyRequirement, validateRequirement } from './placement.js';
 import type { PopulateSource } from '../backends/backend.js';
 
 export interface CreateVolumeSpec {
@@ -38,6 +39,8 @@ export interface CreateVolumeSpec {
    * scope (FlexVolume, the CLI). Kept in the record as a set and compared on a repeat.
    */
   accessRequests?: readonly AccessRequest[];
+  /** Where the volume must be reachable from (CSI accessibility_requirements; shared/core/placement.ts). */
+  topologyRequirement?: TopologyRequirement;
 }
 
 export function validateBackend(value: unknown): BackendKind {
@@ -111,14 +114,19 @@ export interface CreateResult {
  */
 export async function createVolume(core: Core, spec: CreateVolumeSpec): Promise<CreateResult> {
   const wanted = recordFor(core, spec);
+  const requirement = spec.topologyRequirement && validateRequirement(spec.topologyRequirement);
   return core.catalog.lock('volume', wanted.id, async () => {
     const existing = await core.catalog.getVolume(wanted.id);
     if (existing) {
       if (spec.name !== undefined) requireSameName('volume', existing, spec.name);
       const diff = differences(existing, wanted);
       if (diff.length) throw alreadyExists(`volume ${wanted.id} already exists with another spec (${diff.join(', ')})`);
+      if (!meetsRequirement(existing.topology, requirement))
+        throw alreadyExists(`volume ${wanted.id} already exists, and is not reachable from any of the requisite topologies`);
       return { volume: existing, created: false };
     }
+    const topology = placeVolume(core, requirement);
+    if (topology) wanted.topology = topology;
     const from = await populateSource(core, wanted);
     await core.catalog.createEntry('volumes', wanted, (workDir) => backendFor(wanted.backend).populate(workDir, wanted, core, from));
     return { volume: wanted, created: true };

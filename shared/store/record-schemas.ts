@@ -33,6 +33,7 @@ const volumeRecord = z.strictObject({
   mountOptions: z.optional(z.array(text)),
   parameters: z.record(z.string(), z.string()),
   contentSource: z.optional(z.strictObject({ kind: z.enum(['snapshot', 'volume']), id: text })),
+  topology: z.optional(z.record(z.string(), z.string())),
   attachments: z.array(attachment),
   fsResizePending: z.optional(z.boolean()),
   createdBy: origin,

@@ -17,13 +17,9 @@ describe('identity and capabilities (one server, mode all)', () => {
     expect(await csi.client.call('Identity', 'GetPluginInfo')).toEqual({ name: 'csi.twinvol.io', vendor_version: VERSION, manifest: {} });
   });
 
-  it('advertises the controller service, topology and online expansion', async () => {
+  it('advertises the controller service and online expansion (topology only for a node-local data root: test/csi/topology.test.ts)', async () => {
     const r = await csi.client.call('Identity', 'GetPluginCapabilities');
-    expect(r.capabilities.map((c) => ('service' in c ? c.service.type : c.volume_expansion.type))).toEqual([
-      'CONTROLLER_SERVICE',
-      'VOLUME_ACCESSIBILITY_CONSTRAINTS',
-      'ONLINE',
-    ]);
+    expect(r.capabilities.map((c) => ('service' in c ? c.service.type : c.volume_expansion.type))).toEqual(['CONTROLLER_SERVICE', 'ONLINE']);
   });
 
   it('is ready', async () => {
@@ -126,6 +122,7 @@ describe('start-up, flags and shutdown (a fresh process each)', () => {
     [['--endpoint', 'unix:///tmp/x.sock', '--driver-name=-bad-'], /--driver-name must be a domain-style name/],
     [['--endpoint', 'relative/csi.sock'], /endpoint "relative\/csi.sock" must be unix:\/\/\/absolute\/path/],
     [['--endpoint', 'unix:///tmp/x.sock', '--data-root', 'relative'], /setting dataRoot must be an absolute path/],
+    [['--endpoint', 'unix:///tmp/x.sock', '--data-root-scope', 'cluster'], /--data-root-scope must be one of shared, node/],
     [['--endpoint', 'unix:///tmp/x.sock', 'stray-positional'], /Unexpected argument 'stray-positional'/],
     [[], /--endpoint \(or CSI_ENDPOINT\) is required/],
   ])('refuses %j with a message on stderr and exit code 2', async (args, message) => {

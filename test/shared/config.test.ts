@@ -22,6 +22,7 @@ describe('loadConfig', () => {
   it('uses the built-in defaults under an empty config file', () => {
     expect(withFile({})).toEqual({
       dataRoot: '/var/lib/twinvol',
+      dataRootScope: 'shared',
       stateDir: '/run/twinvol',
       kubeletDir: '/var/lib/kubelet',
       nodeName: hostname(),
@@ -42,6 +43,7 @@ describe('loadConfig', () => {
   it('takes values from the config file', () => {
     const cfg = withFile({
       dataRoot: '/srv/twinvol/',
+      dataRootScope: 'node',
       stateDir: '/run/tv',
       kubeletDir: '/k',
       nodeName: 'worker-1',
@@ -52,6 +54,7 @@ describe('loadConfig', () => {
     });
     expect(cfg).toEqual({
       dataRoot: '/srv/twinvol',
+      dataRootScope: 'node',
       stateDir: '/run/tv',
       kubeletDir: '/k',
       nodeName: 'worker-1',
@@ -103,6 +106,7 @@ describe('loadConfig', () => {
     [{ nodeName: 'bad/name' }, 'setting nodeName'],
     [{ nodeName: '' }, 'setting nodeName is required'],
     [{ flexAttach: 'yes' }, 'setting flexAttach must be true or false'],
+    [{ dataRootScope: 'cluster' }, 'setting dataRootScope must be one of shared, node'],
     [{ commandTimeoutMs: 999 }, 'commandTimeoutMs must be a whole number of at least 1000'],
     [{ commandTimeoutMs: 1500.5 }, 'commandTimeoutMs'],
     [{ commandTimeoutMs: '5000' }, 'commandTimeoutMs'],
