@@ -127,6 +127,7 @@ async function publishStaged(core: Core, id: string, target: string, cap: Capabi
     stagingPath,
     block: cap.access === 'block',
     fsGroup: cap.mountGroup,
+    mountFlags: cap.mountFlags,
     via: 'csi',
   });
 }
@@ -136,7 +137,7 @@ async function publishEphemeral(core: Core, id: string, target: string, cap: Cap
   if (cap.access !== 'mount') throw invalidArgument('an inline volume is a filesystem: use mount access');
   const { created } = await createVolume(core, ephemeralSpec(id, r.volume_context));
   try {
-    await publish(core, id, target, { readonly: r.readonly, fsGroup: cap.mountGroup, via: 'csi' });
+    await publish(core, id, target, { readonly: r.readonly, fsGroup: cap.mountGroup, mountFlags: cap.mountFlags, via: 'csi' });
   } catch (err) {
     // Nothing else would ever delete it: kubelet only unpublishes what it saw published.
     if (created) await deleteVolume(core, id).catch(() => undefined);

@@ -101,7 +101,7 @@ export interface MountRecord extends Versioned {
   fsGroup?: number;
   /** The group whose ownership walk finished over the whole tree. */
   fsGroupApplied?: number;
-  /** Extra mount options a stage was made with (CSI mount_flags): a re-stage must ask for the same. */
+  /** Extra mount options a stage or publish was made with (CSI mount_flags): a repeat must ask for the same. */
   mountFlags?: string[];
   createdAt: string;
 }

@@ -9,6 +9,7 @@ import { validateVolumeId } from '../validate.js';
 import { type AccessRequest, requireAccess } from './access.js';
 import { type Claims, refuseContradiction } from './contradiction.js';
 import { type Core, implicitStagingPath, now } from './core.js';
+import { bindFlagsFor, filesystemFlags, sameFlags } from './mount-flags.js';
 import { checkedPathUnder, isStaleMount, makeMountPoint, removeMountPoint } from './mount-target.js';
 import { stageLocked, unstageLocked } from './staging.js';
 
@@ -25,6 +26,8 @@ export interface PublishOptions {
   claims?: Claims;
   /** How the caller will use the volume; checked against its backend (shared/core/access.ts). */
   access?: AccessRequest;
+  /** Extra mount options (CSI mount_flags), already validated with validateMountOptions; see bindFlagsFor. */
+  mountFlags?: string[];
 }
 
 /**
@@ -45,6 +48,8 @@ export async function publish(core: Core, id: string, targetPath: string, opts: 
       throw alreadyExists(`${target} is already used by volume ${existing.volumeId}`);
     if (existing && (existing.readonly !== opts.readonly || Boolean(existing.block) !== Boolean(opts.block)))
       throw alreadyExists(`volume ${id} is already published at ${target} ${existing.readonly ? 'read-only' : 'read-write'}`);
+    if (existing && !sameFlags(existing.mountFlags, opts.mountFlags))
+      throw alreadyExists(`volume ${id} is already published at ${target} with other mount flags`);
     const mounted = mountAt(target);
     if (mounted && !existing) throw alreadyExists(`${target} already holds a mount twinvol did not make: ${describeMount(mounted)}`);
     if (mounted) {
@@ -62,12 +67,13 @@ export async function publish(core: Core, id: string, targetPath: string, opts: 
     let madeStaging: MountRecord | undefined;
     let record: MountRecord;
     try {
-      const found = await stagingFor(core, id, stagingPath, Boolean(opts.block), opts.via);
+      const found = await stagingFor(core, id, stagingPath, Boolean(opts.block), opts.via, filesystemFlags(opts.mountFlags ?? []));
       if (found.made) madeStaging = found.staging;
       const staging = found.staging;
       const source = opts.block ? backendFor(volume.backend).attachedDevice(volume, core) : staging.path;
       if (!source) throw failedPrecondition(`volume ${id} has no device on this node; stage it first`);
       if (!opts.block && !mountAt(staging.path)) throw failedPrecondition(`volume ${id} is not mounted at its staging path ${staging.path}; stage it again`);
+      const bindFlags = bindFlagsFor(opts.mountFlags ?? [], staging.mountFlags, opts.readonly);
       record = {
         schema: SCHEMA_VERSION,
         volumeId: id,
@@ -77,11 +83,12 @@ export async function publish(core: Core, id: string, targetPath: string, opts: 
         stagingPath: staging.path,
         ...(opts.block ? { block: true } : {}),
         ...(opts.fsGroup !== undefined ? { fsGroup: opts.fsGroup } : {}),
+        ...(opts.mountFlags?.length ? { mountFlags: opts.mountFlags } : {}),
         createdAt: now(),
       };
       await core.nodeState.put(record);
       try {
-        await core.mounter.bind(source, { path: target, within: core.config.kubeletDir }, opts.readonly);
+        await core.mounter.bind(source, { path: target, within: core.config.kubeletDir }, opts.readonly, bindFlags);
       } catch (err) {
         await core.nodeState.remove(record);
         throw err;
@@ -126,13 +133,14 @@ async function stagingFor(
   stagingPath: string | undefined,
   block: boolean,
   via: Origin,
+  mountFlags: string[],
 ): Promise<{ staging: MountRecord; made: boolean }> {
   const stages = (await core.nodeState.listForVolume(id)).filter((r) => r.kind === 'stage');
   const found = stagingPath ? stages.find((r) => r.path === stagingPath) : (stages.find((r) => !r.implicit) ?? stages[0]);
   if (found) return { staging: found, made: false };
   if (stagingPath) throw failedPrecondition(`volume ${id} is not staged at ${stagingPath} on this node`);
   const path = implicitStagingPath(core, id);
-  await stageLocked(core, id, path, { readonly: false, implicit: true, block, via });
+  await stageLocked(core, id, path, { readonly: false, implicit: true, block, via, mountFlags });
   const made = await core.nodeState.findByPath(path);
   if (!made) throw failedPrecondition(`volume ${id} could not be staged on this node`);
   return { staging: made, made: true };

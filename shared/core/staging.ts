@@ -9,6 +9,7 @@ import { type AccessRequest, requireAccess } from './access.js';
 import { attach, attachmentOf, detach, requireAttachedTo } from './attachments.js';
 import { type Claims, refuseContradiction } from './contradiction.js';
 import { type Core, implicitStagingPath, now } from './core.js';
+import { sameFlags } from './mount-flags.js';
 import { checkedPathUnder, isStaleMount, makeMountPoint, removeMountPoint } from './mount-target.js';
 
 export interface StageOptions {
@@ -133,10 +134,6 @@ function stageRecord(volumeId: string, path: string, opts: StageOptions): MountR
     ...(opts.mountFlags?.length ? { mountFlags: opts.mountFlags } : {}),
     createdAt: now(),
   };
-}
-
-function sameFlags(a: readonly string[] = [], b: readonly string[] = []): boolean {
-  return a.length === b.length && a.every((flag, i) => flag === b[i]);
 }
 
 function describeOptions(rec: MountRecord): string {

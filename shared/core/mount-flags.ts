@@ -1,0 +1,36 @@
+import { invalidArgument } from '../errors.js';
+
+/**
+ * The flags a bind mount can take. A bind has no filesystem of its own: its flags are applied by a
+ * remount of the bind (`mount -o remount,bind,...`, shared/mounter.ts), and for that the kernel only
+ * honours the flags of the mount point itself. Anything else (discard, data=..., nouuid, sync) belongs
+ * to the filesystem, which is mounted once, at stage, and would be dropped without a word.
+ */
+const BIND_FLAGS: ReadonlySet<string> = new Set([
+  'ro', 'rw', 'nosuid', 'suid', 'nodev', 'dev', 'noexec', 'exec',
+  'noatime', 'atime', 'nodiratime', 'diratime', 'relatime', 'norelatime', 'strictatime', 'nostrictatime',
+]);
+
+/**
+ * The flags of a publish that its bind must apply. A filesystem flag is accepted only when the staging
+ * it is bound from was made with it (kubelet sends the same mount_flags to stage and publish), since
+ * it is in effect there already; otherwise it is InvalidArgument, as is rw on a read-only publish.
+ */
+export function bindFlagsFor(flags: readonly string[], stagedWith: readonly string[] = [], readonly: boolean): string[] {
+  for (const flag of flags) {
+    if (flag === 'rw' && readonly) throw invalidArgument('mount flag rw cannot be applied to a read-only publish');
+    if (!BIND_FLAGS.has(flag) && !stagedWith.includes(flag))
+      throw invalidArgument(`mount flag ${flag} cannot be applied to a bind mount: it belongs to the filesystem, which is mounted when the volume is staged (ask for it there)`);
+  }
+  return flags.filter((flag) => BIND_FLAGS.has(flag));
+}
+
+/** The flags of a publish that only a staging can apply: an implicit staging made for the publish takes them. */
+export function filesystemFlags(flags: readonly string[]): string[] {
+  return flags.filter((flag) => !BIND_FLAGS.has(flag));
+}
+
+/** Whether two calls asked for the same mount flags (in order: the last of two contrary flags wins). */
+export function sameFlags(a: readonly string[] = [], b: readonly string[] = []): boolean {
+  return a.length === b.length && a.every((flag, i) => flag === b[i]);
+}
