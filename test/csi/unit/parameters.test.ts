@@ -38,6 +38,10 @@ describe('parameters: a StorageClass key twinvol does not read is INVALID_ARGUME
     expect(pluginKeys(CO_KEYS, 'parameters', [])).toEqual({});
   });
 
+  it('__proto__ is an unknown key like any other, not one that vanishes', () => {
+    expectThrows(() => pluginKeys(JSON.parse('{"__proto__": "x"}') as Record<string, string>, 'parameters', CREATE_KEYS), 'InvalidArgument', 'unknown key "__proto__"');
+  });
+
   it('a hostile key is quoted clipped to 64 characters', () => {
     const err = expectThrows(() => pluginKeys({ ['k'.repeat(5000)]: 'v' }, 'parameters', CREATE_KEYS), 'InvalidArgument');
     expect(err.message).toContain(`"${'k'.repeat(64)}"`);

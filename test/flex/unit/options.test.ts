@@ -128,6 +128,10 @@ describe('FlexVolume options: what is not a JSON object of strings is refused be
     expectThrows(() => parseOptions(text), 'InvalidArgument', 'must be a string');
   });
 
+  it('__proto__ is an unknown option like any other key, not one that vanishes', () => {
+    expectThrows(() => parseOptions('{"__proto__": "x"}'), 'InvalidArgument', 'unknown option "__proto__"');
+  });
+
   it('options larger than 64 KiB are refused', () => {
     expectThrows(() => parseOptions(goJson({ 'kubernetes.io/pod.name': 'x'.repeat(70_000) })), 'InvalidArgument', 'options is larger than 65536 bytes');
   });
