@@ -98,14 +98,17 @@ export function validateStaticSource(value: unknown): string {
 export function validateStringMap(value: unknown, what: string, maxBytes = 64 * 1024): Record<string, string> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) throw invalidArgument(`${what} must be a JSON object`);
   let total = 0;
-  const out: Record<string, string> = {};
+  const entries: [string, string][] = [];
   for (const [k, v] of Object.entries(value)) {
     if (typeof v !== 'string') throw invalidArgument(`${what}: value of ${describe(k)} must be a string`);
     total += Buffer.byteLength(k) + Buffer.byteLength(v);
-    out[k] = v;
+    entries.push([k, v]);
   }
   if (total > maxBytes) throw invalidArgument(`${what} is larger than ${maxBytes} bytes`);
-  return out;
+  // Object.fromEntries defines every key as an own property; `out[k] = v` would run the __proto__
+  // setter for that key and drop it unseen, past the unknown-key checks of flex/options.ts and
+  // csi/parameters.ts.
+  return Object.fromEntries(entries);
 }
 
 export function parseBoolean(value: string | undefined, what: string, fallback: boolean): boolean {

@@ -192,6 +192,12 @@ describe('validateStringMap', () => {
     expectThrows(() => validateStringMap({ a: { b: 'c' } }, 'options'), 'InvalidArgument', 'value of "a"');
   });
 
+  it('keeps every key the input has, __proto__ included, as an own key of the copy', () => {
+    const out = validateStringMap(JSON.parse('{"__proto__": "x", "a": "1"}'), 'options');
+    expect(Object.keys(out)).toEqual(['__proto__', 'a']);
+    expect(Object.getPrototypeOf(out)).toBe(Object.prototype);
+  });
+
   it('counts keys and values in bytes against the limit, inclusive', () => {
     // 1-byte key + 9-byte value = 10 bytes.
     expect(validateStringMap({ k: 'v'.repeat(9) }, 'params', 10)).toEqual({ k: 'vvvvvvvvv' });
