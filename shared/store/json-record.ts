@@ -5,8 +5,12 @@ import type { ZodMiniType } from 'zod/mini';
 import { errnoCode, internal } from '../errors.js';
 import { describeIssues } from './record-schemas.js';
 
-/** Bumped when a record's shape changes; readers refuse records from a newer version. */
-export const SCHEMA_VERSION = 1;
+/**
+ * Bumped when a record's shape changes; readers refuse records from a newer version (their strict
+ * schemas would refuse its new keys anyway, with a less helpful message). 2: volumes keep their name,
+ * access requests and topology; snapshots their name; node records. Version 1 records parse as they are.
+ */
+export const SCHEMA_VERSION = 2;
 
 export interface Versioned {
   schema: number;

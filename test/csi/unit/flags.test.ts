@@ -22,19 +22,18 @@ describe('flags: defaults and what each flag becomes', () => {
       mode: 'all',
       driverName: 'csi.twinvol.io',
       maxVolumesPerNode: 0,
-      strictNodes: false,
-      overrides: { nodeName: undefined, dataRoot: undefined, stateDir: undefined, kubeletDir: undefined },
+      overrides: { nodeName: undefined, dataRoot: undefined, dataRootScope: undefined, stateDir: undefined, kubeletDir: undefined },
     });
   });
 
   it('every flag is read', () => {
     const f = parseFlags(
-      [...EP, '--mode', 'node', '--node-id', 'n1', '--driver-name', 'csi.example.com', '--max-volumes-per-node', '16', '--strict-nodes',
-        '--data-root', '/d', '--state-dir', '/s', '--kubelet-dir', '/k'],
+      [...EP, '--mode', 'node', '--node-id', 'n1', '--driver-name', 'csi.example.com', '--max-volumes-per-node', '16',
+        '--data-root', '/d', '--data-root-scope', 'node', '--state-dir', '/s', '--kubelet-dir', '/k'],
       {},
     );
-    expect(f).toMatchObject({ mode: 'node', driverName: 'csi.example.com', maxVolumesPerNode: 16, strictNodes: true });
-    expect(f.overrides).toEqual({ nodeName: 'n1', dataRoot: '/d', stateDir: '/s', kubeletDir: '/k' });
+    expect(f).toMatchObject({ mode: 'node', driverName: 'csi.example.com', maxVolumesPerNode: 16 });
+    expect(f.overrides).toEqual({ nodeName: 'n1', dataRoot: '/d', dataRootScope: 'node', stateDir: '/s', kubeletDir: '/k' });
   });
 
   it('CSI_ENDPOINT stands in for --endpoint, and the flag wins over it', () => {
