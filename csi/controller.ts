@@ -10,6 +10,7 @@ import { errnoCode, invalidArgument } from '../shared/errors.js';
 import { idForNameOrUndefined, validateName } from '../shared/names.js';
 import type { LogFields } from '../shared/log.js';
 import type { VolumeRecord } from '../shared/model.js';
+import { sameStringMap } from '../shared/string-maps.js';
 import { validateNodeName, validateSnapshotId, validateVolumeId } from '../shared/validate.js';
 import { accessRequestOf, mismatch, parseCapabilities, parseCapability } from './capabilities.js';
 import { sizeFromRange } from './capacity.js';
@@ -179,18 +180,13 @@ async function validateRpc(core: Core, req: ValidateVolumeCapabilitiesRequest): 
   const reasons = [
     ...caps.map((c) => mismatch(volume, c)),
     contradiction(volume, req.volume_context, 'volume_context key'),
-    Object.keys(params).length && !sameMap(params, volume.parameters) ? `parameters differ from those volume ${id} was created with` : undefined,
+    Object.keys(params).length && !sameStringMap(params, volume.parameters) ? `parameters differ from those volume ${id} was created with` : undefined,
   ].filter((r): r is string => Boolean(r));
   if (reasons.length) return { confirmed: null, message: reasons.join('; ') };
   return {
     confirmed: { volume_context: req.volume_context, volume_capabilities: req.volume_capabilities, parameters: req.parameters, mutable_parameters: {} },
     message: '',
   };
-}
-
-function sameMap(a: Record<string, string>, b: Record<string, string>): boolean {
-  const keys = Object.keys(a);
-  return keys.length === Object.keys(b).length && keys.every((k) => a[k] === b[k]);
 }
 
 /** Pages over ids first, so only the records on the page are read. */

@@ -11,9 +11,3 @@ export const TOPOLOGY_KEY = 'topology.csi.twinvol.io/node';
 export function nodeSegments(nodeName: string): Segments {
   return { [TOPOLOGY_KEY]: nodeName };
 }
-
-/** Whether two segment maps hold the same keys and values. */
-export function sameSegments(a: Readonly<Segments>, b: Readonly<Segments>): boolean {
-  const keys = Object.keys(a);
-  return keys.length === Object.keys(b).length && keys.every((k) => Object.hasOwn(b, k) && a[k] === b[k]);
-}

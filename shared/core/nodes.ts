@@ -1,7 +1,8 @@
 import { notFound } from '../errors.js';
 import type { NodeRecord, Origin } from '../model.js';
 import { SCHEMA_VERSION } from '../store/json-record.js';
-import { type Segments, sameSegments } from '../topology.js';
+import { type Segments } from '../topology.js';
+import { sameStringMap } from '../string-maps.js';
 import { validateNodeName, validateStringMap } from '../validate.js';
 import { type Core, now } from './core.js';
 
@@ -13,7 +14,7 @@ import { type Core, now } from './core.js';
 export async function registerNode(core: Core, nodeId: string, topology: Segments | undefined, origin: Origin): Promise<NodeRecord> {
   validateNodeName(nodeId);
   const segments = topology && validateStringMap(topology, 'topology', 4096);
-  const fits = (r: NodeRecord | undefined): r is NodeRecord => Boolean(r && (!segments || sameSegments(r.topology, segments)));
+  const fits = (r: NodeRecord | undefined): r is NodeRecord => Boolean(r && (!segments || sameStringMap(r.topology, segments)));
   // Most calls (every FlexVolume attach, every restart) find the node as it is: read before locking.
   const current = await core.catalog.getNode(nodeId);
   if (fits(current)) return current;

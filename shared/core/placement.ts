@@ -1,5 +1,6 @@
 import { invalidArgument, resourceExhausted } from '../errors.js';
-import { nodeSegments, type Segments, sameSegments } from '../topology.js';
+import { nodeSegments, type Segments } from '../topology.js';
+import { sameStringMap } from '../string-maps.js';
 import { validateStringMap } from '../validate.js';
 import type { Core } from './core.js';
 
@@ -19,7 +20,7 @@ export function validateRequirement(requirement: TopologyRequirement): TopologyR
   const requisite = segments(requirement.requisite, 'accessibility_requirements.requisite');
   const preferred = segments(requirement.preferred, 'accessibility_requirements.preferred');
   if (!requisite.length && !preferred.length) throw invalidArgument('accessibility_requirements must name requisite or preferred topologies');
-  if (requisite.length && !preferred.every((p) => requisite.some((r) => sameSegments(p, r))))
+  if (requisite.length && !preferred.every((p) => requisite.some((r) => sameStringMap(p, r))))
     throw invalidArgument('accessibility_requirements: every preferred topology must also be requisite');
   return { requisite, preferred };
 }

@@ -13,6 +13,7 @@ import {
 } from '../validate.js';
 import { idForName, requireSameName } from '../names.js';
 import { requireSourceAllowed } from '../static-source.js';
+import { sameStringMap } from '../string-maps.js';
 import { type AccessRequest, accessSet, filesystemAccess, requireAccess } from './access.js';
 import { type Core, now } from './core.js';
 import { meetsRequirement, placeVolume, type TopologyRequirement, validateRequirement } from './placement.js';
@@ -98,7 +99,7 @@ function differences(existing: VolumeRecord, wanted: VolumeRecord): string[] {
   else if (existing.accessRequests && !same(accessSet(existing.accessRequests), wanted.accessRequests ?? [])) diff.push('access modes');
   if (existing.source !== wanted.source) diff.push('source');
   if (!same(existing.mountOptions ?? [], wanted.mountOptions ?? [])) diff.push('mountOptions');
-  if (!same(existing.parameters, wanted.parameters)) diff.push('parameters');
+  if (!sameStringMap(existing.parameters, wanted.parameters)) diff.push('parameters');
   if (!same(existing.contentSource ?? null, wanted.contentSource ?? null)) diff.push('content source');
   return diff;
 }

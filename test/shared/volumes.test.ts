@@ -71,6 +71,13 @@ describe('createVolume', () => {
     expect(readdirSync(core.catalog.volumeDir('st-1'))).toEqual(['volume.json']);
   });
 
+  it('compares parameters as a map: the same keys in another order are the same spec (protobuf maps keep no order)', async () => {
+    await createVolume(core, dir('p', { parameters: { backend: 'dir', team: 'a' } }));
+    const again = await createVolume(core, dir('p', { parameters: { team: 'a', backend: 'dir' } }));
+    expect(again.created).toBe(false);
+    await expectRejects(createVolume(core, dir('p', { parameters: { team: 'b', backend: 'dir' } })), 'AlreadyExists', 'parameters');
+  });
+
   it('answers created:false with the existing record when the same spec is asked again', async () => {
     for (const spec of [block('blk-1'), dir('dir-1'), tmpfs('st-1')]) {
       const first = await createVolume(core, spec);
