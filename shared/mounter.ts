@@ -27,8 +27,16 @@ export class Mounter {
       else args.push(...(opts.fsType ? ['-t', opts.fsType] : []), ...(options.length ? ['-o', options.join(',')] : []));
       // "--" ends option parsing: a source can never be read as a flag.
       await this.exec('mount', [...args, '--', source, CHILD_FD_PATH], undefined, pinned.handle.fd);
-      await this.requireLanded(pinned, target);
-      if (bind && options.length) await this.remountBind(pinned, target, options);
+      const made = await this.requireLanded(pinned, target);
+      if (bind && options.length) {
+        try {
+          await this.remountBind(made, target, options);
+        } catch (err) {
+          // A bind without its flags (a read-only publish left writable) must not stay behind.
+          await this.exec('umount', ['--no-canonicalize', '--', made.mountPoint]).catch(() => undefined);
+          throw err;
+        }
+      }
     } finally {
       await pinned.handle.close();
     }
@@ -57,10 +65,9 @@ export class Mounter {
   }
 
   /** Applies flags to a bind just made: the target is opened again, and must be the new mount's root. */
-  private async remountBind(pinned: PinnedTarget, target: MountTarget, options: readonly string[]): Promise<void> {
+  private async remountBind(made: MountEntry, target: MountTarget, options: readonly string[]): Promise<void> {
     const root = await pinTarget(target);
     try {
-      const made = await this.requireLanded(pinned, target);
       if (root.mountId !== made.id) throw failedPrecondition(`mount point ${target.path} changed while it was mounted`);
       await this.exec('mount', ['--no-canonicalize', '-o', ['remount', 'bind', ...options].join(','), '--', CHILD_FD_PATH], undefined, root.handle.fd);
     } finally {

@@ -1,0 +1,58 @@
+import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { Mounter } from '../../shared/mounter.js';
+import { isReadOnly, mountAt } from '../../shared/mountinfo.js';
+import { createScratch, type Scratch } from '../helpers/scratch.js';
+import { expectRejects } from './expect-error.js';
+
+// The bind of shared/mounter.ts: made onto the opened target, its flags applied by a remount of the
+// new mount. Real mounts under a scratch dir, released by cleanup whatever happens.
+let s: Scratch;
+let source: string;
+let target: string;
+beforeEach(() => {
+  s = createScratch('node-a');
+  source = join(s.root, 'source');
+  target = join(s.kubeletDir, 'pods', 'uid-1', 'target');
+  mkdirSync(source);
+  mkdirSync(target, { recursive: true });
+  writeFileSync(join(source, 'f'), 'x');
+});
+afterEach(() => s.cleanup());
+
+const mounter = new Mounter(10_000);
+
+describe('Mounter.bind', () => {
+  it('a read-only bind is read-only in the kernel', async () => {
+    await mounter.bind(source, { path: target, within: s.kubeletDir }, true, ['nosuid']);
+    const entry = mountAt(target);
+    expect(entry && isReadOnly(entry)).toBe(true);
+    expect(entry?.mountOptions).toContain('nosuid');
+  });
+
+  it('a bind whose flags cannot be applied is undone, not left mounted without them', async () => {
+    // The kernel accepts nearly anything on a bind remount, so the failure is injected: a mount(8)
+    // that refuses remounts and passes every other call to the real one.
+    const bin = join(s.root, 'bin');
+    mkdirSync(bin);
+    writeFileSync(join(bin, 'mount'), '#!/bin/sh\ncase "$*" in *remount*) echo "remount refused" >&2; exit 32;; esac\nexec /usr/bin/mount "$@"\n', { mode: 0o755 });
+    const path = process.env.PATH;
+    process.env.PATH = `${bin}:${path ?? ''}`;
+    try {
+      await expectRejects(mounter.bind(source, { path: target, within: s.kubeletDir }, true), 'Internal', 'remount refused');
+    } finally {
+      process.env.PATH = path;
+    }
+    expect(mountAt(target)).toBeUndefined();
+  });
+
+  it('refuses a target outside its root, and a target that is a symlink', async () => {
+    await expectRejects(mounter.bind(source, { path: source, within: s.kubeletDir }, false), 'InvalidArgument', 'outside');
+    expect(mountAt(source)).toBeUndefined();
+    const link = join(s.kubeletDir, 'pods', 'uid-1', 'link');
+    symlinkSync(target, link);
+    await expectRejects(mounter.bind(source, { path: link, within: s.kubeletDir }, false), 'InvalidArgument', `mount point ${link} is a symbolic link`);
+    expect(mountAt(target)).toBeUndefined();
+  });
+});
