@@ -1,6 +1,6 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Mounter } from '../../shared/mounter.js';
 import { readMounts } from '../../shared/mountinfo.js';
@@ -34,6 +34,9 @@ describe('a mount target flipped between a directory and a symlink while mounts 
     // The attacker: a loop that keeps replacing the target with a link to outside and back.
     flipper = spawn('sh', ['-c', `cd '${pod}' && while :; do mkdir target; sleep 0.001; rmdir target && ln -s '${outside}' target; sleep 0.001; rm -f target; done`], { stdio: 'ignore' });
 
+    // This suite's binds only: mountinfo names a bind by its path inside its filesystem, which ends with
+    // the scratch dir's own name and "source" (other suites running beside this one bind "source" dirs too).
+    const ownSource = `/${basename(s.root)}/source`;
     const mounter = new Mounter(10_000);
     let landed = 0;
     let escaped = 0;
@@ -42,7 +45,7 @@ describe('a mount target flipped between a directory and a symlink while mounts 
         () => landed++,
         () => undefined,
       );
-      for (const m of readMounts().filter((e) => e.root === source || e.root.endsWith('/source'))) {
+      for (const m of readMounts().filter((e) => e.root.endsWith(ownSource))) {
         if (!m.mountPoint.startsWith(`${s.kubeletDir}/`)) escaped++;
         execFileSync('umount', ['-l', '--', m.mountPoint]);
       }
