@@ -88,7 +88,7 @@ export function nodeService({ core, rpc, settings }: ServiceContext): UntypedSer
 
     NodeGetVolumeStats: rpc.unary<NodeGetVolumeStatsRequest, NodeGetVolumeStatsResponse>('NodeGetVolumeStats', async (r) => {
       const id = validateVolumeId(r.volume_id, 'volume_id');
-      // The core refuses an empty path and answers NotFound for one the volume is not at (shared/core/node-volume.ts).
+      if (!r.volume_path) throw invalidArgument('volume_path is required');
       const s = await volumeStats(core, id, r.volume_path);
       const usage: VolumeUsage[] = [{ unit: 'BYTES', total: String(s.totalBytes), available: String(s.availableBytes), used: String(s.usedBytes) }];
       // A raw block device has no inodes to count; reporting zeros would read as a full filesystem.
@@ -98,6 +98,7 @@ export function nodeService({ core, rpc, settings }: ServiceContext): UntypedSer
 
     NodeExpandVolume: rpc.unary<NodeExpandVolumeRequest, NodeExpandVolumeResponse>('NodeExpandVolume', async (r) => {
       const id = validateVolumeId(r.volume_id, 'volume_id');
+      if (!r.volume_path) throw invalidArgument('volume_path is required');
       if (r.volume_capability) parseCapability(r.volume_capability);
       const volume = await expandOnNode(core, id, r.volume_path);
       return { capacity_bytes: String(volume.capacityBytes) };
