@@ -1,7 +1,4 @@
-import { invalidArgument } from '../shared/errors.js';
-import { type AccessRequest, type VolumeShape, accessMismatch } from '../shared/core/access.js';
-import type { AccessScope } from '../shared/model.js';
-import { parseGid, validateMountOptions } from '../shared/validate.js';
+import { accessMismatch, type AccessRequest, type AccessScope, invalidArgument, parseGid, validateMountOptions, type VolumeShape } from '../shared/index.js';
 import type { AccessModeName, VolumeCapability } from './messages.js';
 
 /** A volume capability, checked and reduced to what the core understands. */

@@ -1,5 +1,4 @@
-import { invalidArgument, outOfRange } from '../shared/errors.js';
-import { MAX_SIZE_BYTES } from '../shared/size.js';
+import { invalidArgument, MAX_SIZE_BYTES, outOfRange } from '../shared/index.js';
 import type { CapacityRange } from './messages.js';
 
 /** Conformance suites assume it, and a sparse image makes it free until written. */

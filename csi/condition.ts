@@ -1,6 +1,5 @@
 import { stat } from 'node:fs/promises';
-import type { Core } from '../shared/core/core.js';
-import type { VolumeRecord } from '../shared/model.js';
+import type { Core, VolumeRecord } from '../shared/index.js';
 import type { VolumeCondition } from './messages.js';
 
 const HEALTHY: VolumeCondition = { abnormal: false, message: 'volume is healthy' };

@@ -1,4 +1,4 @@
-import type { Core } from '../shared/core/core.js';
+import type { Core, NodeId } from '../shared/index.js';
 import type { Rpc } from './rpc.js';
 import type { ToolReport } from './tools.js';
 
@@ -10,7 +10,7 @@ export interface Settings {
   vendorVersion: string;
   mode: Mode;
   /** This node's id (NodeGetInfo) and the node name the core records attachments under. */
-  nodeId: string;
+  nodeId: NodeId;
   /** 0: no limit. */
   maxVolumesPerNode: number;
 }

@@ -1,17 +1,7 @@
 import { statfs } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { UntypedServiceImplementation } from '@grpc/grpc-js';
-import { attach, detach } from '../shared/core/attachments.js';
-import { contradiction } from '../shared/core/contradiction.js';
-import type { Core } from '../shared/core/core.js';
-import { createSnapshot, deleteSnapshot, getSnapshot, listSnapshots } from '../shared/core/snapshots.js';
-import { deleteVolume, expandVolume } from '../shared/core/volumes.js';
-import { errnoCode, invalidArgument } from '../shared/errors.js';
-import { idForNameOrUndefined, validateName } from '../shared/names.js';
-import type { LogFields } from '../shared/log.js';
-import type { VolumeRecord } from '../shared/model.js';
-import { sameStringMap } from '../shared/string-maps.js';
-import { validateNodeName, validateSnapshotId, validateVolumeId } from '../shared/validate.js';
+import { attach, contradiction, type Core, createSnapshot, deleteSnapshot, deleteVolume, detach, errnoCode, expandVolume, getSnapshot, idForNameOrUndefined, invalidArgument, listSnapshots, type LogFields, sameStringMap, validateName, validateNodeName, validateSnapshotId, validateVolumeId, type VolumeRecord } from '../shared/index.js';
 import { accessRequestOf, mismatch, parseCapabilities, parseCapability } from './capabilities.js';
 import { sizeFromRange } from './capacity.js';
 import { volumeCondition } from './condition.js';

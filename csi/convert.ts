@@ -1,4 +1,4 @@
-import type { SnapshotRecord, VolumeRecord } from '../shared/model.js';
+import type { SnapshotRecord, VolumeRecord } from '../shared/index.js';
 import type { Snapshot, Timestamp, Volume, VolumeContentSource } from './messages.js';
 import { volumeContextOf } from './parameters.js';
 

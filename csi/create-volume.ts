@@ -1,10 +1,4 @@
-import type { Core } from '../shared/core/core.js';
-import type { TopologyRequirement } from '../shared/core/placement.js';
-import { createVolume, validateBackend } from '../shared/core/volumes.js';
-import { invalidArgument } from '../shared/errors.js';
-import { idForName } from '../shared/names.js';
-import type { AccessScope, ContentSource } from '../shared/model.js';
-import { validateBlockFsType, validateSnapshotId, validateVolumeId } from '../shared/validate.js';
+import { type AccessScope, type ContentSource, type Core, createVolume, invalidArgument, type TopologyRequirement, validateBackend, validateBlockFsType, validateSnapshotId, validateVolumeId, volumeIdForName } from '../shared/index.js';
 import { type Capability, accessRequestOf, parseCapabilities } from './capabilities.js';
 import { DEFAULT_SIZE_BYTES, sizeFromRange } from './capacity.js';
 import { toCsiVolume } from './convert.js';
@@ -13,7 +7,7 @@ import { CREATE_KEYS, pluginKeys } from './parameters.js';
 
 /** CreateVolume translated to the core's createVolume (shared/core/volumes.ts). */
 export async function createVolumeRpc(core: Core, req: CreateVolumeRequest): Promise<CreateVolumeResponse> {
-  const id = idForName(req.name, 'name');
+  const id = volumeIdForName(req.name, 'name');
   const caps = parseCapabilities(req.volume_capabilities);
   const params = pluginKeys(req.parameters, 'parameters', CREATE_KEYS);
   const backend = validateBackend(params.backend ?? 'block');

@@ -1,7 +1,7 @@
 import { connect } from 'node:net';
 import { lstat, mkdir, unlink } from 'node:fs/promises';
 import { dirname, posix } from 'node:path';
-import { errnoCode, failedPrecondition, invalidArgument } from '../shared/errors.js';
+import { errnoCode, failedPrecondition, invalidArgument } from '../shared/index.js';
 
 /** The socket path of a CSI endpoint: "unix:///csi/csi.sock", "unix:/csi/csi.sock" or a bare absolute path. */
 export function socketPathOf(endpoint: string): string {

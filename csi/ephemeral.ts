@@ -1,8 +1,4 @@
-import type { CreateVolumeSpec } from '../shared/core/volumes.js';
-import { invalidArgument } from '../shared/errors.js';
-import type { VolumeRecord } from '../shared/model.js';
-import { parseSize } from '../shared/size.js';
-import { parseBoolean } from '../shared/validate.js';
+import { type CreateVolumeSpec, invalidArgument, parseBoolean, parseSize, type VolumeRecord } from '../shared/index.js';
 import { DEFAULT_SIZE_BYTES, sizeFromRange } from './capacity.js';
 import type { StringMap } from './messages.js';
 import { pluginKeys } from './parameters.js';

@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { type Config, DATA_ROOT_SCOPES } from '../shared/config.js';
+import { type ConfigOverrides, DATA_ROOT_SCOPES } from '../shared/index.js';
 import type { Mode } from './context.js';
 import { socketPathOf } from './endpoint.js';
 
@@ -29,7 +29,7 @@ export interface Flags {
   driverName: string;
   maxVolumesPerNode: number;
   /** Handed to loadConfig; --node-id becomes the node name the core records attachments under. */
-  overrides: Partial<Config>;
+  overrides: ConfigOverrides;
 }
 
 const MODES: readonly Mode[] = ['controller', 'node', 'all'];

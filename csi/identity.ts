@@ -1,5 +1,5 @@
 import type { UntypedServiceImplementation } from '@grpc/grpc-js';
-import { failedPrecondition } from '../shared/errors.js';
+import { failedPrecondition } from '../shared/index.js';
 import { type ServiceContext, servesController } from './context.js';
 import type { Empty, GetPluginCapabilitiesResponse, GetPluginInfoResponse, PluginCapability, ProbeResponse } from './messages.js';
 

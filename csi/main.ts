@@ -1,8 +1,7 @@
 // The CSI server: one long-running process serving Identity plus Controller and/or Node over a unix
 // socket. Start-up stays lean (node:util parseArgs, no yargs) because liveness probes and restarts
 // wait on it.
-import { loadConfig } from '../shared/config.js';
-import { Logger, stderrSink } from '../shared/log.js';
+import { loadConfig, Logger, stderrSink } from '../shared/index.js';
 import { parseFlags, USAGE } from './flags.js';
 import { type RunningServer, startServer } from './server.js';
 import { VENDOR_VERSION } from './version.js';

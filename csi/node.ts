@@ -1,12 +1,5 @@
 import type { UntypedServiceImplementation } from '@grpc/grpc-js';
-import type { Claims } from '../shared/core/contradiction.js';
-import type { Core } from '../shared/core/core.js';
-import { expandOnNode, volumeStats } from '../shared/core/node-volume.js';
-import { mountsOf, publish, unpublish } from '../shared/core/publishing.js';
-import { stage, unstage } from '../shared/core/staging.js';
-import { createVolume, deleteVolume } from '../shared/core/volumes.js';
-import { failedPrecondition, invalidArgument } from '../shared/errors.js';
-import { validatePathUnder, validateVolumeId } from '../shared/validate.js';
+import { type Claims, type Core, createVolume, deleteVolume, expandOnNode, failedPrecondition, invalidArgument, mountsOf, publish, stage, unpublish, unstage, validatePathUnder, validateVolumeId, type VolumeId, volumeStats } from '../shared/index.js';
 import { type Capability, accessRequestOf, parseCapability } from './capabilities.js';
 import type { ServiceContext } from './context.js';
 import { ephemeralSpec, isEphemeralRequest, isEphemeralVolume } from './ephemeral.js';
@@ -116,7 +109,7 @@ export function nodeService({ core, rpc, settings }: ServiceContext): UntypedSer
   };
 }
 
-async function publishStaged(core: Core, id: string, target: string, cap: Capability, r: NodePublishVolumeRequest): Promise<void> {
+async function publishStaged(core: Core, id: VolumeId, target: string, cap: Capability, r: NodePublishVolumeRequest): Promise<void> {
   // twinvol advertises STAGE_UNSTAGE_VOLUME: a publish without a staging path skipped a step.
   if (!r.staging_target_path) throw failedPrecondition('staging_target_path is required: twinvol stages volumes before publishing them');
   const stagingPath = validatePathUnder(r.staging_target_path, core.config.kubeletDir, 'staging_target_path');
@@ -133,7 +126,7 @@ async function publishStaged(core: Core, id: string, target: string, cap: Capabi
 }
 
 /** An inline volume: made on first publish, staged by twinvol itself (no stage call comes for it). */
-async function publishEphemeral(core: Core, id: string, target: string, cap: Capability, r: NodePublishVolumeRequest): Promise<void> {
+async function publishEphemeral(core: Core, id: VolumeId, target: string, cap: Capability, r: NodePublishVolumeRequest): Promise<void> {
   if (cap.access !== 'mount') throw invalidArgument('an inline volume is a filesystem: use mount access');
   const { created } = await createVolume(core, ephemeralSpec(id, r.volume_context));
   try {

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { aborted, invalidArgument } from '../shared/errors.js';
+import { aborted, invalidArgument } from '../shared/index.js';
 import type { ListRequest } from './messages.js';
 
 export interface Page<T> {

@@ -1,6 +1,4 @@
-import { invalidArgument } from '../shared/errors.js';
-import type { VolumeRecord } from '../shared/model.js';
-import { validateStringMap } from '../shared/validate.js';
+import { invalidArgument, validateStringMap, type VolumeRecord } from '../shared/index.js';
 import type { StringMap } from './messages.js';
 
 /**

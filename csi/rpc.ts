@@ -1,6 +1,5 @@
 import { type handleUnaryCall, status } from '@grpc/grpc-js';
-import { aborted, asTwinvolError, type ErrorCode, unimplemented } from '../shared/errors.js';
-import type { LogFields, Logger } from '../shared/log.js';
+import { aborted, asTwinvolError, type ErrorCode, type LogFields, type Logger, unimplemented } from '../shared/index.js';
 
 const GRPC_CODE: Record<ErrorCode, status> = {
   InvalidArgument: status.INVALID_ARGUMENT,

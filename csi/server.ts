@@ -1,10 +1,6 @@
 import { chmod, rm } from 'node:fs/promises';
 import { Server, ServerCredentials } from '@grpc/grpc-js';
-import type { Config } from '../shared/config.js';
-import { type Core, openCore } from '../shared/core/core.js';
-import { sweepAbandonedWork } from '../shared/core/housekeeping.js';
-import { registerNode } from '../shared/core/nodes.js';
-import type { Logger } from '../shared/log.js';
+import { type Config, type Core, type Logger, openCore, registerNode, sweepAbandonedWork } from '../shared/index.js';
 import { type ServiceContext, servesController, servesNode, type Settings } from './context.js';
 import { controllerService } from './controller.js';
 import { packageDefinitionFromText, serviceDefinition } from './definition.js';

@@ -1,6 +1,6 @@
 import { accessSync, constants } from 'node:fs';
 import { join } from 'node:path';
-import { toolEnv } from '../shared/runner.js';
+import { toolEnv } from '../shared/index.js';
 
 /** What each side runs (see shared/mounter.ts). xfs tools are only needed for xfs volumes, so optional. */
 const REQUIRED = {

@@ -1,4 +1,4 @@
-import { nodeSegments } from '../shared/topology.js';
+import { nodeSegments } from '../shared/index.js';
 import type { Topology } from './messages.js';
 
 /** This node's place, as NodeGetInfo reports it (the segments are the core's: shared/topology.ts). */

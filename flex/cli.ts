@@ -1,11 +1,5 @@
 import yargs from 'yargs';
-import { loadConfig } from '../shared/config.js';
-import { type Core, openCore } from '../shared/core/core.js';
-import { listNodes } from '../shared/core/nodes.js';
-import { createVolume, deleteVolume, listVolumes } from '../shared/core/volumes.js';
-import { asTwinvolError, notFound } from '../shared/errors.js';
-import type { NodeRecord, VolumeRecord } from '../shared/model.js';
-import { formatSize, parseSize } from '../shared/size.js';
+import { asTwinvolError, type Core, createVolume, deleteVolume, formatSize, listNodes, listVolumes, loadConfig, type NodeRecord, notFound, openCore, parseSize, validateVolumeId, type VolumeRecord } from '../shared/index.js';
 
 /**
  * The administrator's side of FlexVolume, which has no provisioning: volumes are made here before
@@ -52,7 +46,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
           'delete a volume and its data (refused while attached)',
           (c) => c.positional('id', { type: 'string', demandOption: true }),
           async (a) => {
-            await deleteVolume(open(), a.id);
+            await deleteVolume(open(), validateVolumeId(a.id));
             print(`deleted: ${a.id}`);
           },
         )

@@ -1,8 +1,4 @@
-import { loadConfig } from '../shared/config.js';
-import { openCore } from '../shared/core/core.js';
-import { asTwinvolError, invalidArgument } from '../shared/errors.js';
-import { fileSink, Logger } from '../shared/log.js';
-import { spawnLog } from '../shared/runner.js';
+import { asTwinvolError, fileSink, invalidArgument, loadConfig, Logger, openCore, spawnLog } from '../shared/index.js';
 import { failure, type FlexReply } from './reply.js';
 import type { FlexVerb } from './verb-names.js';
 import { VERBS } from './verbs.js';

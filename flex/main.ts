@@ -1,7 +1,7 @@
 // The FlexVolume executable. kubelet starts it once per call and parses stdout+stderr as one JSON
 // document, so start-up stays minimal: `init` and unknown verbs are answered from here with only
 // the config reader loaded; the rest (state, locks, yargs) is loaded when a verb needs it.
-import { loadConfig } from '../shared/config.js';
+import { loadConfig } from '../shared/index.js';
 import { loadPacked } from './packed-modules.js';
 import { failure, type FlexReply, notSupported, sendReply, success } from './reply.js';
 import { isFlexVerb } from './verb-names.js';

@@ -1,10 +1,4 @@
-import { invalidArgument, notFound } from '../shared/errors.js';
-import type { Core } from '../shared/core/core.js';
-import { refuseContradiction } from '../shared/core/contradiction.js';
-import { createVolume } from '../shared/core/volumes.js';
-import type { VolumeRecord } from '../shared/model.js';
-import { parseSize } from '../shared/size.js';
-import { parseBoolean, parseGid, validatePvName, validateStringMap, validateVolumeId } from '../shared/validate.js';
+import { type Core, createVolume, invalidArgument, notFound, parseBoolean, parseGid, parseSize, refuseContradiction, validatePvName, validateStringMap, validateVolumeId, type VolumeId, type VolumeRecord } from '../shared/index.js';
 
 /** Keys kubelet adds to every options map (kubelet's pkg/volume/flexvolume adds them); everything else comes from the PV. */
 const KUBE = 'kubernetes.io/';
@@ -21,7 +15,7 @@ const DRIVER_KEYS = ['volumeId', 'createIfMissing', 'size', 'backend', 'fsType',
 export interface FlexOptions {
   raw: Record<string, string>;
   /** The volume id from the options, or the PV name to resolve it through. */
-  volumeId?: string;
+  volumeId?: VolumeId;
   pvName?: string;
   readonly: boolean;
   fsGroup?: number;
@@ -65,15 +59,16 @@ export function parseOptions(json: string | undefined): FlexOptions {
 }
 
 /** The id the options name: `volumeId`, else the volume attach recorded for the PV, else the PV name itself. */
-export async function volumeIdOf(core: Core, opts: FlexOptions): Promise<string | undefined> {
+export async function volumeIdOf(core: Core, opts: FlexOptions): Promise<VolumeId | undefined> {
   if (opts.volumeId) return opts.volumeId;
   if (!opts.pvName) return undefined;
-  return validateVolumeId(await volumeIdOfPv(core, opts.pvName), 'volume id');
+  return volumeIdOfPv(core, opts.pvName);
 }
 
 /** What detach and reconstructed calls have to go on: the PV name. */
-export async function volumeIdOfPv(core: Core, pvName: string): Promise<string> {
-  return (await core.catalog.pvVolume(pvName)) ?? pvName;
+export async function volumeIdOfPv(core: Core, pvName: string): Promise<VolumeId> {
+  // A PV name that is not a valid volume id names no volume: the error says which PV.
+  return (await core.catalog.pvVolume(pvName)) ?? validateVolumeId(pvName, `PV name ${pvName.slice(0, 64)} as volume id`);
 }
 
 /**

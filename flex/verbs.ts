@@ -1,15 +1,4 @@
-import { attach, attachmentOf, detach } from '../shared/core/attachments.js';
-import type { Core } from '../shared/core/core.js';
-import { registerNode } from '../shared/core/nodes.js';
-import { expandOnNode } from '../shared/core/node-volume.js';
-import { publish, unpublish } from '../shared/core/publishing.js';
-import { checkedPathUnder } from '../shared/core/mount-target.js';
-import { nodeAttach, stage, unstage } from '../shared/core/staging.js';
-import { expandVolume } from '../shared/core/volumes.js';
-import { invalidArgument } from '../shared/errors.js';
-import type { VolumeRecord } from '../shared/model.js';
-import { parseSize } from '../shared/size.js';
-import { validateNodeName, validatePvName } from '../shared/validate.js';
+import { attach, attachmentOf, checkedPathUnder, type Core, detach, expandOnNode, expandVolume, invalidArgument, nodeAttach, parseSize, publish, registerNode, stage, unpublish, unstage, validateNodeName, validatePvName, type VolumeRecord } from '../shared/index.js';
 import { type FlexOptions, parseOptions, resolveVolume, volumeIdOf, volumeIdOfPv } from './options.js';
 import { type FlexReply, success } from './reply.js';
 import type { FlexVerb } from './verb-names.js';

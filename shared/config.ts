@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { posix } from 'node:path';
 import { errnoCode, invalidArgument } from './errors.js';
-import { type FsType, validateBlockFsType, validateNodeName } from './validate.js';
+import { type FsType, type NodeId, validateBlockFsType, validateNodeName } from './validate.js';
 
 /** Settings shared by the FlexVolume executable, the CLI and the CSI server. */
 export interface Config {
@@ -19,7 +19,7 @@ export interface Config {
   /** Targets and staging paths must lie below this root. */
   kubeletDir: string;
   /** This node's name, as kubelet and the controller-manager name it. */
-  nodeName: string;
+  nodeName: NodeId;
   /** FlexVolume attach capability, chosen at install time. */
   flexAttach: boolean;
   defaultFsType: FsType;
@@ -63,7 +63,10 @@ type Env = Readonly<Record<string, string | undefined>>;
  * fine), then single-value environment overrides. kubelet gives the executable a bare environment,
  * which is why the file exists at all.
  */
-export function loadConfig(env: Env = process.env, overrides: Partial<Config> = {}): Config {
+/** Settings a caller passes on top of the file and the environment (CSI flags): checked like the file's. */
+export type ConfigOverrides = Partial<Omit<Config, 'nodeName'>> & { nodeName?: string };
+
+export function loadConfig(env: Env = process.env, overrides: ConfigOverrides = {}): Config {
   const file = readConfigFile(env.TWINVOL_CONFIG || DEFAULT_CONFIG_PATH, Boolean(env.TWINVOL_CONFIG));
   const merged: Record<string, unknown> = { ...DEFAULTS, nodeName: hostname(), ...file };
   for (const [envKey, key] of Object.entries(ENV_KEYS)) {

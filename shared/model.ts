@@ -1,4 +1,5 @@
 import type { Versioned } from './store/json-record.js';
+import type { NodeId, SnapshotId, VolumeId } from './validate.js';
 
 export const BACKEND_KINDS = ['dir', 'block', 'static'] as const;
 export type BackendKind = (typeof BACKEND_KINDS)[number];
@@ -27,7 +28,7 @@ export interface AccessRequest {
 }
 
 export interface Attachment {
-  node: string;
+  node: NodeId;
   readonly: boolean;
   at: string;
   via: Origin;
@@ -35,13 +36,13 @@ export interface Attachment {
 
 export interface ContentSource {
   kind: 'snapshot' | 'volume';
-  id: string;
+  id: VolumeId | SnapshotId;
 }
 
 /** Catalog record of one volume: cluster scope, beside its data under the data root. */
 export interface VolumeRecord extends Versioned {
   /** The CSI CreateVolume name when that is a valid id, else derived from it (shared/names.ts). */
-  id: string;
+  id: VolumeId;
   /** The CSI CreateVolume name, only when it differs from the id; a repeated create must give the same. */
   name?: string;
   backend: BackendKind;
@@ -75,10 +76,10 @@ export interface VolumeRecord extends Versioned {
 
 export interface SnapshotRecord extends Versioned {
   /** The CSI CreateSnapshot name when that is a valid id, else derived from it (shared/names.ts). */
-  id: string;
+  id: SnapshotId;
   /** The CSI CreateSnapshot name, only when it differs from the id; a repeated create must give the same. */
   name?: string;
-  sourceVolumeId: string;
+  sourceVolumeId: VolumeId;
   backend: BackendKind;
   fsType: string;
   sizeBytes: number;
@@ -87,7 +88,7 @@ export interface SnapshotRecord extends Versioned {
 
 /** Node-scope record of one mount twinvol made: what teardown needs, since unmount calls carry only a path. */
 export interface MountRecord extends Versioned {
-  volumeId: string;
+  volumeId: VolumeId;
   path: string;
   kind: 'stage' | 'publish';
   readonly: boolean;
@@ -112,7 +113,7 @@ export interface MountRecord extends Versioned {
  * never registered is NotFound (shared/core/nodes.ts).
  */
 export interface NodeRecord extends Versioned {
-  nodeId: string;
+  nodeId: NodeId;
   /** The node's topology segments (shared/topology.ts); {} when registered by FlexVolume, which has none. */
   topology: Record<string, string>;
   registeredBy: Origin;
@@ -123,5 +124,5 @@ export interface NodeRecord extends Versioned {
 /** FlexVolume detach names the PV, not the volume: attach records the mapping here. */
 export interface PvRecord extends Versioned {
   pvName: string;
-  volumeId: string;
+  volumeId: VolumeId;
 }

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { alreadyExists, invalidArgument } from './errors.js';
-import { isValidId, MAX_ID_BYTES } from './validate.js';
+import { isValidId, MAX_ID_BYTES, type SnapshotId, validateSnapshotId, validateVolumeId, type VolumeId } from './validate.js';
 
 /**
  * The ids of volumes and snapshots that a caller names (CSI CreateVolume, CreateSnapshot). The spec
@@ -32,6 +32,11 @@ export function idForName(name: unknown, what = 'name'): string {
   const hash = createHash('sha256').update(checked, 'utf8').digest('hex').slice(0, 32);
   return `${readablePrefix(checked)}__${hash}`;
 }
+
+/** The volume id a CreateVolume name stands for (derived ids pass the id rule by construction). */
+export const volumeIdForName = (name: unknown, what = 'name'): VolumeId => validateVolumeId(idForName(name, what), what);
+/** The snapshot id a CreateSnapshot name stands for. */
+export const snapshotIdForName = (name: unknown, what = 'name'): SnapshotId => validateSnapshotId(idForName(name, what), what);
 
 /** idForName for a log line or an in-flight key: never throws (the call itself reports a bad name). */
 export function idForNameOrUndefined(name: unknown): string | undefined {

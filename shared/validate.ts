@@ -27,12 +27,25 @@ function checkName(value: unknown, what: string, maxBytes: number): string {
   return value;
 }
 
-export const validateVolumeId = (value: unknown, what = 'volume id') => checkName(value, what, MAX_ID_BYTES);
+/**
+ * Ids that passed their check, as types of their own: a path, a PV name or an unchecked string cannot
+ * be handed to a verb where a volume id is expected, and one kind of id cannot stand in for another.
+ * The brand exists only at compile time; on disk and on the wire an id is a plain string.
+ */
+declare const brand: unique symbol;
+type Branded<T extends string> = string & { readonly [brand]: T };
+export type VolumeId = Branded<'VolumeId'>;
+export type SnapshotId = Branded<'SnapshotId'>;
+/** A Kubernetes node name, which is also the CSI node id. */
+export type NodeId = Branded<'NodeId'>;
+
+export const validateVolumeId = (value: unknown, what = 'volume id') => checkName(value, what, MAX_ID_BYTES) as VolumeId;
 /** Whether a string is a valid volume or snapshot id (the two share one rule), without throwing. */
 export const isValidId = (value: string): boolean => whyInvalid(value, 'id', MAX_ID_BYTES) === undefined;
-export const validateSnapshotId = (value: unknown, what = 'snapshot id') => checkName(value, what, MAX_ID_BYTES);
+export const validateSnapshotId = (value: unknown, what = 'snapshot id') => checkName(value, what, MAX_ID_BYTES) as SnapshotId;
 /** Kubernetes object names (PVs, nodes) are DNS subdomains of up to 253 characters. */
-export const validateNodeName = (value: unknown, what = 'node name') => checkName(value, what, 253);
+export const validateNodeName = (value: unknown, what = 'node name') => checkName(value, what, 253) as NodeId;
+export const isValidNodeName = (value: string): boolean => whyInvalid(value, 'node name', 253) === undefined;
 export const validatePvName = (value: unknown, what = 'PV name') => checkName(value, what, 253);
 
 /**

@@ -1,7 +1,7 @@
 import { backendFor } from '../backends/index.js';
 import { alreadyExists, failedPrecondition, resourceExhausted } from '../errors.js';
 import type { Attachment, Origin, VolumeRecord } from '../model.js';
-import { validateNodeName, validateVolumeId } from '../validate.js';
+import { type NodeId, validateNodeName, validateVolumeId, type VolumeId } from '../validate.js';
 import { type AccessRequest, requireAccess } from './access.js';
 import { type Core, now } from './core.js';
 import { requireRegisteredNode } from './nodes.js';
@@ -25,7 +25,7 @@ export interface AttachOptions {
  * Records that `node` holds the volume. This is the cluster-wide exclusivity point: a single-node
  * volume held by another node is refused, whichever front end asks, with the holder named.
  */
-export async function attach(core: Core, id: string, node: string, opts: AttachOptions): Promise<Attachment> {
+export async function attach(core: Core, id: VolumeId, node: NodeId, opts: AttachOptions): Promise<Attachment> {
   validateVolumeId(id);
   validateNodeName(node);
   const counted = opts.maxVolumesPerNode ? await attachedCount(core, node, id) : 0;
@@ -56,7 +56,7 @@ export async function attach(core: Core, id: string, node: string, opts: AttachO
 }
 
 /** Forgets that `node` holds the volume. Unknown volumes and absent attachments are fine: detach is retried. */
-export async function detach(core: Core, id: string, node: string): Promise<void> {
+export async function detach(core: Core, id: VolumeId, node: NodeId): Promise<void> {
   validateVolumeId(id);
   validateNodeName(node);
   await core.catalog.lock('volume', id, async () => {

@@ -3,7 +3,7 @@ import { backendFor } from '../backends/index.js';
 import { errnoCode, failedPrecondition, invalidArgument, notFound } from '../errors.js';
 import type { MountRecord, VolumeRecord } from '../model.js';
 import { mountAt } from '../mountinfo.js';
-import { validateVolumeId } from '../validate.js';
+import { validateVolumeId, type VolumeId } from '../validate.js';
 import type { Core } from './core.js';
 import { isStaleError } from './mount-target.js';
 
@@ -20,7 +20,7 @@ export interface VolumeStats {
 }
 
 /** Usage of a volume where it is staged or published on this node. */
-export async function volumeStats(core: Core, id: string, volumePath: string): Promise<VolumeStats> {
+export async function volumeStats(core: Core, id: VolumeId, volumePath: string): Promise<VolumeStats> {
   validateVolumeId(id);
   const volume = await core.catalog.getVolume(id);
   if (!volume) throw notFound(`volume ${id} does not exist`);
@@ -71,7 +71,7 @@ const ZERO = { totalBytes: 0, availableBytes: 0, usedBytes: 0, totalInodes: 0, f
  * Grows the filesystem of a volume staged on this node to its (already grown) backing size; online,
  * as resize2fs and xfs_growfs allow. A volume that needs nothing answers its size.
  */
-export async function expandOnNode(core: Core, id: string, volumePath?: string): Promise<VolumeRecord> {
+export async function expandOnNode(core: Core, id: VolumeId, volumePath?: string): Promise<VolumeRecord> {
   validateVolumeId(id);
   return core.nodeState.lockVolume(id, async () => {
     const volume = await core.catalog.requireVolume(id);

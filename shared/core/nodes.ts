@@ -3,7 +3,7 @@ import type { NodeRecord, Origin } from '../model.js';
 import { SCHEMA_VERSION } from '../store/json-record.js';
 import { type Segments } from '../topology.js';
 import { sameStringMap } from '../string-maps.js';
-import { validateNodeName, validateStringMap } from '../validate.js';
+import { type NodeId, validateNodeName, validateStringMap } from '../validate.js';
 import { type Core, now } from './core.js';
 
 /**
@@ -11,7 +11,7 @@ import { type Core, now } from './core.js';
  * unchanged registration writes nothing, a changed topology is rewritten. FlexVolume knows no
  * topology (`undefined`): it only makes sure the node exists, leaving a node server's record alone.
  */
-export async function registerNode(core: Core, nodeId: string, topology: Segments | undefined, origin: Origin): Promise<NodeRecord> {
+export async function registerNode(core: Core, nodeId: NodeId, topology: Segments | undefined, origin: Origin): Promise<NodeRecord> {
   validateNodeName(nodeId);
   const segments = topology && validateStringMap(topology, 'topology', 4096);
   const fits = (r: NodeRecord | undefined): r is NodeRecord => Boolean(r && (!segments || sameStringMap(r.topology, segments)));
@@ -28,7 +28,7 @@ export async function registerNode(core: Core, nodeId: string, topology: Segment
 }
 
 /** NotFound for a node that never registered: the CSI spec's answer to ControllerPublishVolume. */
-export async function requireRegisteredNode(core: Core, nodeId: string): Promise<NodeRecord> {
+export async function requireRegisteredNode(core: Core, nodeId: NodeId): Promise<NodeRecord> {
   const node = await core.catalog.getNode(validateNodeName(nodeId));
   if (!node) throw notFound(`node ${nodeId} is not registered: no twinvol node server has started there, and no FlexVolume attach named it`);
   return node;

@@ -5,7 +5,7 @@ import type { MountRecord, Origin, VolumeRecord } from '../model.js';
 import { describeMount } from '../mounter.js';
 import { mountAt } from '../mountinfo.js';
 import { SCHEMA_VERSION } from '../store/json-record.js';
-import { validateVolumeId } from '../validate.js';
+import { validateVolumeId, type VolumeId } from '../validate.js';
 import { type AccessRequest, requireAccess } from './access.js';
 import { type Claims, refuseContradiction } from './contradiction.js';
 import { type Core, implicitStagingPath, now } from './core.js';
@@ -34,7 +34,7 @@ export interface PublishOptions {
  * Bind-mounts a staged volume into a pod's target. Repeating the same publish answers the same; the
  * same target with other options, or a target that holds someone else's mount, is AlreadyExists.
  */
-export async function publish(core: Core, id: string, targetPath: string, opts: PublishOptions): Promise<VolumeRecord> {
+export async function publish(core: Core, id: VolumeId, targetPath: string, opts: PublishOptions): Promise<VolumeRecord> {
   validateVolumeId(id);
   const target = await checkedPathUnder(targetPath, core.config.kubeletDir, 'target path');
   const stagingPath = opts.stagingPath && (await checkedPathUnder(opts.stagingPath, core.config.kubeletDir, 'staging path'));
@@ -129,7 +129,7 @@ async function requireNoOtherPublish(core: Core, id: string, target: string): Pr
  */
 async function stagingFor(
   core: Core,
-  id: string,
+  id: VolumeId,
   stagingPath: string | undefined,
   block: boolean,
   via: Origin,
@@ -172,6 +172,6 @@ export async function unpublish(core: Core, targetPath: string): Promise<void> {
 }
 
 /** Mount records of one volume on this node, for access-mode checks and listings. */
-export function mountsOf(core: Core, id: string): Promise<MountRecord[]> {
+export function mountsOf(core: Core, id: VolumeId): Promise<MountRecord[]> {
   return core.nodeState.listForVolume(validateVolumeId(id));
 }

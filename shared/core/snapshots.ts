@@ -2,8 +2,8 @@ import { backendFor } from '../backends/index.js';
 import { alreadyExists, invalidArgument, notFound } from '../errors.js';
 import type { SnapshotRecord } from '../model.js';
 import { SCHEMA_VERSION } from '../store/json-record.js';
-import { idForName, requireSameName } from '../names.js';
-import { isValidId, validateSnapshotId, validateVolumeId } from '../validate.js';
+import { requireSameName, snapshotIdForName } from '../names.js';
+import { isValidId, type SnapshotId, validateSnapshotId, validateVolumeId, type VolumeId } from '../validate.js';
 import { type Core, now } from './core.js';
 
 export interface CreateSnapshotResult {
@@ -18,8 +18,8 @@ export interface CreateSnapshotResult {
  * Snapshots are full (sparse, reflinked where possible) copies, so a volume never depends on them.
  * Data a node still holds in its page cache is not in the copy: the copy is crash-consistent.
  */
-export async function createSnapshot(core: Core, name: string, sourceVolumeId: string): Promise<CreateSnapshotResult> {
-  const id = idForName(name, 'snapshot name');
+export async function createSnapshot(core: Core, name: string, sourceVolumeId: VolumeId): Promise<CreateSnapshotResult> {
+  const id = snapshotIdForName(name, 'snapshot name');
   validateVolumeId(sourceVolumeId, 'source volume id');
   return core.catalog.lock('snapshot', id, async () => {
     const existing = await core.catalog.getSnapshot(id);
@@ -50,12 +50,12 @@ export async function createSnapshot(core: Core, name: string, sourceVolumeId: s
 }
 
 /** Deletes a snapshot and its copy. Unknown ids are fine: delete is retried. */
-export async function deleteSnapshot(core: Core, id: string): Promise<void> {
+export async function deleteSnapshot(core: Core, id: SnapshotId): Promise<void> {
   validateSnapshotId(id);
   await core.catalog.lock('snapshot', id, () => core.catalog.removeEntry('snapshots', id));
 }
 
-export async function getSnapshot(core: Core, id: string): Promise<SnapshotRecord> {
+export async function getSnapshot(core: Core, id: SnapshotId): Promise<SnapshotRecord> {
   validateSnapshotId(id);
   const snapshot = await core.catalog.getSnapshot(id);
   if (!snapshot) throw notFound(`snapshot ${id} does not exist`);

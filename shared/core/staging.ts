@@ -4,7 +4,7 @@ import type { MountRecord, Origin, VolumeRecord } from '../model.js';
 import { describeMount } from '../mounter.js';
 import { mountAt } from '../mountinfo.js';
 import { SCHEMA_VERSION } from '../store/json-record.js';
-import { validateVolumeId } from '../validate.js';
+import { validateVolumeId, type VolumeId } from '../validate.js';
 import { type AccessRequest, requireAccess } from './access.js';
 import { attach, attachmentOf, detach, requireAttachedTo } from './attachments.js';
 import { type Claims, refuseContradiction } from './contradiction.js';
@@ -35,7 +35,7 @@ export interface StageResult {
 }
 
 /** Makes the volume a device on this node (FlexVolume waitforattach); returns the device path. */
-export async function nodeAttach(core: Core, id: string): Promise<StageResult> {
+export async function nodeAttach(core: Core, id: VolumeId): Promise<StageResult> {
   validateVolumeId(id);
   return core.nodeState.lockVolume(id, async () => {
     const volume = await core.catalog.requireVolume(id);
@@ -49,7 +49,7 @@ export async function nodeAttach(core: Core, id: string): Promise<StageResult> {
  * before the mount, so a crash in between leaves a record without a mount, which the next stage or
  * unstage repairs; a mount without a record is someone else's and is never stacked upon.
  */
-export async function stage(core: Core, id: string, stagingPath: string, opts: StageOptions): Promise<StageResult> {
+export async function stage(core: Core, id: VolumeId, stagingPath: string, opts: StageOptions): Promise<StageResult> {
   validateVolumeId(id);
   const path = opts.implicit
     ? implicitStagingPath(core, id)
@@ -58,7 +58,7 @@ export async function stage(core: Core, id: string, stagingPath: string, opts: S
 }
 
 /** Stage with the volume's node lock held; `path` is already validated. */
-export async function stageLocked(core: Core, id: string, path: string, opts: StageOptions): Promise<StageResult> {
+export async function stageLocked(core: Core, id: VolumeId, path: string, opts: StageOptions): Promise<StageResult> {
   const volume = await core.catalog.requireVolume(id);
   if (opts.claims) refuseContradiction(volume, opts.claims);
   if (opts.access) requireAccess(volume, opts.access);
@@ -122,7 +122,7 @@ async function dropStaging(core: Core, record: Pick<MountRecord, 'volumeId' | 'p
   await core.nodeState.remove(record);
 }
 
-function stageRecord(volumeId: string, path: string, opts: StageOptions): MountRecord {
+function stageRecord(volumeId: VolumeId, path: string, opts: StageOptions): MountRecord {
   return {
     schema: SCHEMA_VERSION,
     volumeId,

@@ -4,13 +4,7 @@ import type { AccessScope, BackendKind, ContentSource, Origin, VolumeRecord } fr
 import { BACKEND_KINDS } from '../model.js';
 import { parseSize } from '../size.js';
 import { SCHEMA_VERSION } from '../store/json-record.js';
-import {
-  validateBlockFsType,
-  validateMountOptions,
-  validateStaticFsType,
-  validateStaticSource,
-  validateVolumeId,
-} from '../validate.js';
+import { validateBlockFsType, validateMountOptions, validateStaticFsType, validateStaticSource, validateVolumeId, type VolumeId } from '../validate.js';
 import { idForName, requireSameName } from '../names.js';
 import { requireSourceAllowed } from '../static-source.js';
 import { sameStringMap } from '../string-maps.js';
@@ -163,7 +157,7 @@ function checkSourceFits(volume: VolumeRecord, backend: BackendKind, size: numbe
  * Deletes a volume and its data. Unknown ids are fine (delete is retried); a volume still attached
  * anywhere, or still a loop device on this node, is refused rather than pulled from under a user.
  */
-export async function deleteVolume(core: Core, id: string): Promise<void> {
+export async function deleteVolume(core: Core, id: VolumeId): Promise<void> {
   validateVolumeId(id);
   await core.catalog.lock('volume', id, async () => {
     const volume = await core.catalog.getVolume(id);
@@ -183,7 +177,7 @@ export interface ExpandResult {
 }
 
 /** Grows a volume's backing storage. Asking for the current size or less is a no-op: never shrink. */
-export async function expandVolume(core: Core, id: string, requested: number): Promise<ExpandResult> {
+export async function expandVolume(core: Core, id: VolumeId, requested: number): Promise<ExpandResult> {
   validateVolumeId(id);
   const newSize = parseSize(requested, 'new size');
   return core.catalog.lock('volume', id, async () => {

@@ -3,7 +3,7 @@ import { mkdir, readdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { alreadyExists, errnoCode, notFound, TwinvolError } from '../errors.js';
 import type { NodeRecord, PvRecord, SnapshotRecord, VolumeRecord } from '../model.js';
-import { validateNodeName, validatePvName, validateSnapshotId, validateVolumeId } from '../validate.js';
+import { validateNodeName, validatePvName, validateSnapshotId, validateVolumeId, type VolumeId } from '../validate.js';
 import { readRecord, removeRecord, SCHEMA_VERSION, writeRecord } from './json-record.js';
 import { RECORD_SCHEMAS } from './record-schemas.js';
 import { type LockOptions, withLock } from './lock.js';
@@ -170,12 +170,12 @@ export class Catalog {
     return join(this.root, 'pvs', fileNameFor(validatePvName(pvName), '.json'));
   }
 
-  async pvVolume(pvName: string): Promise<string | undefined> {
+  async pvVolume(pvName: string): Promise<VolumeId | undefined> {
     const record = await readRecord(this.pvPath(pvName), RECORD_SCHEMAS.pv);
     return record?.pvName === pvName ? record.volumeId : undefined;
   }
 
-  async recordPv(pvName: string, volumeId: string): Promise<void> {
+  async recordPv(pvName: string, volumeId: VolumeId): Promise<void> {
     const existing = await this.pvVolume(pvName);
     if (existing === volumeId) return;
     await writeRecord<PvRecord>(this.pvPath(pvName), { schema: SCHEMA_VERSION, pvName, volumeId });

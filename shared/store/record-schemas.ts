@@ -1,4 +1,5 @@
 import * as z from 'zod/mini';
+import { isValidId, isValidNodeName, type NodeId, type SnapshotId, type VolumeId } from '../validate.js';
 import { ACCESS_SCOPES, BACKEND_KINDS, type MountRecord, type NodeRecord, ORIGINS, type PvRecord, type SnapshotRecord, type VolumeRecord } from '../model.js';
 
 /**
@@ -11,6 +12,13 @@ import { ACCESS_SCOPES, BACKEND_KINDS, type MountRecord, type NodeRecord, ORIGIN
  * about 16 KB to the bundle where zod's full build with its messages adds about 270 KB.
  */
 const text = z.string();
+// Ids are checked with the rule that made them (shared/validate.ts), so a hand-edited id that could
+// name a path is refused on read like any other damage, and the parsed record carries the branded type.
+const idOf = <T extends string>(valid: (value: string) => boolean, what: string) =>
+  z.custom<T>((value) => typeof value === 'string' && valid(value), { error: `not a valid ${what}` });
+const volumeId = idOf<VolumeId>(isValidId, 'volume id');
+const snapshotId = idOf<SnapshotId>(isValidId, 'snapshot id');
+const nodeId = idOf<NodeId>(isValidNodeName, 'node name');
 const count = z.number().check(z.int(), z.nonnegative());
 const timestamp = z.string();
 const origin = z.enum(ORIGINS);
@@ -18,11 +26,11 @@ const schema = z.number().check(z.int(), z.positive());
 
 const accessRequest = z.strictObject({ scope: z.enum(ACCESS_SCOPES), raw: z.boolean(), readerOnly: z.boolean(), singleWriter: z.boolean(), fsType: z.string() });
 
-const attachment = z.strictObject({ node: text, readonly: z.boolean(), at: timestamp, via: origin });
+const attachment = z.strictObject({ node: nodeId, readonly: z.boolean(), at: timestamp, via: origin });
 
 const volumeRecord = z.strictObject({
   schema,
-  id: text,
+  id: volumeId,
   name: z.optional(text),
   backend: z.enum(BACKEND_KINDS),
   capacityBytes: count,
@@ -32,7 +40,7 @@ const volumeRecord = z.strictObject({
   source: z.optional(text),
   mountOptions: z.optional(z.array(text)),
   parameters: z.record(z.string(), z.string()),
-  contentSource: z.optional(z.strictObject({ kind: z.enum(['snapshot', 'volume']), id: text })),
+  contentSource: z.optional(z.strictObject({ kind: z.enum(['snapshot', 'volume']), id: z.union([volumeId, snapshotId]) })),
   topology: z.optional(z.record(z.string(), z.string())),
   attachments: z.array(attachment),
   fsResizePending: z.optional(z.boolean()),
@@ -42,9 +50,9 @@ const volumeRecord = z.strictObject({
 
 const snapshotRecord = z.strictObject({
   schema,
-  id: text,
+  id: snapshotId,
   name: z.optional(text),
-  sourceVolumeId: text,
+  sourceVolumeId: volumeId,
   backend: z.enum(BACKEND_KINDS),
   fsType: z.string(),
   sizeBytes: count,
@@ -53,7 +61,7 @@ const snapshotRecord = z.strictObject({
 
 const mountRecord = z.strictObject({
   schema,
-  volumeId: text,
+  volumeId,
   path: text,
   kind: z.enum(['stage', 'publish']),
   readonly: z.boolean(),
@@ -66,9 +74,9 @@ const mountRecord = z.strictObject({
   createdAt: timestamp,
 });
 
-const pvRecord = z.strictObject({ schema, pvName: text, volumeId: text });
+const pvRecord = z.strictObject({ schema, pvName: text, volumeId });
 
-const nodeRecord = z.strictObject({ schema, nodeId: text, topology: z.record(z.string(), z.string()), registeredBy: origin, registeredAt: timestamp });
+const nodeRecord = z.strictObject({ schema, nodeId, topology: z.record(z.string(), z.string()), registeredBy: origin, registeredAt: timestamp });
 
 /**
  * Takes a schema only when it parses exactly the record type T: `tsc` refuses this file when a field is
@@ -98,6 +106,7 @@ export function describeIssues(error: z.core.$ZodError): string {
       if (issue.code === 'invalid_type') return `${at}: expected ${issue.expected}`;
       if (issue.code === 'unrecognized_keys') return `${at}: unknown key${issue.keys.length > 1 ? 's' : ''} ${issue.keys.slice(0, 5).join(', ')}`;
       if (issue.code === 'invalid_value') return `${at}: expected one of ${issue.values.map(String).join(', ')}`;
+      if (issue.code === 'custom') return `${at}: ${issue.message}`;
       return `${at}: ${issue.code.replaceAll('_', ' ')}`;
     })
     .join('; ');

@@ -13,6 +13,7 @@ import { fileSha256, writeRandomFile } from './helpers/data.js';
 import { useCsiServer } from './helpers/fixture.js';
 import { mountInPod } from './helpers/pod-mount.js';
 import { MiB, mountCap, stagingPath } from './helpers/requests.js';
+import { nid, vid } from '../helpers/ids.js';
 
 /**
  * FlexVolume and CSI share one catalog. The FlexVolume side is played by the core verbs its executable
@@ -39,31 +40,31 @@ describe('one catalog for both models', () => {
 
     // FlexVolume: attach (controller-manager), mountdevice and mount (kubelet), write, tear down.
     const f = flexPaths('pv-shared');
-    await attach(core, 'shared-vol', 'node-a', { readonly: false, via: 'flex' });
-    await stage(core, 'shared-vol', f.global, { readonly: false });
-    await publish(core, 'shared-vol', f.pod, { readonly: false, via: 'flex' });
+    await attach(core, vid('shared-vol'), nid('node-a'), { readonly: false, via: 'flex' });
+    await stage(core, vid('shared-vol'), f.global, { readonly: false });
+    await publish(core, vid('shared-vol'), f.pod, { readonly: false, via: 'flex' });
     const fromFlex = writeRandomFile(join(f.pod, 'from-flex.bin'));
     await unpublish(core, f.pod);
     await unstage(core, f.global);
-    await detach(core, 'shared-vol', 'node-a');
+    await detach(core, vid('shared-vol'), nid('node-a'));
 
     const m = await mountInPod(csi, 'shared-vol', mountCap('ext4'), 'csi-pod');
     expect(fileSha256(join(m.target, 'from-flex.bin'))).toBe(fromFlex);
     const fromCsi = writeRandomFile(join(m.target, 'from-csi.bin'));
     await m.release();
 
-    await attach(core, 'shared-vol', 'node-a', { readonly: false, via: 'flex' });
-    await stage(core, 'shared-vol', f.global, { readonly: false });
+    await attach(core, vid('shared-vol'), nid('node-a'), { readonly: false, via: 'flex' });
+    await stage(core, vid('shared-vol'), f.global, { readonly: false });
     expect(fileSha256(join(f.global, 'from-csi.bin'))).toBe(fromCsi);
     expect(fileSha256(join(f.global, 'from-flex.bin'))).toBe(fromFlex);
     await unstage(core, f.global);
-    await detach(core, 'shared-vol', 'node-a');
+    await detach(core, vid('shared-vol'), nid('node-a'));
   });
 
   it('a volume attached to node A through FlexVolume cannot be published to node B through CSI', async () => {
     const core = flexCore();
     await ctl('CreateVolume', { name: 'exclusive', volume_capabilities: [mountCap()], capacity_range: { required_bytes: String(16 * MiB) } });
-    await attach(core, 'exclusive', 'node-flex', { readonly: false, via: 'flex' });
+    await attach(core, vid('exclusive'), nid('node-flex'), { readonly: false, via: 'flex' });
     await csi.registerNodes('node-b');
 
     const msg = await expectCode(ctl('ControllerPublishVolume', { volume_id: 'exclusive', node_id: 'node-b', volume_capability: mountCap() }), 'FAILED_PRECONDITION');
@@ -74,7 +75,7 @@ describe('one catalog for both models', () => {
     expect((await ctl('ControllerGetVolume', { volume_id: 'exclusive' })).status.published_node_ids).toEqual(['node-flex']);
     await expectCode(ctl('DeleteVolume', { volume_id: 'exclusive' }), 'FAILED_PRECONDITION');
 
-    await detach(core, 'exclusive', 'node-flex');
+    await detach(core, vid('exclusive'), nid('node-flex'));
     await ctl('ControllerPublishVolume', { volume_id: 'exclusive', node_id: 'node-b', volume_capability: mountCap() });
     expect((await ctl('ControllerGetVolume', { volume_id: 'exclusive' })).status.published_node_ids).toEqual(['node-b']);
   });
@@ -82,7 +83,7 @@ describe('one catalog for both models', () => {
   it('a volume published through CSI cannot be attached elsewhere through FlexVolume', async () => {
     await ctl('CreateVolume', { name: 'csi-held', volume_capabilities: [mountCap()], capacity_range: { required_bytes: String(16 * MiB) } });
     await ctl('ControllerPublishVolume', { volume_id: 'csi-held', node_id: 'node-a', volume_capability: mountCap() });
-    const refused = await attach(flexCore(), 'csi-held', 'node-flex', { readonly: false, via: 'flex' }).catch((e: unknown) => e);
+    const refused = await attach(flexCore(), vid('csi-held'), nid('node-flex'), { readonly: false, via: 'flex' }).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(TwinvolError);
     expect((refused as TwinvolError).code).toBe('FailedPrecondition');
     expect((refused as TwinvolError).message).toContain('node node-a');

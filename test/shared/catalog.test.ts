@@ -6,6 +6,8 @@ import type { VolumeRecord } from '../../shared/model.js';
 import { Catalog } from '../../shared/store/catalog.js';
 import { SCHEMA_VERSION } from '../../shared/store/json-record.js';
 import { expectRejects, expectThrows } from './expect-error.js';
+import { nid, sid, unchecked, vid } from '../helpers/ids.js';
+import type { VolumeId } from '../../shared/validate.js';
 
 let root: string;
 let catalog: Catalog;
@@ -17,7 +19,7 @@ afterEach(() => rmSync(root, { recursive: true, force: true }));
 
 const volume = (id: string, extra: Partial<VolumeRecord> = {}): VolumeRecord => ({
   schema: SCHEMA_VERSION,
-  id,
+  id: unchecked<VolumeId>(id),
   backend: 'dir',
   capacityBytes: 1024,
   fsType: '',
@@ -94,9 +96,9 @@ describe('createEntry', () => {
   it('refuses to create over an existing entry', async () => {
     await catalog.createEntry('volumes', volume('v1'), async () => {});
     await expectRejects(catalog.createEntry('volumes', volume('v1'), async () => {}), 'AlreadyExists', 'volume v1 already exists');
-    await catalog.createEntry('snapshots', { schema: 1, id: 's1', sourceVolumeId: 'v1', backend: 'dir', fsType: '', sizeBytes: 1, createdAt: 'x' }, async () => {});
+    await catalog.createEntry('snapshots', { schema: 1, id: sid('s1'), sourceVolumeId: vid('v1'), backend: 'dir', fsType: '', sizeBytes: 1, createdAt: 'x' }, async () => {});
     await expectRejects(
-      catalog.createEntry('snapshots', { schema: 1, id: 's1', sourceVolumeId: 'v1', backend: 'dir', fsType: '', sizeBytes: 1, createdAt: 'x' }, async () => {}),
+      catalog.createEntry('snapshots', { schema: 1, id: sid('s1'), sourceVolumeId: vid('v1'), backend: 'dir', fsType: '', sizeBytes: 1, createdAt: 'x' }, async () => {}),
       'AlreadyExists',
       'snapshot s1 already exists',
     );
@@ -155,7 +157,7 @@ describe('listVolumeIds / requireVolume', () => {
     await expectRejects(
       catalog.getVolume('v1'),
       'Internal',
-      `state record ${path} does not parse: backend: expected one of dir, block, static; attachments.0.node: expected string`,
+      `state record ${path} does not parse: backend: expected one of dir, block, static; attachments.0.node: not a valid node name`,
     );
   });
 
@@ -163,7 +165,7 @@ describe('listVolumeIds / requireVolume', () => {
     await catalog.createEntry('volumes', volume('v1'), async () => {});
     await Promise.all(
       ['n1', 'n2', 'n3', 'n4'].map((node) =>
-        catalog.updateVolume('v1', (v) => ({ ...v, attachments: [...v.attachments, { node, readonly: false, at: 'x', via: 'cli' }] })),
+        catalog.updateVolume('v1', (v) => ({ ...v, attachments: [...v.attachments, { node: nid(node), readonly: false, at: 'x', via: 'cli' }] })),
       ),
     );
     expect((await catalog.requireVolume('v1')).attachments.map((a) => a.node).sort()).toEqual(['n1', 'n2', 'n3', 'n4']);
@@ -173,11 +175,11 @@ describe('listVolumeIds / requireVolume', () => {
 describe('PV records', () => {
   it('round-trips pvName -> volumeId, overwrites, and forgets', async () => {
     expect(await catalog.pvVolume('pv-1')).toBeUndefined();
-    await catalog.recordPv('pv-1', 'vol-1');
+    await catalog.recordPv('pv-1', vid('vol-1'));
     expect(await catalog.pvVolume('pv-1')).toBe('vol-1');
     expect(JSON.parse(readFileSync(catalog.pvPath('pv-1'), 'utf8'))).toEqual({ schema: SCHEMA_VERSION, pvName: 'pv-1', volumeId: 'vol-1' });
-    await catalog.recordPv('pv-1', 'vol-1');
-    await catalog.recordPv('pv-1', 'vol-2');
+    await catalog.recordPv('pv-1', vid('vol-1'));
+    await catalog.recordPv('pv-1', vid('vol-2'));
     expect(await catalog.pvVolume('pv-1')).toBe('vol-2');
     await catalog.forgetPv('pv-1');
     await catalog.forgetPv('pv-1');
@@ -187,8 +189,8 @@ describe('PV records', () => {
   it('keeps every valid PV name, up to 253 characters, and two long names that share a prefix apart', async () => {
     const long = (tail: string) => `${'p'.repeat(200)}.${tail.padStart(52, 'x')}`;
     expect(long('a')).toHaveLength(253);
-    await catalog.recordPv(long('a'), 'vol-a');
-    await catalog.recordPv(long('b'), 'vol-b');
+    await catalog.recordPv(long('a'), vid('vol-a'));
+    await catalog.recordPv(long('b'), vid('vol-b'));
     expect(await catalog.pvVolume(long('a'))).toBe('vol-a');
     expect(await catalog.pvVolume(long('b'))).toBe('vol-b');
     expect(readdirSync(join(root, 'pvs')).every((f) => Buffer.byteLength(f) <= 255)).toBe(true);
@@ -198,7 +200,7 @@ describe('PV records', () => {
   });
 
   it('refuses PV names that would escape pvs/', async () => {
-    await expectRejects(async () => catalog.recordPv('../x', 'v'), 'InvalidArgument', 'PV name');
+    await expectRejects(async () => catalog.recordPv('../x', vid('v')), 'InvalidArgument', 'PV name');
     expect(existsSync(join(root, 'x.json'))).toBe(false);
   });
 });
@@ -234,7 +236,7 @@ describe('abandoned work', () => {
   });
 
   it('a delete sweeps what an earlier killed delete of the same entry left', async () => {
-    await catalog.createEntry('snapshots', { schema: 1, id: 's1', sourceVolumeId: 'v1', backend: 'dir', fsType: '', sizeBytes: 1, createdAt: 'x' }, async () => {});
+    await catalog.createEntry('snapshots', { schema: 1, id: sid('s1'), sourceVolumeId: vid('v1'), backend: 'dir', fsType: '', sizeBytes: 1, createdAt: 'x' }, async () => {});
     leftover('trash@snapshots@s1@0000beef');
     await catalog.removeEntry('snapshots', 's1');
     expect(workLeftovers()).toEqual([]);

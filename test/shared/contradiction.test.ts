@@ -1,10 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { contradiction } from '../../shared/core/contradiction.js';
 import type { VolumeRecord } from '../../shared/model.js';
+import { vid } from '../helpers/ids.js';
 
 const tmpfs: VolumeRecord = {
   schema: 1,
-  id: 'scratch',
+  id: vid('scratch'),
   backend: 'static',
   capacityBytes: 0,
   fsType: 'tmpfs',

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import * as z from 'zod/mini';
 import { readRecord, removeRecord, SCHEMA_VERSION, type Versioned, writeRecord } from '../../shared/store/json-record.js';
+import { RECORD_SCHEMAS } from '../../shared/store/record-schemas.js';
 import { expectRejects } from './expect-error.js';
 
 interface Rec extends Versioned {
@@ -72,6 +73,20 @@ describe('writeRecord / readRecord', () => {
     await expectRejects(readRecord(path, REC), 'Internal', `state record ${path} does not parse: name: expected string`);
     writeFileSync(path, JSON.stringify({ schema: SCHEMA_VERSION, name: 'x', owner: 'me', extra: 1 }));
     await expectRejects(readRecord(path, REC), 'Internal', `state record ${path} does not parse: the record: unknown keys owner, extra`);
+  });
+
+  it('refuses an id a hand edit made into a path, in every record that holds one', async () => {
+    const path = join(dir, 'edited.json');
+    const edit = (fields: Record<string, unknown>) => writeFileSync(path, JSON.stringify({ schema: SCHEMA_VERSION, ...fields }));
+    const refused = (why: string) => `state record ${path} does not parse: ${why}`;
+    edit({ pvName: 'pv', volumeId: '../../etc' });
+    await expectRejects(readRecord(path, RECORD_SCHEMAS.pv), 'Internal', refused('volumeId: not a valid volume id'));
+    edit({ nodeId: 'a/b', topology: {}, registeredBy: 'csi', registeredAt: 'x' });
+    await expectRejects(readRecord(path, RECORD_SCHEMAS.node), 'Internal', refused('nodeId: not a valid node name'));
+    edit({ id: '/abs', sourceVolumeId: 'v', backend: 'dir', fsType: '', sizeBytes: 0, createdAt: 'x' });
+    await expectRejects(readRecord(path, RECORD_SCHEMAS.snapshot), 'Internal', refused('id: not a valid snapshot id'));
+    writeFileSync(path, JSON.stringify({ schema: SCHEMA_VERSION, pvName: 'pv', volumeId: 'v-1' }));
+    expect(await readRecord(path, RECORD_SCHEMAS.pv)).toEqual({ schema: SCHEMA_VERSION, pvName: 'pv', volumeId: 'v-1' });
   });
 
   it('passes on read errors other than a missing file', async () => {

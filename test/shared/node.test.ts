@@ -13,6 +13,7 @@ import { SCHEMA_VERSION } from '../../shared/store/json-record.js';
 import { createScratch, loopsLeftUnder, mountsUnder, type Scratch } from '../helpers/scratch.js';
 import { coreIn } from './core-scratch.js';
 import { expectRejects } from './expect-error.js';
+import { nid, vid } from '../helpers/ids.js';
 
 const MiB = 2 ** 20;
 
@@ -31,7 +32,7 @@ const mountsAt = (path: string) => readMounts().filter((m) => m.mountPoint === p
 /** A volume as the node side finds it: created, and attached to this node (stage requires that). */
 async function attachedVolume(spec: Omit<CreateVolumeSpec, 'createdBy'>) {
   await createVolume(core, { ...spec, createdBy: 'cli' });
-  await attach(core, spec.id, 'node-a', { readonly: false, via: 'cli' });
+  await attach(core, vid(spec.id), nid('node-a'), { readonly: false, via: 'cli' });
 }
 
 async function dirVolume(id: string) {
@@ -45,17 +46,17 @@ describe('dir volume: stage, publish and back', () => {
     const rw = targetPath('pod-1', 'pv-v');
     const ro = targetPath('pod-2', 'pv-v');
 
-    const staged = await stage(core, 'v', staging, { readonly: false });
+    const staged = await stage(core, vid('v'), staging, { readonly: false });
     expect(staged.device).toBe('');
     expect(mountAt(staging)?.root).toMatch(/\/volumes\/v\/data$/);
     // Repeating stage is a no-op, not a second mount.
-    await stage(core, 'v', staging, { readonly: false });
+    await stage(core, vid('v'), staging, { readonly: false });
     expect(mountsAt(staging)).toHaveLength(1);
 
-    await publish(core, 'v', rw, { readonly: false, stagingPath: staging, via: 'csi' });
-    await publish(core, 'v', rw, { readonly: false, stagingPath: staging, via: 'csi' });
+    await publish(core, vid('v'), rw, { readonly: false, stagingPath: staging, via: 'csi' });
+    await publish(core, vid('v'), rw, { readonly: false, stagingPath: staging, via: 'csi' });
     expect(mountsAt(rw)).toHaveLength(1);
-    await publish(core, 'v', ro, { readonly: true, stagingPath: staging, via: 'csi' });
+    await publish(core, vid('v'), ro, { readonly: true, stagingPath: staging, via: 'csi' });
     expect(mountAt(ro)?.mountOptions).toContain('ro');
 
     writeFileSync(join(rw, 'hello.txt'), 'from pod 1');
@@ -63,7 +64,7 @@ describe('dir volume: stage, publish and back', () => {
     expect(readFileSync(join(ro, 'hello.txt'), 'utf8')).toBe('from pod 1');
     expect(() => writeFileSync(join(ro, 'nope.txt'), 'x')).toThrow(/EROFS/);
 
-    await expectRejects(publish(core, 'v', rw, { readonly: true, stagingPath: staging, via: 'csi' }), 'AlreadyExists', `volume v is already published at ${rw} read-write`);
+    await expectRejects(publish(core, vid('v'), rw, { readonly: true, stagingPath: staging, via: 'csi' }), 'AlreadyExists', `volume v is already published at ${rw} read-write`);
 
     expect((await core.nodeState.listForVolume('v')).map((r) => [r.kind, r.path])).toEqual(
       [
@@ -89,8 +90,8 @@ describe('dir volume: stage, publish and back', () => {
     await dirVolume('v');
     const staging = stagingPath('pv-v');
     const target = targetPath('pod-1', 'pv-v');
-    await stage(core, 'v', staging, { readonly: false });
-    await publish(core, 'v', target, { readonly: false, stagingPath: staging, via: 'csi' });
+    await stage(core, vid('v'), staging, { readonly: false });
+    await publish(core, vid('v'), target, { readonly: false, stagingPath: staging, via: 'csi' });
     await expectRejects(unstage(core, staging), 'FailedPrecondition', `volume v is still published at ${target}`);
     expect(mountAt(staging)).toBeDefined();
     expect(mountAt(target)).toBeDefined();
@@ -99,7 +100,7 @@ describe('dir volume: stage, publish and back', () => {
   it('refuses to publish from a staging path that was never staged', async () => {
     await dirVolume('v');
     await expectRejects(
-      publish(core, 'v', targetPath('pod-1', 'pv-v'), { readonly: false, stagingPath: stagingPath('pv-v'), via: 'csi' }),
+      publish(core, vid('v'), targetPath('pod-1', 'pv-v'), { readonly: false, stagingPath: stagingPath('pv-v'), via: 'csi' }),
       'FailedPrecondition',
       `volume v is not staged at ${stagingPath('pv-v')} on this node`,
     );
@@ -113,12 +114,12 @@ describe('block volume: stage, publish and back', () => {
     const staging = stagingPath('pv-b');
     const target = targetPath('pod-1', 'pv-b');
 
-    const { device } = await stage(core, 'b', staging, { readonly: false });
+    const { device } = await stage(core, vid('b'), staging, { readonly: false });
     expect(device).toMatch(/^\/dev\/loop\d+$/);
     expect(findLoopDevice(core.catalog.imagePath('b'))).toBe(device);
     expect(mountAt(staging)).toMatchObject({ source: device, fsType: 'ext4' });
 
-    await publish(core, 'b', target, { readonly: false, stagingPath: staging, via: 'csi' });
+    await publish(core, vid('b'), target, { readonly: false, stagingPath: staging, via: 'csi' });
     expect(mountAt(target)).toMatchObject({ source: device, fsType: 'ext4' });
     writeFileSync(join(target, 'data.txt'), 'kept');
 
@@ -129,7 +130,7 @@ describe('block volume: stage, publish and back', () => {
     expect(await loopsLeftUnder(s.root)).toEqual([]);
 
     // Staged again: the filesystem is mounted as it was, not reformatted.
-    await stage(core, 'b', staging, { readonly: false });
+    await stage(core, vid('b'), staging, { readonly: false });
     expect(readFileSync(join(staging, 'data.txt'), 'utf8')).toBe('kept');
     await unstage(core, staging);
     expect(await loopsLeftUnder(s.root)).toEqual([]);
@@ -140,7 +141,7 @@ describe('static volume', () => {
   it('mounts its source with its type and options, read-only when asked', async () => {
     await attachedVolume({ id: 't', backend: 'static', capacityBytes: 0, source: 'tmpfs', fsType: 'tmpfs', mountOptions: 'size=8m' });
     const staging = stagingPath('pv-t');
-    await stage(core, 't', staging, { readonly: true });
+    await stage(core, vid('t'), staging, { readonly: true });
     expect(mountAt(staging)).toMatchObject({ fsType: 'tmpfs', source: 'tmpfs' });
     expect(mountAt(staging)?.superOptions).toContain('size=8192k');
     expect(mountAt(staging)?.mountOptions).toContain('ro');
@@ -154,10 +155,10 @@ describe('foreign mounts and crash recovery', () => {
     await dirVolume('v');
     const staging = stagingPath('pv-v');
     const target = targetPath('pod-g', 'pv-v');
-    await stage(core, 'v', staging, { readonly: false });
+    await stage(core, vid('v'), staging, { readonly: false });
     const data = core.catalog.dataDir('v');
     for (let i = 0; i < 50; i++) writeFileSync(join(data, `f${i}`), 'x');
-    await publish(core, 'v', target, { readonly: false, stagingPath: staging, via: 'flex', fsGroup: 2000 });
+    await publish(core, vid('v'), target, { readonly: false, stagingPath: staging, via: 'flex', fsGroup: 2000 });
     const groups = () => new Set(readdirSync(data).map((n) => statSync(join(data, n)).gid));
     expect(groups()).toEqual(new Set([2000]));
 
@@ -165,11 +166,11 @@ describe('foreign mounts and crash recovery', () => {
     for (let i = 0; i < 30; i++) chownSync(join(data, `f${i}`), 0, 0);
     const record = (await core.nodeState.findByPath(target))!;
     await core.nodeState.put({ ...record, fsGroupApplied: undefined });
-    await publish(core, 'v', target, { readonly: false, stagingPath: staging, via: 'flex', fsGroup: 2000 });
+    await publish(core, vid('v'), target, { readonly: false, stagingPath: staging, via: 'flex', fsGroup: 2000 });
     expect(groups()).toEqual(new Set([2000]));
     expect((await core.nodeState.findByPath(target))?.fsGroupApplied).toBe(2000);
 
-    await publish(core, 'v', target, { readonly: false, stagingPath: staging, via: 'flex', fsGroup: 3000 });
+    await publish(core, vid('v'), target, { readonly: false, stagingPath: staging, via: 'flex', fsGroup: 3000 });
     expect(groups()).toEqual(new Set([3000]));
     await unpublish(core, target);
     await unstage(core, staging);
@@ -180,7 +181,7 @@ describe('foreign mounts and crash recovery', () => {
     const staging = stagingPath('pv-v');
     mkdirSync(staging, { recursive: true });
     execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'foreign', staging]);
-    await expectRejects(stage(core, 'v', staging, { readonly: false }), 'AlreadyExists', `${staging} already holds a mount twinvol did not make: foreign (tmpfs)`);
+    await expectRejects(stage(core, vid('v'), staging, { readonly: false }), 'AlreadyExists', `${staging} already holds a mount twinvol did not make: foreign (tmpfs)`);
     expect(mountsAt(staging).map((m) => [m.fsType, m.source])).toEqual([['tmpfs', 'foreign']]);
     expect(await core.nodeState.findByPath(staging)).toBeUndefined();
   });
@@ -189,10 +190,10 @@ describe('foreign mounts and crash recovery', () => {
     await dirVolume('v');
     const staging = stagingPath('pv-v');
     const target = targetPath('pod-1', 'pv-v');
-    await stage(core, 'v', staging, { readonly: false });
+    await stage(core, vid('v'), staging, { readonly: false });
     mkdirSync(target, { recursive: true });
     execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'foreign', target]);
-    await expectRejects(publish(core, 'v', target, { readonly: false, stagingPath: staging, via: 'csi' }), 'AlreadyExists', 'already holds a mount twinvol did not make');
+    await expectRejects(publish(core, vid('v'), target, { readonly: false, stagingPath: staging, via: 'csi' }), 'AlreadyExists', 'already holds a mount twinvol did not make');
     expect(mountsAt(target).map((m) => m.source)).toEqual(['foreign']);
     expect(await core.nodeState.findByPath(target)).toBeUndefined();
   });
@@ -201,18 +202,18 @@ describe('foreign mounts and crash recovery', () => {
     await dirVolume('v1');
     await dirVolume('v2');
     const staging = stagingPath('shared');
-    await stage(core, 'v1', staging, { readonly: false });
-    await expectRejects(stage(core, 'v2', staging, { readonly: false }), 'AlreadyExists', `${staging} is already used by volume v1`);
-    await expectRejects(stage(core, 'v1', staging, { readonly: true }), 'AlreadyExists', 'already staged at');
+    await stage(core, vid('v1'), staging, { readonly: false });
+    await expectRejects(stage(core, vid('v2'), staging, { readonly: false }), 'AlreadyExists', `${staging} is already used by volume v1`);
+    await expectRejects(stage(core, vid('v1'), staging, { readonly: true }), 'AlreadyExists', 'already staged at');
     expect(mountsAt(staging)).toHaveLength(1);
   });
 
   it('completes a stage whose record was written but whose mount never happened', async () => {
     await dirVolume('v');
     const staging = stagingPath('pv-v');
-    await core.nodeState.put({ schema: SCHEMA_VERSION, volumeId: 'v', path: staging, kind: 'stage', readonly: false, createdAt: new Date().toISOString() });
+    await core.nodeState.put({ schema: SCHEMA_VERSION, volumeId: vid('v'), path: staging, kind: 'stage', readonly: false, createdAt: new Date().toISOString() });
     expect(mountAt(staging)).toBeUndefined();
-    await stage(core, 'v', staging, { readonly: false });
+    await stage(core, vid('v'), staging, { readonly: false });
     expect(mountAt(staging)?.root).toMatch(/\/volumes\/v\/data$/);
     expect(mountsAt(staging)).toHaveLength(1);
     expect((await core.nodeState.listForVolume('v')).map((r) => r.path)).toEqual([staging]);
@@ -222,8 +223,8 @@ describe('foreign mounts and crash recovery', () => {
     await dirVolume('v');
     const staging = stagingPath('pv-v');
     const target = targetPath('pod-1', 'pv-v');
-    await stage(core, 'v', staging, { readonly: false });
-    await publish(core, 'v', target, { readonly: false, stagingPath: staging, via: 'csi' });
+    await stage(core, vid('v'), staging, { readonly: false });
+    await publish(core, vid('v'), target, { readonly: false, stagingPath: staging, via: 'csi' });
     execFileSync('umount', [target]);
     await unpublish(core, target);
     expect(await core.nodeState.findByPath(target)).toBeUndefined();
@@ -238,8 +239,8 @@ describe('foreign mounts and crash recovery', () => {
     await dirVolume('v');
     const staging = stagingPath('pv-v');
     const target = targetPath('pod-1', 'pv-v');
-    await stage(core, 'v', staging, { readonly: false });
-    await publish(core, 'v', target, { readonly: false, stagingPath: staging, via: 'csi' });
+    await stage(core, vid('v'), staging, { readonly: false });
+    await publish(core, vid('v'), target, { readonly: false, stagingPath: staging, via: 'csi' });
     execFileSync('umount', [target]);
     await unstage(core, staging);
     expect(await core.nodeState.listAll()).toEqual([]);
@@ -260,22 +261,22 @@ describe('paths outside the kubelet dir', () => {
   it('refuses a target that is a symlink leading outside, mounting nothing there', async () => {
     await dirVolume('v');
     const staging = stagingPath('pv-v');
-    await stage(core, 'v', staging, { readonly: false });
+    await stage(core, vid('v'), staging, { readonly: false });
     const outside = join(s.root, 'outside');
     mkdirSync(outside);
     const podDir = join(s.kubeletDir, 'pods', 'evil');
     mkdirSync(podDir, { recursive: true });
     // The target itself is the link...
     symlinkSync(outside, join(podDir, 'mount'));
-    await expectRejects(publish(core, 'v', join(podDir, 'mount'), { readonly: false, stagingPath: staging, via: 'csi' }), 'InvalidArgument', 'resolves outside');
+    await expectRejects(publish(core, vid('v'), join(podDir, 'mount'), { readonly: false, stagingPath: staging, via: 'csi' }), 'InvalidArgument', 'resolves outside');
     // ...or a directory on the way to it is.
     symlinkSync(outside, join(podDir, 'dir-link'));
-    await expectRejects(publish(core, 'v', join(podDir, 'dir-link', 'sub', 'mount'), { readonly: false, stagingPath: staging, via: 'csi' }), 'InvalidArgument', 'resolves outside');
+    await expectRejects(publish(core, vid('v'), join(podDir, 'dir-link', 'sub', 'mount'), { readonly: false, stagingPath: staging, via: 'csi' }), 'InvalidArgument', 'resolves outside');
     expect(mountsUnder(outside)).toEqual([]);
     expect(readdirSync(outside)).toEqual([]);
     expect(await core.nodeState.listForVolume('v')).toHaveLength(1);
     // Nor is a staging path through such a link accepted, or unmounted.
-    await expectRejects(stage(core, 'v', join(podDir, 'dir-link', 'stage'), { readonly: false }), 'InvalidArgument', 'resolves outside');
+    await expectRejects(stage(core, vid('v'), join(podDir, 'dir-link', 'stage'), { readonly: false }), 'InvalidArgument', 'resolves outside');
     await expectRejects(unpublish(core, join(podDir, 'mount')), 'InvalidArgument', 'resolves outside');
     expect(mountsUnder(outside)).toEqual([]);
   });
@@ -283,16 +284,16 @@ describe('paths outside the kubelet dir', () => {
   it('leaves no target behind when a publish fails (here: the volume is not staged where it says)', async () => {
     await dirVolume('v');
     const target = targetPath('pod-f', 'pv-v');
-    await expectRejects(publish(core, 'v', target, { readonly: false, stagingPath: stagingPath('pv-v'), via: 'csi' }), 'FailedPrecondition', 'is not staged');
+    await expectRejects(publish(core, vid('v'), target, { readonly: false, stagingPath: stagingPath('pv-v'), via: 'csi' }), 'FailedPrecondition', 'is not staged');
     expect(existsSync(target)).toBe(false);
     expect(await core.nodeState.listForVolume('v')).toEqual([]);
   });
 
   it('refuses targets that are outside or not normalised before looking at the disk', async () => {
     await dirVolume('v');
-    await expectRejects(publish(core, 'v', join(s.root, 'elsewhere'), { readonly: false, via: 'flex' }), 'InvalidArgument', 'is outside');
-    await expectRejects(publish(core, 'v', `${s.kubeletDir}/pods/../../x`, { readonly: false, via: 'flex' }), 'InvalidArgument', 'is not a normalised path');
-    await expectRejects(stage(core, 'v', s.kubeletDir, { readonly: false }), 'InvalidArgument', 'is outside');
+    await expectRejects(publish(core, vid('v'), join(s.root, 'elsewhere'), { readonly: false, via: 'flex' }), 'InvalidArgument', 'is outside');
+    await expectRejects(publish(core, vid('v'), `${s.kubeletDir}/pods/../../x`, { readonly: false, via: 'flex' }), 'InvalidArgument', 'is not a normalised path');
+    await expectRejects(stage(core, vid('v'), s.kubeletDir, { readonly: false }), 'InvalidArgument', 'is outside');
     expect(existsSync(join(s.root, 'elsewhere'))).toBe(false);
   });
 });

@@ -9,6 +9,8 @@ import { findLoopDevice } from '../../shared/loop-devices.js';
 import { createScratch, type Scratch } from '../helpers/scratch.js';
 import { coreIn } from './core-scratch.js';
 import { expectRejects } from './expect-error.js';
+import { nid, unchecked, vid } from '../helpers/ids.js';
+import type { NodeId, VolumeId } from '../../shared/validate.js';
 
 const MiB = 2 ** 20;
 
@@ -128,14 +130,14 @@ describe('createVolume', () => {
 describe('deleteVolume', () => {
   it('refuses while attached, naming the node, and works after detach', async () => {
     await createVolume(core, dir('v', { access: 'multi-node' }));
-    await attach(core, 'v', 'node-a', { readonly: false, via: 'cli' });
-    await attach(core, 'v', 'node-b', { readonly: true, via: 'csi' });
-    await expectRejects(deleteVolume(core, 'v'), 'FailedPrecondition', 'volume v is still attached to node node-a, node node-b');
-    await detach(core, 'v', 'node-a');
-    await expectRejects(deleteVolume(core, 'v'), 'FailedPrecondition', /still attached to node node-b$/);
+    await attach(core, vid('v'), nid('node-a'), { readonly: false, via: 'cli' });
+    await attach(core, vid('v'), nid('node-b'), { readonly: true, via: 'csi' });
+    await expectRejects(deleteVolume(core, vid('v')), 'FailedPrecondition', 'volume v is still attached to node node-a, node node-b');
+    await detach(core, vid('v'), nid('node-a'));
+    await expectRejects(deleteVolume(core, vid('v')), 'FailedPrecondition', /still attached to node node-b$/);
     expect(existsSync(core.catalog.dataDir('v'))).toBe(true);
-    await detach(core, 'v', 'node-b');
-    await deleteVolume(core, 'v');
+    await detach(core, vid('v'), nid('node-b'));
+    await deleteVolume(core, vid('v'));
     expect(existsSync(core.catalog.volumeDir('v'))).toBe(false);
     expect(await core.catalog.listVolumeIds()).toEqual([]);
     expect(workLeftovers()).toEqual([]);
@@ -143,23 +145,23 @@ describe('deleteVolume', () => {
 
   it('refuses while the image is a loop device on this node', async () => {
     await createVolume(core, block('v'));
-    await expectRejects(nodeAttach(core, 'v'), 'FailedPrecondition', 'is not attached to node node-a');
-    await attach(core, 'v', 'node-a', { readonly: false, via: 'cli' });
-    const { device } = await nodeAttach(core, 'v');
+    await expectRejects(nodeAttach(core, vid('v')), 'FailedPrecondition', 'is not attached to node node-a');
+    await attach(core, vid('v'), nid('node-a'), { readonly: false, via: 'cli' });
+    const { device } = await nodeAttach(core, vid('v'));
     expect(device).toMatch(/^\/dev\/loop\d+$/);
     // The attachment gone (a controller that forgot the node), the device on this node still holds it.
-    await detach(core, 'v', 'node-a');
-    await expectRejects(deleteVolume(core, 'v'), 'FailedPrecondition', `volume v is still in use on this node as ${device}`);
+    await detach(core, vid('v'), nid('node-a'));
+    await expectRejects(deleteVolume(core, vid('v')), 'FailedPrecondition', `volume v is still in use on this node as ${device}`);
     expect(findLoopDevice(core.catalog.imagePath('v'))).toBe(device);
   });
 
   it('deletes a dir volume with its data, and is fine with an unknown id', async () => {
     await createVolume(core, dir('d'));
-    await deleteVolume(core, 'd');
-    await deleteVolume(core, 'd');
-    await deleteVolume(core, 'never-existed');
+    await deleteVolume(core, vid('d'));
+    await deleteVolume(core, vid('d'));
+    await deleteVolume(core, vid('never-existed'));
     expect(existsSync(core.catalog.volumeDir('d'))).toBe(false);
-    await expectRejects(deleteVolume(core, '../x'), 'InvalidArgument');
+    await expectRejects(deleteVolume(core, unchecked<VolumeId>('../x')), 'InvalidArgument');
   });
 });
 
@@ -169,8 +171,8 @@ describe('expandVolume', () => {
     await createVolume(core, dir('d'));
     const before = readFileSync(join(core.catalog.volumeDir('d'), 'volume.json'), 'utf8');
     for (const bad of [Number.NaN, 2 ** 20 + 0.5, 2 ** 60, -1]) {
-      await expectRejects(expandVolume(core, 'v', bad), 'InvalidArgument', 'new size');
-      await expectRejects(expandVolume(core, 'd', bad), 'InvalidArgument', 'new size');
+      await expectRejects(expandVolume(core, vid('v'), bad), 'InvalidArgument', 'new size');
+      await expectRejects(expandVolume(core, vid('d'), bad), 'InvalidArgument', 'new size');
     }
     expect(readFileSync(join(core.catalog.volumeDir('d'), 'volume.json'), 'utf8')).toBe(before);
     expect(statSync(core.catalog.imagePath('v')).size).toBe(64 * MiB);
@@ -178,7 +180,7 @@ describe('expandVolume', () => {
 
   it('grows a block image and asks for node expansion', async () => {
     await createVolume(core, block('v'));
-    expect(await expandVolume(core, 'v', 128 * MiB)).toEqual({ capacityBytes: 128 * MiB, nodeExpansionRequired: true });
+    expect(await expandVolume(core, vid('v'), 128 * MiB)).toEqual({ capacityBytes: 128 * MiB, nodeExpansionRequired: true });
     expect(statSync(core.catalog.imagePath('v')).size).toBe(128 * MiB);
     expect(await core.catalog.requireVolume('v')).toMatchObject({ capacityBytes: 128 * MiB, fsResizePending: true });
   });
@@ -187,54 +189,54 @@ describe('expandVolume', () => {
     await createVolume(core, block('v'));
     const before = readFileSync(join(core.catalog.volumeDir('v'), 'volume.json'), 'utf8');
     // A block volume's filesystem grows on the node: said on every call, so a retried expansion answers the same.
-    expect(await expandVolume(core, 'v', 32 * MiB)).toEqual({ capacityBytes: 64 * MiB, nodeExpansionRequired: true });
-    expect(await expandVolume(core, 'v', 64 * MiB)).toEqual({ capacityBytes: 64 * MiB, nodeExpansionRequired: true });
+    expect(await expandVolume(core, vid('v'), 32 * MiB)).toEqual({ capacityBytes: 64 * MiB, nodeExpansionRequired: true });
+    expect(await expandVolume(core, vid('v'), 64 * MiB)).toEqual({ capacityBytes: 64 * MiB, nodeExpansionRequired: true });
     expect(statSync(core.catalog.imagePath('v')).size).toBe(64 * MiB);
     expect(readFileSync(join(core.catalog.volumeDir('v'), 'volume.json'), 'utf8')).toBe(before);
   });
 
   it('records a dir volume\'s new capacity without node expansion', async () => {
     await createVolume(core, dir('d'));
-    expect(await expandVolume(core, 'd', 32 * MiB)).toEqual({ capacityBytes: 32 * MiB, nodeExpansionRequired: false });
+    expect(await expandVolume(core, vid('d'), 32 * MiB)).toEqual({ capacityBytes: 32 * MiB, nodeExpansionRequired: false });
     const rec = await core.catalog.requireVolume('d');
     expect(rec.capacityBytes).toBe(32 * MiB);
     expect(rec.fsResizePending).toBeUndefined();
   });
 
   it('answers NotFound for an unknown volume and InvalidArgument for a static one', async () => {
-    await expectRejects(expandVolume(core, 'ghost', MiB), 'NotFound', 'volume ghost does not exist');
+    await expectRejects(expandVolume(core, vid('ghost'), MiB), 'NotFound', 'volume ghost does not exist');
     await createVolume(core, tmpfs('t'));
-    await expectRejects(expandVolume(core, 't', MiB), 'InvalidArgument', 'volume t is static: twinvol does not own its size');
+    await expectRejects(expandVolume(core, vid('t'), MiB), 'InvalidArgument', 'volume t is static: twinvol does not own its size');
   });
 });
 
 describe('attach / detach', () => {
   it('records the attachment and repeats idempotently', async () => {
     await createVolume(core, dir('v'));
-    const a = await attach(core, 'v', 'node-a', { readonly: false, via: 'flex' });
+    const a = await attach(core, vid('v'), nid('node-a'), { readonly: false, via: 'flex' });
     expect(a).toMatchObject({ node: 'node-a', readonly: false, via: 'flex' });
-    expect(await attach(core, 'v', 'node-a', { readonly: false, via: 'csi' })).toEqual(a);
+    expect(await attach(core, vid('v'), nid('node-a'), { readonly: false, via: 'csi' })).toEqual(a);
     expect((await core.catalog.requireVolume('v')).attachments).toEqual([a]);
   });
 
   it('refuses a single-node volume on a second node, naming the holder', async () => {
     await createVolume(core, dir('v'));
-    await attach(core, 'v', 'node-a', { readonly: false, via: 'flex' });
+    await attach(core, vid('v'), nid('node-a'), { readonly: false, via: 'flex' });
     await expectRejects(
-      attach(core, 'v', 'node-b', { readonly: false, via: 'csi' }),
+      attach(core, vid('v'), nid('node-b'), { readonly: false, via: 'csi' }),
       'FailedPrecondition',
       'volume v is attached to node node-a; a single-node volume attaches to one node at a time',
     );
     expect((await core.catalog.requireVolume('v')).attachments.map((x) => x.node)).toEqual(['node-a']);
-    await detach(core, 'v', 'node-a');
-    await attach(core, 'v', 'node-b', { readonly: false, via: 'csi' });
+    await detach(core, vid('v'), nid('node-a'));
+    await attach(core, vid('v'), nid('node-b'), { readonly: false, via: 'csi' });
     expect((await core.catalog.requireVolume('v')).attachments.map((x) => x.node)).toEqual(['node-b']);
   });
 
   it('lets a multi-node volume attach to both nodes', async () => {
     await createVolume(core, dir('v', { access: 'multi-node' }));
-    await attach(core, 'v', 'node-a', { readonly: false, via: 'flex' });
-    await attach(core, 'v', 'node-b', { readonly: true, via: 'csi' });
+    await attach(core, vid('v'), nid('node-a'), { readonly: false, via: 'flex' });
+    await attach(core, vid('v'), nid('node-b'), { readonly: true, via: 'csi' });
     expect((await core.catalog.requireVolume('v')).attachments.map((x) => [x.node, x.readonly])).toEqual([
       ['node-a', false],
       ['node-b', true],
@@ -244,19 +246,19 @@ describe('attach / detach', () => {
   it('shares a block volume between nodes read-only on every side, or not at all', async () => {
     const rawReaders = { scope: 'multi-node', raw: true, readerOnly: true, singleWriter: false, fsType: '' } as const;
     await createVolume(core, block('v', { access: 'multi-node', accessRequests: [rawReaders] }));
-    await attach(core, 'v', 'node-a', { readonly: true, via: 'csi' });
-    await attach(core, 'v', 'node-b', { readonly: true, via: 'csi' });
+    await attach(core, vid('v'), nid('node-a'), { readonly: true, via: 'csi' });
+    await attach(core, vid('v'), nid('node-b'), { readonly: true, via: 'csi' });
     await expectRejects(
-      attach(core, 'v', 'node-c', { readonly: false, via: 'csi' }),
+      attach(core, vid('v'), nid('node-c'), { readonly: false, via: 'csi' }),
       'FailedPrecondition',
       'volume v is attached to node node-a; a block volume is shared between nodes read-only only',
     );
-    await detach(core, 'v', 'node-a');
-    await detach(core, 'v', 'node-b');
+    await detach(core, vid('v'), nid('node-a'));
+    await detach(core, vid('v'), nid('node-b'));
     // A writer first: no second node, not even a reader.
-    await attach(core, 'v', 'node-c', { readonly: false, via: 'csi' });
+    await attach(core, vid('v'), nid('node-c'), { readonly: false, via: 'csi' });
     await expectRejects(
-      attach(core, 'v', 'node-a', { readonly: true, via: 'csi' }),
+      attach(core, vid('v'), nid('node-a'), { readonly: true, via: 'csi' }),
       'FailedPrecondition',
       'volume v is attached to node node-c; a block volume is shared between nodes read-only only',
     );
@@ -265,27 +267,27 @@ describe('attach / detach', () => {
 
   it('answers AlreadyExists for the same node with another readonly flag', async () => {
     await createVolume(core, dir('v'));
-    await attach(core, 'v', 'node-a', { readonly: true, via: 'csi' });
-    await expectRejects(attach(core, 'v', 'node-a', { readonly: false, via: 'csi' }), 'AlreadyExists', 'volume v is already attached to node node-a read-only');
+    await attach(core, vid('v'), nid('node-a'), { readonly: true, via: 'csi' });
+    await expectRejects(attach(core, vid('v'), nid('node-a'), { readonly: false, via: 'csi' }), 'AlreadyExists', 'volume v is already attached to node node-a read-only');
   });
 
   it('refuses a new attachment beyond maxVolumesPerNode with ResourceExhausted', async () => {
     for (const id of ['v1', 'v2', 'v3']) await createVolume(core, dir(id));
-    await attach(core, 'v1', 'node-a', { readonly: false, via: 'csi', maxVolumesPerNode: 2 });
-    await attach(core, 'v2', 'node-a', { readonly: false, via: 'csi', maxVolumesPerNode: 2 });
-    await expectRejects(attach(core, 'v3', 'node-a', { readonly: false, via: 'csi', maxVolumesPerNode: 2 }), 'ResourceExhausted', 'node node-a already holds 2 volumes, its limit');
+    await attach(core, vid('v1'), nid('node-a'), { readonly: false, via: 'csi', maxVolumesPerNode: 2 });
+    await attach(core, vid('v2'), nid('node-a'), { readonly: false, via: 'csi', maxVolumesPerNode: 2 });
+    await expectRejects(attach(core, vid('v3'), nid('node-a'), { readonly: false, via: 'csi', maxVolumesPerNode: 2 }), 'ResourceExhausted', 'node node-a already holds 2 volumes, its limit');
     // Repeating an existing attachment is not a new one; another node has its own count.
-    await attach(core, 'v2', 'node-a', { readonly: false, via: 'csi', maxVolumesPerNode: 2 });
-    await attach(core, 'v3', 'node-b', { readonly: false, via: 'csi', maxVolumesPerNode: 2 });
+    await attach(core, vid('v2'), nid('node-a'), { readonly: false, via: 'csi', maxVolumesPerNode: 2 });
+    await attach(core, vid('v3'), nid('node-b'), { readonly: false, via: 'csi', maxVolumesPerNode: 2 });
     expect((await core.catalog.requireVolume('v3')).attachments.map((x) => x.node)).toEqual(['node-b']);
   });
 
   it('answers NotFound when attaching an unknown volume; detach of unknown things is OK', async () => {
-    await expectRejects(attach(core, 'ghost', 'node-a', { readonly: false, via: 'csi' }), 'NotFound', 'volume ghost does not exist');
-    await detach(core, 'ghost', 'node-a');
+    await expectRejects(attach(core, vid('ghost'), nid('node-a'), { readonly: false, via: 'csi' }), 'NotFound', 'volume ghost does not exist');
+    await detach(core, vid('ghost'), nid('node-a'));
     await createVolume(core, dir('v'));
-    await detach(core, 'v', 'node-z');
+    await detach(core, vid('v'), nid('node-z'));
     expect((await core.catalog.requireVolume('v')).attachments).toEqual([]);
-    await expectRejects(attach(core, 'v', 'bad/node', { readonly: false, via: 'csi' }), 'InvalidArgument', 'node name');
+    await expectRejects(attach(core, vid('v'), unchecked<NodeId>('bad/node'), { readonly: false, via: 'csi' }), 'InvalidArgument', 'node name');
   });
 });

@@ -5,6 +5,7 @@ import { coreIn } from '../../shared/core-scratch.js';
 import { type CsiClient, type ServiceCall, serviceCall } from './client.js';
 import { createCsiScratch, type CsiScratch } from './scratch.js';
 import { type LaunchOptions, launchCsi, type RunningCsi } from './server.js';
+import { nid } from '../../helpers/ids.js';
 
 export interface CsiSuite {
   readonly s: CsiScratch;
@@ -52,7 +53,7 @@ export function useCsiServer(options: LaunchOptions = {}): CsiSuite {
     },
     async registerNodes(...ids) {
       const core = coreIn(need(scratch));
-      for (const id of ids) await registerNode(core, id, nodeSegments(id), 'csi');
+      for (const id of ids) await registerNode(core, nid(id), nodeSegments(id), 'csi');
     },
     get client() {
       return need(running).client;

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { CREATE_KEYS, pluginKeys, volumeContextOf, withoutCoKeys } from '../../../csi/parameters.js';
 import type { VolumeRecord } from '../../../shared/model.js';
 import { expectThrows } from '../../shared/expect-error.js';
+import { vid } from '../../helpers/ids.js';
 
 const CO_KEYS = {
   'csi.storage.k8s.io/pvc/name': 'data',
@@ -56,7 +57,7 @@ describe('parameters: a StorageClass key twinvol does not read is INVALID_ARGUME
 
 describe('volume_context: what CreateVolume hands back and a later NodeStage may repeat', () => {
   const record = (backend: VolumeRecord['backend'], fsType: string): VolumeRecord => ({
-    schema: 1, id: 'v', backend, capacityBytes: 1, fsType, access: 'single-node', parameters: { secretish: 'x' }, attachments: [], createdBy: 'csi', createdAt: '2026-01-01T00:00:00.000Z',
+    schema: 1, id: vid('v'), backend, capacityBytes: 1, fsType, access: 'single-node', parameters: { secretish: 'x' }, attachments: [], createdBy: 'csi', createdAt: '2026-01-01T00:00:00.000Z',
   });
 
   it('names the backend and, where there is one, the filesystem type; never the parameters', () => {

@@ -1,0 +1,67 @@
+/**
+ * The core's public entry: the one module flex/ and csi/ (and the scripts) import. Everything else
+ * under shared/ is the core's own business and may be reorganised without touching a front end; a
+ * name a front end needs is exported here on purpose, and a check (test/shared/public-entry.test.ts)
+ * refuses any other import path from outside shared/.
+ *
+ * The package is marked side-effect free (package.json "sideEffects": false), so esbuild keeps only what
+ * an entry uses: the FlexVolume start-up path (flex/main.ts) reads the config through this module and
+ * still loads nothing else (scripts/build.mjs).
+ */
+
+// Configuration, errors, logging.
+export { type Config, type ConfigOverrides, DATA_ROOT_SCOPES, type DataRootScope, loadConfig } from './config.js';
+export {
+  aborted,
+  alreadyExists,
+  asTwinvolError,
+  errnoCode,
+  type ErrorCode,
+  failedPrecondition,
+  internal,
+  invalidArgument,
+  notFound,
+  outOfRange,
+  resourceExhausted,
+  TwinvolError,
+  unimplemented,
+} from './errors.js';
+export { fileSink, type LogFields, Logger, type LogSink, redact, stderrSink } from './log.js';
+export { spawnLog, toolEnv } from './runner.js';
+
+// The model, ids and input validation.
+export type { AccessRequest, AccessScope, Attachment, BackendKind, ContentSource, NodeRecord, Origin, SnapshotRecord, VolumeRecord } from './model.js';
+export { idForNameOrUndefined, snapshotIdForName, validateName, volumeIdForName } from './names.js';
+export { formatSize, MAX_SIZE_BYTES, parseSize } from './size.js';
+export { sameStringMap } from './string-maps.js';
+export { nodeSegments, type Segments, TOPOLOGY_KEY } from './topology.js';
+export {
+  type NodeId,
+  parseBoolean,
+  parseGid,
+  type SnapshotId,
+  validateBlockFsType,
+  validateMountOptions,
+  validateNodeName,
+  validatePathUnder,
+  validatePvName,
+  validateSnapshotId,
+  validateStringMap,
+  validateVolumeId,
+  type VolumeId,
+} from './validate.js';
+
+// The core and its verbs.
+export { type Core, openCore } from './core/core.js';
+export { accessMismatch, type VolumeShape } from './core/access.js';
+export { type AttachOptions, attach, attachmentOf, detach } from './core/attachments.js';
+export { type Claims, contradiction, refuseContradiction } from './core/contradiction.js';
+export { sweepAbandonedWork, type SweepReport } from './core/housekeeping.js';
+export { checkedPathUnder } from './core/mount-target.js';
+export { expandOnNode, type VolumeStats, volumeStats } from './core/node-volume.js';
+export { listNodes, registerNode } from './core/nodes.js';
+export { type TopologyRequirement } from './core/placement.js';
+export { mountsOf, publish, type PublishOptions, unpublish } from './core/publishing.js';
+export { createSnapshot, deleteSnapshot, getSnapshot, listSnapshots, type SnapshotFilter } from './core/snapshots.js';
+export { nodeAttach, stage, type StageOptions, unstage } from './core/staging.js';
+export { createVolume, type CreateVolumeSpec, deleteVolume, expandVolume, listVolumes, validateBackend } from './core/volumes.js';
