@@ -1,4 +1,4 @@
-import { type Core, createVolume, invalidArgument, notFound, parseBoolean, parseGid, parseSize, refuseContradiction, validatePvName, validateStringMap, validateVolumeId, type VolumeId, type VolumeRecord } from '../shared/index.js';
+import { type Claims, type Core, createVolume, invalidArgument, notFound, parseBoolean, parseGid, parseSize, validatePvName, validateStringMap, validateVolumeId, type VolumeId, type VolumeRecord } from '../shared/index.js';
 
 /** Keys kubelet adds to every options map (kubelet's pkg/volume/flexvolume adds them); everything else comes from the PV. */
 const KUBE = 'kubernetes.io/';
@@ -72,21 +72,26 @@ export async function volumeIdOfPv(core: Core, pvName: string): Promise<VolumeId
 }
 
 /**
+ * What the PV's options say of the volume, for the core to hold against the catalog under the volume's
+ * lock (shared/core/contradiction.ts). kubelet fills kubernetes.io/fsType from the PV spec: that is the
+ * platform's, not the PV writer's, so it counts only where the volume has a filesystem type.
+ */
+export function claimsOf(opts: FlexOptions): Claims {
+  const kubeFsType = opts.raw[K_FS_TYPE];
+  return { values: opts.raw, what: 'option', ...(kubeFsType ? { implied: { fsType: kubeFsType } } : {}) };
+}
+
+/**
  * The volume these options name. The id comes from the `volumeId` option, or, for calls made from
  * volumes kubelet reconstructed after a restart (which carry only the PV name), from the PV record
- * that attach left, or from a volume whose id is the PV name.
+ * that attach left, or from a volume whose id is the PV name. Whether the options contradict the
+ * catalog is the core's verdict, given with the verb that acts on the volume (claimsOf).
  */
 export async function resolveVolume(core: Core, opts: FlexOptions): Promise<VolumeRecord> {
   const id = await volumeIdOf(core, opts);
   if (!id) throw invalidArgument('options name no volume: set volumeId in the PV\'s flexVolume.options');
   const existing = await core.catalog.getVolume(id);
-  if (existing) {
-    // kubelet fills kubernetes.io/fsType from the PV spec; for a volume without a filesystem type
-    // (dir) it describes nothing, so only the PV's own keys are held against the catalog there.
-    const kubeFsType = existing.fsType ? opts.raw[K_FS_TYPE] : undefined;
-    refuseContradiction(existing, { values: { ...opts.raw, ...(kubeFsType && !opts.raw.fsType ? { fsType: kubeFsType } : {}) }, what: 'option' });
-    return existing;
-  }
+  if (existing) return existing;
   if (!parseBoolean(opts.raw.createIfMissing, 'createIfMissing', false))
     throw notFound(`volume ${id} does not exist: create it with "twinvol volume create", or set createIfMissing and size`);
   const { volume } = await createVolume(core, {

@@ -1,5 +1,5 @@
-import { attach, attachmentOf, checkedPathUnder, type Core, detach, expandOnNode, expandVolume, invalidArgument, nodeAttach, parseSize, publish, registerNode, stage, unpublish, unstage, validateNodeName, validatePvName, type VolumeRecord } from '../shared/index.js';
-import { type FlexOptions, parseOptions, resolveVolume, volumeIdOf, volumeIdOfPv } from './options.js';
+import { attach, attachmentOf, checkedPathUnder, type Core, detach, expandOnNode, expandVolume, invalidArgument, nodeAttach, parseSize, publish, registerNode, requireVolumeAsClaimed, stage, unpublish, unstage, validateNodeName, validatePvName, type VolumeRecord } from '../shared/index.js';
+import { claimsOf, type FlexOptions, parseOptions, resolveVolume, volumeIdOf, volumeIdOfPv } from './options.js';
 import { type FlexReply, success } from './reply.js';
 import type { FlexVerb } from './verb-names.js';
 
@@ -45,7 +45,8 @@ export const VERBS: Record<FlexVerb, VerbSpec> = {
     arity: 1,
     usage: 'getvolumename <json>',
     handler: async (ctx) => {
-      const { volume } = await volumeFrom(ctx, ctx.args[0]);
+      const { opts, volume } = await volumeFrom(ctx, ctx.args[0]);
+      await requireVolumeAsClaimed(ctx.core, volume.id, claimsOf(opts));
       return success({ volumeName: volume.id });
     },
   },
@@ -56,12 +57,15 @@ export const VERBS: Record<FlexVerb, VerbSpec> = {
     handler: async (ctx) => {
       const node = validateNodeName(arg(ctx, 1));
       const { opts, volume } = await volumeFrom(ctx, ctx.args[0]);
+      // Options that contradict the catalog leave nothing behind, not even the PV's record; the attach
+      // below checks them again under the volume's lock.
+      await requireVolumeAsClaimed(ctx.core, volume.id, claimsOf(opts));
       // detach names only the PV: remember which volume it stands for before attaching.
       await rememberPv(ctx.core, opts, volume);
       // The controller-manager names a node it knows: known to the catalog too from now on, so that
       // CSI may publish there later (shared/core/nodes.ts).
       await registerNode(ctx.core, node, undefined, 'flex');
-      await attach(ctx.core, volume.id, node, { readonly: false, via: 'flex' });
+      await attach(ctx.core, volume.id, node, { readonly: false, via: 'flex', claims: claimsOf(opts) });
       return success({ device: '' });
     },
   },
@@ -96,8 +100,8 @@ export const VERBS: Record<FlexVerb, VerbSpec> = {
     arity: 2,
     usage: 'waitforattach <device> <json>',
     handler: async (ctx) => {
-      const { volume } = await volumeFrom(ctx, ctx.args[1]);
-      const { device } = await nodeAttach(ctx.core, volume.id);
+      const { opts, volume } = await volumeFrom(ctx, ctx.args[1]);
+      const { device } = await nodeAttach(ctx.core, volume.id, { claims: claimsOf(opts) });
       return success({ device });
     },
   },
@@ -108,7 +112,7 @@ export const VERBS: Record<FlexVerb, VerbSpec> = {
     handler: async (ctx) => {
       await checkedPathUnder(arg(ctx, 0), ctx.core.config.kubeletDir, 'staging path');
       const { opts, volume } = await volumeFrom(ctx, ctx.args[2]);
-      await stage(ctx.core, volume.id, arg(ctx, 0), { readonly: opts.readonly });
+      await stage(ctx.core, volume.id, arg(ctx, 0), { readonly: opts.readonly, claims: claimsOf(opts) });
       await rememberPv(ctx.core, opts, volume);
       return success();
     },
@@ -130,7 +134,7 @@ export const VERBS: Record<FlexVerb, VerbSpec> = {
       // Every input is checked before createIfMissing may create anything.
       await checkedPathUnder(arg(ctx, 0), ctx.core.config.kubeletDir, 'target path');
       const { opts, volume } = await volumeFrom(ctx, ctx.args[1]);
-      await publish(ctx.core, volume.id, arg(ctx, 0), { readonly: opts.readonly, fsGroup: opts.fsGroup, via: 'flex' });
+      await publish(ctx.core, volume.id, arg(ctx, 0), { readonly: opts.readonly, fsGroup: opts.fsGroup, via: 'flex', claims: claimsOf(opts) });
       await rememberPv(ctx.core, opts, volume);
       return success();
     },
@@ -151,7 +155,8 @@ export const VERBS: Record<FlexVerb, VerbSpec> = {
     handler: async (ctx) => {
       const newSize = parseByteCount(arg(ctx, 2), 'newSize');
       parseByteCount(arg(ctx, 3), 'oldSize');
-      const { volume } = await volumeFrom(ctx, ctx.args[0]);
+      const { opts, volume } = await volumeFrom(ctx, ctx.args[0]);
+      await requireVolumeAsClaimed(ctx.core, volume.id, claimsOf(opts));
       const result = await expandVolume(ctx.core, volume.id, newSize);
       return success({ volumeNewSize: result.capacityBytes });
     },
@@ -163,7 +168,8 @@ export const VERBS: Record<FlexVerb, VerbSpec> = {
     handler: async (ctx) => {
       parseByteCount(arg(ctx, 3), 'newSize');
       parseByteCount(arg(ctx, 4), 'oldSize');
-      const { volume } = await volumeFrom(ctx, ctx.args[0]);
+      const { opts, volume } = await volumeFrom(ctx, ctx.args[0]);
+      await requireVolumeAsClaimed(ctx.core, volume.id, claimsOf(opts));
       const grown = await expandOnNode(ctx.core, volume.id);
       return success({ volumeNewSize: grown.capacityBytes });
     },

@@ -55,7 +55,7 @@ export {
 export { type Core, openCore } from './core/core.js';
 export { accessMismatch, type VolumeShape } from './core/access.js';
 export { type AttachOptions, attach, attachmentOf, detach } from './core/attachments.js';
-export { type Claims, contradiction, refuseContradiction } from './core/contradiction.js';
+export { type Claims, contradiction, requireVolumeAsClaimed } from './core/contradiction.js';
 export { sweepAbandonedWork, type SweepReport } from './core/housekeeping.js';
 export { checkedPathUnder } from './core/mount-target.js';
 export { expandOnNode, type VolumeStats, volumeStats } from './core/node-volume.js';

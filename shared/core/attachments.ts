@@ -3,6 +3,7 @@ import { alreadyExists, failedPrecondition, resourceExhausted } from '../errors.
 import type { Attachment, Origin, VolumeRecord } from '../model.js';
 import { type NodeId, validateNodeName, validateVolumeId, type VolumeId } from '../validate.js';
 import { type AccessRequest, requireAccess } from './access.js';
+import { type Claims, refuseContradiction } from './contradiction.js';
 import { type Core, now } from './core.js';
 import { requireRegisteredNode } from './nodes.js';
 
@@ -19,6 +20,8 @@ export interface AttachOptions {
    * controller-manager only names nodes it knows.
    */
   registeredNodesOnly?: boolean;
+  /** What the request says of the volume: may repeat the catalog, never contradict it. */
+  claims?: Claims;
 }
 
 /**
@@ -31,6 +34,7 @@ export async function attach(core: Core, id: VolumeId, node: NodeId, opts: Attac
   const counted = opts.maxVolumesPerNode ? await attachedCount(core, node, id) : 0;
   return core.catalog.lock('volume', id, async () => {
     const volume = await core.catalog.requireVolume(id);
+    if (opts.claims) refuseContradiction(volume, opts.claims);
     if (opts.registeredNodesOnly) await requireRegisteredNode(core, node);
     if (opts.access) requireAccess(volume, opts.access);
     const mine = volume.attachments.find((a) => a.node === node);

@@ -1,5 +1,7 @@
 import { invalidArgument } from '../errors.js';
 import type { VolumeRecord } from '../model.js';
+import type { VolumeId } from '../validate.js';
+import type { Core } from './core.js';
 
 /**
  * Keys a request might use to say what to mount (compared lower-cased), with the catalog's own value.
@@ -21,11 +23,20 @@ const DESCRIBED: Record<string, (v: VolumeRecord) => string | undefined> = {
  * never contradict it, so it can never point a mount at another source, path, backend or type. An
  * empty value claims nothing. Returns why the map is refused, or undefined.
  */
-export function contradiction(volume: VolumeRecord, claims: Readonly<Record<string, string>>, what: string): string | undefined {
+export function contradiction(
+  volume: VolumeRecord,
+  claims: Readonly<Record<string, string>>,
+  what: string,
+  implied: Readonly<Record<string, string>> = {},
+): string | undefined {
+  const refused = (key: string) => `${what} "${key.slice(0, 64)}" does not match volume ${volume.id}: what is mounted comes from the catalog, not the request`;
   for (const [key, value] of Object.entries(claims)) {
     const own = DESCRIBED[key.toLowerCase()];
-    if (own && value !== '' && own(volume) !== value)
-      return `${what} "${key.slice(0, 64)}" does not match volume ${volume.id}: what is mounted comes from the catalog, not the request`;
+    if (own && value !== '' && own(volume) !== value) return refused(key);
+  }
+  for (const [key, value] of Object.entries(implied)) {
+    const own = DESCRIBED[key.toLowerCase()]?.(volume);
+    if (own && value !== '' && !(key in claims) && own !== value) return refused(key);
   }
   return undefined;
 }
@@ -35,9 +46,25 @@ export interface Claims {
   values: Readonly<Record<string, string>>;
   /** "option" (FlexVolume), "volume_context key" (CSI). */
   what: string;
+  /**
+   * Values the caller's platform filled in rather than the PV's writer (kubelet sets
+   * kubernetes.io/fsType from the PV spec, as fsType): held against the catalog only where the volume
+   * has that property itself, so a volume without a filesystem type (dir) is not refused for it.
+   */
+  implied?: Readonly<Record<string, string>>;
 }
 
 export function refuseContradiction(volume: VolumeRecord, claims: Claims): void {
-  const why = contradiction(volume, claims.values, claims.what);
+  const why = contradiction(volume, claims.values, claims.what, claims.implied);
   if (why) throw invalidArgument(why);
+}
+
+/**
+ * The volume, for a call that only reads it (FlexVolume getvolumename, expand), refused like a verb
+ * that changes it would refuse it; verbs that change a volume check the claims under its lock.
+ */
+export async function requireVolumeAsClaimed(core: Core, id: VolumeId, claims: Claims): Promise<VolumeRecord> {
+  const volume = await core.catalog.requireVolume(id);
+  refuseContradiction(volume, claims);
+  return volume;
 }

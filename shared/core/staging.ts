@@ -35,10 +35,11 @@ export interface StageResult {
 }
 
 /** Makes the volume a device on this node (FlexVolume waitforattach); returns the device path. */
-export async function nodeAttach(core: Core, id: VolumeId): Promise<StageResult> {
+export async function nodeAttach(core: Core, id: VolumeId, opts: { claims?: Claims } = {}): Promise<StageResult> {
   validateVolumeId(id);
   return core.nodeState.lockVolume(id, async () => {
     const volume = await core.catalog.requireVolume(id);
+    if (opts.claims) refuseContradiction(volume, opts.claims);
     requireAttachedTo(volume, core.config.nodeName);
     return { volume, device: await backendFor(volume.backend).nodeAttach(volume, core) };
   });

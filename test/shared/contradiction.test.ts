@@ -25,6 +25,13 @@ describe('contradiction: a request may repeat the catalog, never contradict it',
     expect(contradiction(tmpfs, { size: '1Gi', 'kubernetes.io/fsType': 'ext4', source: '' }, 'option')).toBeUndefined();
   });
 
+  it('holds a value the platform filled in only against a volume that has the property, and lets the PV\'s own key speak first', () => {
+    expect(contradiction(tmpfs, {}, 'option', { fsType: 'ext4' })).toMatch(/option "fsType" does not match volume scratch/);
+    expect(contradiction(tmpfs, {}, 'option', { fsType: 'tmpfs' })).toBeUndefined();
+    expect(contradiction(tmpfs, { fsType: 'tmpfs' }, 'option', { fsType: 'ext4' })).toBeUndefined();
+    expect(contradiction({ ...tmpfs, fsType: '' }, {}, 'option', { fsType: 'ext4' })).toBeUndefined();
+  });
+
   it.each([
     ['source', '/etc'],
     ['Source', '/etc'],
