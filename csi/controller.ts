@@ -1,10 +1,9 @@
 import { statfs } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { UntypedServiceImplementation } from '@grpc/grpc-js';
-import { attach, contradiction, type Core, createSnapshot, deleteSnapshot, deleteVolume, detach, errnoCode, expandVolume, getSnapshot, idForNameOrUndefined, invalidArgument, listSnapshots, type LogFields, sameStringMap, validateName, validateNodeName, validateSnapshotId, validateVolumeId, type VolumeRecord } from '../shared/index.js';
+import { attach, backendTraits, contradiction, type Core, createSnapshot, deleteSnapshot, deleteVolume, detach, errnoCode, expandVolume, getSnapshot, idForNameOrUndefined, invalidArgument, listSnapshots, type LogFields, sameStringMap, validateName, validateNodeName, validateSnapshotId, validateVolumeId, volumeCondition, type VolumeRecord } from '../shared/index.js';
 import { accessRequestOf, mismatch, parseCapabilities, parseCapability } from './capabilities.js';
 import { sizeFromRange } from './capacity.js';
-import { volumeCondition } from './condition.js';
 import type { ServiceContext, Settings } from './context.js';
 import { createVolumeRpc } from './create-volume.js';
 import { toCsiSnapshot, toCsiVolume } from './convert.js';
@@ -203,8 +202,8 @@ async function expandRpc(core: Core, req: ControllerExpandVolumeRequest): Promis
   const id = validateVolumeId(req.volume_id, 'volume_id');
   if (!req.capacity_range) throw invalidArgument('capacity_range is required');
   if (req.volume_capability) parseCapability(req.volume_capability);
-  // Block images grow in whole MiB, as CreateVolume makes them (csi/capacity.ts).
-  const size = sizeFromRange(req.capacity_range, 0, (await core.catalog.requireVolume(id)).backend === 'block');
+  // Sizes in the backend's units, as CreateVolume makes them (csi/capacity.ts).
+  const size = sizeFromRange(req.capacity_range, 0, backendTraits((await core.catalog.requireVolume(id)).backend).sizeAlignment);
   if (!size) throw invalidArgument('capacity_range must ask for a size');
   const result = await expandVolume(core, id, size);
   return { capacity_bytes: String(result.capacityBytes), node_expansion_required: result.nodeExpansionRequired };

@@ -1,4 +1,4 @@
-import { type AccessScope, type ContentSource, type Core, createVolume, invalidArgument, type TopologyRequirement, validateBackend, validateBlockFsType, validateSnapshotId, validateVolumeId, volumeIdForName } from '../shared/index.js';
+import { type AccessScope, backendTraits, type ContentSource, type Core, createVolume, invalidArgument, type TopologyRequirement, validateBackend, validateSnapshotId, validateVolumeId, volumeIdForName } from '../shared/index.js';
 import { type Capability, accessRequestOf, parseCapabilities } from './capabilities.js';
 import { DEFAULT_SIZE_BYTES, sizeFromRange } from './capacity.js';
 import { toCsiVolume } from './convert.js';
@@ -11,9 +11,12 @@ export async function createVolumeRpc(core: Core, req: CreateVolumeRequest): Pro
   const caps = parseCapabilities(req.volume_capabilities);
   const params = pluginKeys(req.parameters, 'parameters', CREATE_KEYS);
   const backend = validateBackend(params.backend ?? 'block');
-  const fsType = backend === 'block' ? blockFsType(core, params.fsType, caps) : backend === 'static' ? params.fsType : '';
+  const traits = backendTraits(backend);
+  // Where twinvol makes the filesystem, a mount capability may choose its type; elsewhere only the
+  // parameters speak, and the backend decides what a type means (shared/backends/*.ts).
+  const fsType = traits.makesFilesystem ? requestedFsType(params.fsType, caps) : params.fsType;
   const access: AccessScope = caps.some((c) => c.scope === 'multi-node') ? 'multi-node' : 'single-node';
-  const capacityBytes = sizeFromRange(req.capacity_range, backend === 'static' ? 0 : DEFAULT_SIZE_BYTES, backend === 'block');
+  const capacityBytes = sizeFromRange(req.capacity_range, traits.ownsData ? DEFAULT_SIZE_BYTES : 0, traits.sizeAlignment);
   const { volume } = await createVolume(core, {
     id,
     name: req.name,
@@ -39,12 +42,12 @@ function requirementOf(req: { requisite: Topology[]; preferred: Topology[] } | n
   return { requisite: segments(req.requisite), preferred: segments(req.preferred) };
 }
 
-/** The StorageClass's fsType, else the one the mount capabilities name, else the configured default. */
-function blockFsType(core: Core, param: string | undefined, caps: readonly Capability[]): string {
+/** The StorageClass's fsType, else the one the mount capabilities name; the backend applies its default. */
+function requestedFsType(param: string | undefined, caps: readonly Capability[]): string | undefined {
   const named = new Set(caps.filter((c) => c.access === 'mount' && c.fsType).map((c) => c.fsType));
   if (param) named.add(param);
   if (named.size > 1) throw invalidArgument(`conflicting filesystem types requested: ${[...named].join(', ')}`);
-  return validateBlockFsType([...named][0], core.config.defaultFsType);
+  return [...named][0];
 }
 
 function contentSourceOf(src: VolumeContentSource | null | undefined): ContentSource | undefined {

@@ -1,4 +1,4 @@
-import { type CreateVolumeSpec, invalidArgument, parseBoolean, parseSize, type VolumeRecord } from '../shared/index.js';
+import { backendTraits, type CreateVolumeSpec, invalidArgument, parseBoolean, parseSize, validateBackend, type VolumeRecord } from '../shared/index.js';
 import { DEFAULT_SIZE_BYTES, sizeFromRange } from './capacity.js';
 import type { StringMap } from './messages.js';
 import { pluginKeys } from './parameters.js';
@@ -25,11 +25,12 @@ export function isEphemeralVolume(volume: VolumeRecord): boolean {
  */
 export function ephemeralSpec(id: string, context: StringMap): CreateVolumeSpec {
   const attrs = pluginKeys(context, 'volume_context', ['backend', 'size', 'fsType']);
-  const backend = attrs.backend ?? 'dir';
-  // A static inline volume would let a pod spec choose what the node mounts.
-  if (backend !== 'dir' && backend !== 'block') throw invalidArgument('an inline volume is a dir or block volume');
+  const backend = validateBackend(attrs.backend ?? 'dir');
+  const traits = backendTraits(backend);
+  // A volume whose data twinvol does not own (static) would let a pod spec choose what the node mounts.
+  if (!traits.ownsData) throw invalidArgument(`an inline volume cannot be a ${backend} volume: its data would come from the pod spec`);
   const requested = attrs.size === undefined ? 0 : parseSize(attrs.size, 'volume_context size');
-  const capacityBytes = sizeFromRange({ required_bytes: String(requested), limit_bytes: '0' }, DEFAULT_SIZE_BYTES, backend === 'block');
+  const capacityBytes = sizeFromRange({ required_bytes: String(requested), limit_bytes: '0' }, DEFAULT_SIZE_BYTES, traits.sizeAlignment);
   return {
     id,
     backend,

@@ -54,6 +54,7 @@ export {
 // The core and its verbs.
 export { type Core, openCore } from './core/core.js';
 export { accessMismatch, type VolumeShape } from './core/access.js';
+export { type BackendTraits, backendTraits, type VolumeHealth, volumeCondition } from './core/backend-traits.js';
 export { type AttachOptions, attach, attachmentOf, detach } from './core/attachments.js';
 export { type Claims, contradiction, requireVolumeAsClaimed } from './core/contradiction.js';
 export { sweepAbandonedWork, type SweepReport } from './core/housekeeping.js';

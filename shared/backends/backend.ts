@@ -1,7 +1,8 @@
+import { invalidArgument } from '../errors.js';
 import type { Config } from '../config.js';
 import type { MountTarget } from '../pinned-target.js';
 import type { Mounter } from '../mounter.js';
-import type { BackendKind, VolumeRecord } from '../model.js';
+import type { BackendKind, Origin, VolumeRecord } from '../model.js';
 import type { Catalog } from '../store/catalog.js';
 
 export interface BackendContext {
@@ -15,6 +16,21 @@ export interface PopulateSource {
   backend: BackendKind;
   dir: string;
   sizeBytes: number;
+}
+
+/** The description of a new volume as a caller gave it, before its backend has checked it. */
+export interface DescribedVolume {
+  fsType?: string;
+  source?: string;
+  /** A list, or the comma-separated text a PV option or StorageClass parameter holds. */
+  mountOptions?: string[] | string;
+  createdBy: Origin;
+}
+
+/** How a volume's backing data looks from the controller's side (CSI VolumeCondition). */
+export interface VolumeHealth {
+  abnormal: boolean;
+  message: string;
 }
 
 /**
@@ -37,6 +53,22 @@ export interface Backend {
   readonly nodeSharing: 'read-write' | 'raw-read-only';
   /** Growing the volume has a node half: the filesystem on the device grows where it is staged. */
   readonly expandsOnNode: boolean;
+  /**
+   * twinvol made and keeps the volume's data (dir, block), so it can size, copy, snapshot and delete
+   * it; a static volume's data is someone else's, which also keeps it out of pod specs (inline volumes).
+   */
+  readonly ownsData: boolean;
+  /**
+   * twinvol makes the volume's filesystem (block): a caller may choose its type, the capacity is the
+   * filesystem's real size, and content copied in must fit it and be of the same type.
+   */
+  readonly makesFilesystem: boolean;
+  /** Sizes are whole multiples of this many bytes (a loop device's image: 1 MiB). */
+  readonly sizeAlignment: number;
+  /** The record fields only this backend knows how to fill, checked (throws InvalidArgument). */
+  describe(spec: DescribedVolume, config: Config): Pick<VolumeRecord, 'fsType' | 'source' | 'mountOptions'>;
+  /** Whether the volume's backing data is where the catalog says, at the cost of a stat or so. */
+  condition(volume: VolumeRecord, ctx: BackendContext): Promise<VolumeHealth>;
   /** Fills a new entry's work directory with the volume's data (or a snapshot's copy of it). */
   populate(workDir: string, volume: VolumeRecord, ctx: BackendContext, from?: PopulateSource): Promise<void>;
   /** Copies a volume's data into a snapshot's work directory. */
@@ -54,8 +86,17 @@ export interface Backend {
   stage(volume: VolumeRecord, staging: MountTarget, readonly: boolean, ctx: BackendContext, mountFlags?: readonly string[]): Promise<boolean>;
   /** Grows the backing storage (controller side); the node's half, if any, is `expandsOnNode`. */
   expand(volume: VolumeRecord, newSize: number, ctx: BackendContext): Promise<void>;
-  /** Grows the filesystem of a staged volume to its backing size (node side). */
-  expandOnNode(volume: VolumeRecord, stagingPath: string, ctx: BackendContext): Promise<void>;
+  /**
+   * Grows the volume on this node to its backing size (node side): the filesystem staged at
+   * `stagingPath`, or, with none (a raw block volume), the device alone.
+   */
+  expandOnNode(volume: VolumeRecord, stagingPath: string | undefined, ctx: BackendContext): Promise<void>;
+}
+
+/** describe() for a backend whose volumes take none of a static volume's fields. */
+export function describeOwned(kind: BackendKind, spec: DescribedVolume): void {
+  if (spec.source !== undefined || (spec.mountOptions !== undefined && spec.mountOptions.length > 0))
+    throw invalidArgument(`source and mountOptions belong to static volumes, not ${kind}`);
 }
 
 /** The device half of a backend that mounts without a block device of its own (dir, static). */

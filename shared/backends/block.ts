@@ -1,10 +1,10 @@
-import { open, truncate } from 'node:fs/promises';
+import { open, stat, truncate } from 'node:fs/promises';
 import { join } from 'node:path';
 import { failedPrecondition } from '../errors.js';
 import { findLoopDevice } from '../loop-devices.js';
 import { readMounts } from '../mountinfo.js';
 import { validateBlockFsType } from '../validate.js';
-import type { Backend } from './backend.js';
+import { type Backend, describeOwned } from './backend.js';
 
 /**
  * A sparse image file attached as a loop device, as a cloud disk appears under /dev. The filesystem is
@@ -17,6 +17,22 @@ export const blockBackend: Backend = {
   // One image, one writer: a filesystem mounted by two kernels at once is corrupted by both.
   nodeSharing: 'raw-read-only',
   expandsOnNode: true,
+  ownsData: true,
+  makesFilesystem: true,
+  // losetup and the filesystems work in whole sectors; a MiB keeps every size a whole number of them.
+  sizeAlignment: 2 ** 20,
+
+  describe(spec, config) {
+    describeOwned('block', spec);
+    return { fsType: validateBlockFsType(spec.fsType, config.defaultFsType) };
+  },
+
+  async condition(volume, ctx) {
+    const st = await stat(ctx.catalog.imagePath(volume.id)).catch(() => undefined);
+    if (!st) return { abnormal: true, message: `the backing image of volume ${volume.id} is missing` };
+    if (st.size < volume.capacityBytes) return { abnormal: true, message: `the image of volume ${volume.id} is smaller (${st.size} bytes) than its capacity` };
+    return { abnormal: false, message: 'volume is healthy' };
+  },
 
   async populate(workDir, volume, ctx, from) {
     const image = join(workDir, 'image.img');
@@ -91,6 +107,6 @@ export const blockBackend: Backend = {
     const device = findLoopDevice(ctx.catalog.imagePath(volume.id));
     if (!device) throw failedPrecondition(`volume ${volume.id} is not attached on this node`);
     await ctx.mounter.loopRefresh(device);
-    await ctx.mounter.growFs(device, stagingPath, volume.fsType);
+    if (stagingPath !== undefined) await ctx.mounter.growFs(device, stagingPath, volume.fsType);
   },
 };

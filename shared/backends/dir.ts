@@ -1,6 +1,6 @@
-import { chmod, mkdir } from 'node:fs/promises';
+import { chmod, mkdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { type Backend, withoutDevice } from './backend.js';
+import { type Backend, describeOwned, withoutDevice } from './backend.js';
 
 /** A directory under the data root, bind-mounted into place. Capacity is advisory. */
 export const dirBackend: Backend = {
@@ -9,6 +9,21 @@ export const dirBackend: Backend = {
   hasFilesystemType: false,
   nodeSharing: 'read-write',
   expandsOnNode: false,
+  ownsData: true,
+  makesFilesystem: false,
+  sizeAlignment: 1,
+
+  // A requested fs type says nothing about a directory (provisioners often default one): not kept.
+  describe(spec) {
+    describeOwned('dir', spec);
+    return { fsType: '' };
+  },
+
+  async condition(volume, ctx) {
+    const st = await stat(ctx.catalog.dataDir(volume.id)).catch(() => undefined);
+    if (!st?.isDirectory()) return { abnormal: true, message: `the backing directory of volume ${volume.id} is missing` };
+    return { abnormal: false, message: 'volume is healthy' };
+  },
 
   async populate(workDir, _volume, ctx, from) {
     const data = join(workDir, 'data');

@@ -1,5 +1,6 @@
 import { failedPrecondition, invalidArgument, unimplemented } from '../errors.js';
-import { resolveSource } from '../static-source.js';
+import { requireSourceAllowed, resolveSource } from '../static-source.js';
+import { validateMountOptions, validateStaticFsType, validateStaticSource } from '../validate.js';
 import { type Backend, withoutDevice } from './backend.js';
 
 /** Mounts a source that already exists (tmpfs, an image file, an NFS export) with the given type and options. */
@@ -9,6 +10,19 @@ export const staticBackend: Backend = {
   hasFilesystemType: true,
   nodeSharing: 'read-write',
   expandsOnNode: false,
+  ownsData: false,
+  makesFilesystem: false,
+  sizeAlignment: 1,
+
+  describe(spec, config) {
+    const source = validateStaticSource(spec.source);
+    requireSourceAllowed(config, source, spec.createdBy);
+    return { fsType: validateStaticFsType(spec.fsType), source, mountOptions: validateMountOptions(spec.mountOptions) };
+  },
+
+  async condition() {
+    return { abnormal: false, message: 'static volume: its source is not watched by twinvol' };
+  },
 
   async populate(_workDir, _volume, _ctx, from) {
     if (from) throw unimplemented('static volumes cannot be made from a snapshot or another volume');

@@ -82,9 +82,9 @@ export async function expandOnNode(core: Core, id: VolumeId, volumePath?: string
     if (!backend.expandsOnNode) return volume;
     const staged = records.find((r) => r.kind === 'stage' && !r.block && mountAt(r.path));
     if (!staged) {
-      const attached = backend.attachedDevice(volume, core);
-      if (attached) await core.mounter.loopRefresh(attached);
-      else throw failedPrecondition(`volume ${id} is not staged on this node`);
+      // Raw block use: only the device grows; the pod owns whatever is on it.
+      if (!backend.attachedDevice(volume, core)) throw failedPrecondition(`volume ${id} is not staged on this node`);
+      await backend.expandOnNode(volume, undefined, core);
       return volume;
     }
     await backend.expandOnNode(volume, staged.path, core);

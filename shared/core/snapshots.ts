@@ -32,7 +32,7 @@ export async function createSnapshot(core: Core, name: string, sourceVolumeId: V
     // Held while copying, so the source cannot be deleted or grown halfway through the copy.
     return core.catalog.lock('volume', sourceVolumeId, async () => {
       const volume = await core.catalog.requireVolume(sourceVolumeId);
-      if (volume.backend === 'static') throw invalidArgument(`volume ${volume.id} is static: twinvol does not own its data and cannot snapshot it`);
+      if (!backendFor(volume.backend).ownsData) throw invalidArgument(`volume ${volume.id} is static: twinvol does not own its data and cannot snapshot it`);
       const snapshot: SnapshotRecord = {
         schema: SCHEMA_VERSION,
         id,

@@ -4,9 +4,8 @@ import type { AccessScope, BackendKind, ContentSource, Origin, VolumeRecord } fr
 import { BACKEND_KINDS } from '../model.js';
 import { parseSize } from '../size.js';
 import { SCHEMA_VERSION } from '../store/json-record.js';
-import { validateBlockFsType, validateMountOptions, validateStaticFsType, validateStaticSource, validateVolumeId, type VolumeId } from '../validate.js';
+import { validateVolumeId, type VolumeId } from '../validate.js';
 import { idForName, requireSameName } from '../names.js';
-import { requireSourceAllowed } from '../static-source.js';
 import { sameStringMap } from '../string-maps.js';
 import { type AccessRequest, accessSet, filesystemAccess, requireAccess } from './access.js';
 import { type Core, now } from './core.js';
@@ -49,7 +48,8 @@ function recordFor(core: Core, spec: CreateVolumeSpec): VolumeRecord {
   const id = validateVolumeId(spec.id);
   if (spec.name !== undefined && idForName(spec.name) !== id) throw invalidArgument(`volume id ${id} is not the id of the name it was asked for by`);
   if (!Number.isSafeInteger(spec.capacityBytes) || spec.capacityBytes < 0) throw invalidArgument('capacity must be a whole number of bytes');
-  if (backend !== 'static' && spec.capacityBytes === 0) throw invalidArgument(`a ${backend} volume needs a size`);
+  const traits = backendFor(backend);
+  if (traits.ownsData && spec.capacityBytes === 0) throw invalidArgument(`a ${backend} volume needs a size`);
   const access = spec.access ?? 'single-node';
   const accessRequests = accessSet(spec.accessRequests ?? [filesystemAccess(access)]);
   const record: VolumeRecord = {
@@ -58,7 +58,7 @@ function recordFor(core: Core, spec: CreateVolumeSpec): VolumeRecord {
     ...(spec.name !== undefined && spec.name !== id ? { name: spec.name } : {}),
     backend,
     capacityBytes: spec.capacityBytes,
-    fsType: '',
+    ...traits.describe(spec, core.config),
     access,
     accessRequests,
     parameters: spec.parameters ?? {},
@@ -66,15 +66,6 @@ function recordFor(core: Core, spec: CreateVolumeSpec): VolumeRecord {
     createdBy: spec.createdBy,
     createdAt: now(),
   };
-  if (backend === 'block') record.fsType = validateBlockFsType(spec.fsType, core.config.defaultFsType);
-  if (backend === 'static') {
-    record.source = validateStaticSource(spec.source);
-    requireSourceAllowed(core.config, record.source, spec.createdBy);
-    record.fsType = validateStaticFsType(spec.fsType);
-    record.mountOptions = validateMountOptions(spec.mountOptions);
-  } else if (spec.source !== undefined || (spec.mountOptions !== undefined && spec.mountOptions.length > 0)) {
-    throw invalidArgument(`source and mountOptions belong to static volumes, not ${backend}`);
-  }
   if (spec.contentSource) record.contentSource = spec.contentSource;
   for (const request of accessRequests) requireAccess(record, request);
   return record;
@@ -135,21 +126,22 @@ async function populateSource(core: Core, volume: VolumeRecord): Promise<Populat
     const snap = await core.catalog.getSnapshot(src.id);
     if (!snap) throw notFound(`snapshot ${src.id} does not exist`);
     checkSourceFits(volume, snap.backend, snap.sizeBytes, snap.fsType, `snapshot ${src.id}`);
-    if (snap.sizeBytes < volume.capacityBytes) volume.fsResizePending = volume.backend === 'block';
+    if (snap.sizeBytes < volume.capacityBytes) volume.fsResizePending = backendFor(volume.backend).expandsOnNode;
     return { backend: snap.backend, dir: core.catalog.snapshotDir(src.id), sizeBytes: snap.sizeBytes };
   }
   const vol = await core.catalog.getVolume(src.id);
   if (!vol) throw notFound(`source volume ${src.id} does not exist`);
   checkSourceFits(volume, vol.backend, vol.capacityBytes, vol.fsType, `volume ${src.id}`);
-  if (vol.capacityBytes < volume.capacityBytes) volume.fsResizePending = volume.backend === 'block';
+  if (vol.capacityBytes < volume.capacityBytes) volume.fsResizePending = backendFor(volume.backend).expandsOnNode;
   return { backend: vol.backend, dir: core.catalog.volumeDir(src.id), sizeBytes: vol.capacityBytes };
 }
 
 function checkSourceFits(volume: VolumeRecord, backend: BackendKind, size: number, fsType: string, what: string): void {
   if (backend !== volume.backend) throw invalidArgument(`${what} is a ${backend} volume; it cannot fill a ${volume.backend} volume`);
-  if (volume.backend === 'block' && size > volume.capacityBytes)
+  const { makesFilesystem } = backendFor(volume.backend);
+  if (makesFilesystem && size > volume.capacityBytes)
     throw outOfRange(`${what} holds ${size} bytes, more than the ${volume.capacityBytes} bytes requested`);
-  if (volume.backend === 'block' && fsType !== volume.fsType)
+  if (makesFilesystem && fsType !== volume.fsType)
     throw invalidArgument(`${what} holds ${fsType}, not the ${volume.fsType} requested`);
 }
 

@@ -33,4 +33,16 @@ describe('the core has one public entry', () => {
     const reaching = files.flatMap((f) => specifiers(f).filter((s) => /(^|\/)(flex|csi)\//.test(s)).map((s) => `${f}: ${s}`));
     expect(reaching).toEqual([]);
   });
+
+  it('the front ends never branch on a backend by name: what a backend knows, it answers (shared/core/backend-traits.ts)', () => {
+    const files = [...sources('flex'), ...sources('csi')];
+    const naming = files.flatMap((f) =>
+      readFileSync(join(root, f), 'utf8')
+        .split('\n')
+        .map((line, i) => ({ line, at: `${f}:${i + 1}` }))
+        .filter(({ line }) => /backend\s*[!=]==?\s*'|'(dir|block|static)'\s*[!=]==?\s*\w*backend/i.test(line))
+        .map(({ at }) => at),
+    );
+    expect(naming).toEqual([]);
+  });
 });
