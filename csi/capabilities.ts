@@ -1,5 +1,5 @@
 import { accessMismatch, type AccessRequest, type AccessScope, invalidArgument, parseGid, validateMountOptions, type VolumeShape } from '../shared/index.js';
-import type { AccessModeName, VolumeCapability } from './messages.js';
+import type { AccessModeName, VolumeCapability } from './csi-types.js';
 
 /** A volume capability, checked and reduced to what the core understands. */
 export interface Capability {

@@ -1,5 +1,5 @@
 import { invalidArgument, MAX_SIZE_BYTES, outOfRange } from '../shared/index.js';
-import type { CapacityRange } from './messages.js';
+import type { CapacityRange } from './csi-types.js';
 
 /** Conformance suites assume it, and a sparse image makes it free until written. */
 export const DEFAULT_SIZE_BYTES = 10 * 2 ** 30;

@@ -24,16 +24,18 @@ import type {
   Empty,
   GetCapacityRequest,
   GetCapacityResponse,
-  ListRequest,
+  ListVolumesRequest,
   ListSnapshotsRequest,
   ListSnapshotsResponse,
   ListVolumesResponse,
-  SnapshotIdRequest,
-  SnapshotResponse,
+  CreateSnapshotResponse,
+  DeleteSnapshotRequest,
+  GetSnapshotRequest,
+  GetSnapshotResponse,
   ValidateVolumeCapabilitiesRequest,
   ValidateVolumeCapabilitiesResponse,
   VolumeStatus,
-} from './messages.js';
+} from './csi-types.js';
 import { paginate } from './paging.js';
 import { pluginKeys, withoutCoKeys } from './parameters.js';
 
@@ -89,7 +91,7 @@ export function controllerService({ core, rpc, settings }: ServiceContext): Unty
       (r) => validateRpc(core, r),
       readVolume(),
     ),
-    ListVolumes: rpc.unary<ListRequest, ListVolumesResponse>('ListVolumes', (r) => listVolumesRpc(core, r)),
+    ListVolumes: rpc.unary<ListVolumesRequest, ListVolumesResponse>('ListVolumes', (r) => listVolumesRpc(core, r)),
     ControllerGetVolume: rpc.unary<ControllerGetVolumeRequest, ControllerGetVolumeResponse>('ControllerGetVolume', async (r) => {
       const v = await core.catalog.requireVolume(validateVolumeId(r.volume_id, 'volume_id'));
       return { volume: toCsiVolume(v), status: await statusOf(core, v) };
@@ -100,7 +102,7 @@ export function controllerService({ core, rpc, settings }: ServiceContext): Unty
     ControllerGetCapabilities: rpc.unary<Empty, ControllerGetCapabilitiesResponse>('ControllerGetCapabilities', async () => ({
       capabilities: CAPABILITIES.map((type) => ({ rpc: { type } })),
     })),
-    CreateSnapshot: rpc.unary<CreateSnapshotRequest, SnapshotResponse>('CreateSnapshot', async (r) => {
+    CreateSnapshot: rpc.unary<CreateSnapshotRequest, CreateSnapshotResponse>('CreateSnapshot', async (r) => {
       const name = validateName(r.name, 'name');
       const source = validateVolumeId(r.source_volume_id, 'source_volume_id');
       pluginKeys(r.parameters, 'parameters', []);
@@ -109,7 +111,7 @@ export function controllerService({ core, rpc, settings }: ServiceContext): Unty
       describe: (r) => ({ ...named(r.name, 'snapshotId'), volumeId: r.source_volume_id }),
       exclusiveOn: (r) => `snapshot/${idForNameOrUndefined(r.name) ?? r.name}`,
     }),
-    DeleteSnapshot: rpc.unary<SnapshotIdRequest, Empty>('DeleteSnapshot', async (r) => {
+    DeleteSnapshot: rpc.unary<DeleteSnapshotRequest, Empty>('DeleteSnapshot', async (r) => {
       await deleteSnapshot(core, validateSnapshotId(r.snapshot_id, 'snapshot_id'));
       return {};
     }, snapshot()),
@@ -118,7 +120,7 @@ export function controllerService({ core, rpc, settings }: ServiceContext): Unty
       const page = paginate(all, r, 'snapshots');
       return { entries: page.items.map((s) => ({ snapshot: toCsiSnapshot(s) })), next_token: page.nextToken };
     }),
-    GetSnapshot: rpc.unary<SnapshotIdRequest, SnapshotResponse>('GetSnapshot', async (r) => ({
+    GetSnapshot: rpc.unary<GetSnapshotRequest, GetSnapshotResponse>('GetSnapshot', async (r) => ({
       snapshot: toCsiSnapshot(await getSnapshot(core, validateSnapshotId(r.snapshot_id, 'snapshot_id'))),
     }), { describe: (r) => ({ snapshotId: r.snapshot_id }) }),
     ControllerExpandVolume: rpc.unary<ControllerExpandVolumeRequest, ControllerExpandVolumeResponse>(
@@ -179,7 +181,7 @@ async function validateRpc(core: Core, req: ValidateVolumeCapabilitiesRequest): 
 }
 
 /** Pages over ids first, so only the records on the page are read. */
-async function listVolumesRpc(core: Core, req: ListRequest): Promise<ListVolumesResponse> {
+async function listVolumesRpc(core: Core, req: ListVolumesRequest): Promise<ListVolumesResponse> {
   const page = paginate((await core.catalog.listVolumeIds()).map((id) => ({ id })), req, 'volumes');
   const entries: ListVolumesResponse['entries'] = [];
   for (const { id } of page.items) {

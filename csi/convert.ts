@@ -1,5 +1,5 @@
 import type { SnapshotRecord, VolumeRecord } from '../shared/index.js';
-import type { Snapshot, Timestamp, Volume, VolumeContentSource } from './messages.js';
+import type { Snapshot, Timestamp, Volume, VolumeContentSource } from './csi-types.js';
 import { volumeContextOf } from './parameters.js';
 
 export function toCsiVolume(volume: VolumeRecord): Volume {

@@ -2,7 +2,7 @@ import { type AccessScope, backendTraits, type ContentSource, type Core, createV
 import { type Capability, accessRequestOf, parseCapabilities } from './capabilities.js';
 import { DEFAULT_SIZE_BYTES, sizeFromRange } from './capacity.js';
 import { toCsiVolume } from './convert.js';
-import type { CreateVolumeRequest, CreateVolumeResponse, Topology, VolumeContentSource } from './messages.js';
+import type { CreateVolumeRequest, CreateVolumeResponse, Topology, VolumeContentSource } from './csi-types.js';
 import { CREATE_KEYS, pluginKeys } from './parameters.js';
 
 /** CreateVolume translated to the core's createVolume (shared/core/volumes.ts). */

@@ -1,6 +1,6 @@
 import { backendTraits, type CreateVolumeSpec, invalidArgument, parseBoolean, parseSize, validateBackend, type VolumeRecord } from '../shared/index.js';
 import { DEFAULT_SIZE_BYTES, sizeFromRange } from './capacity.js';
-import type { StringMap } from './messages.js';
+import type { StringMap } from './csi-types.js';
 import { pluginKeys } from './parameters.js';
 
 /** kubelet's marker on NodePublish of a CSI inline (pod-lifetime) volume. */

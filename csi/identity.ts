@@ -1,7 +1,7 @@
 import type { UntypedServiceImplementation } from '@grpc/grpc-js';
 import { failedPrecondition } from '../shared/index.js';
 import { type ServiceContext, servesController } from './context.js';
-import type { Empty, GetPluginCapabilitiesResponse, GetPluginInfoResponse, PluginCapability, ProbeResponse } from './messages.js';
+import type { Empty, GetPluginCapabilitiesResponse, GetPluginInfoResponse, PluginCapability, ProbeResponse } from './csi-types.js';
 
 export function identityService({ core, rpc, settings, tools }: ServiceContext): UntypedServiceImplementation {
   const capabilities: PluginCapability[] = [

@@ -17,7 +17,7 @@ import type {
   NodeUnpublishVolumeRequest,
   NodeUnstageVolumeRequest,
   VolumeUsage,
-} from './messages.js';
+} from './csi-types.js';
 import { nodeTopology } from './topology.js';
 
 const CAPABILITIES: NodeCapabilityName[] = [

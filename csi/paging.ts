@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { aborted, invalidArgument } from '../shared/index.js';
-import type { ListRequest } from './messages.js';
+import type { ListRequest } from './csi-types.js';
 
 export interface Page<T> {
   items: T[];

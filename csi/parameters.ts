@@ -1,5 +1,5 @@
 import { invalidArgument, validateStringMap, type VolumeRecord } from '../shared/index.js';
-import type { StringMap } from './messages.js';
+import type { StringMap } from './csi-types.js';
 
 /**
  * Keys the external-provisioner and kubelet add themselves (PVC name, secret references, pod info,

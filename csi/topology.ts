@@ -1,5 +1,5 @@
 import { nodeSegments } from '../shared/index.js';
-import type { Topology } from './messages.js';
+import type { Topology } from './csi-types.js';
 
 /** This node's place, as NodeGetInfo reports it (the segments are the core's: shared/topology.ts). */
 export function nodeTopology(nodeId: string): Topology {

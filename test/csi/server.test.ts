@@ -19,7 +19,7 @@ describe('identity and capabilities (one server, mode all)', () => {
 
   it('advertises the controller service and online expansion (topology only for a node-local data root: test/csi/topology.test.ts)', async () => {
     const r = await csi.client.call('Identity', 'GetPluginCapabilities');
-    expect(r.capabilities.map((c) => ('service' in c ? c.service.type : c.volume_expansion.type))).toEqual(['CONTROLLER_SERVICE', 'ONLINE']);
+    expect(r.capabilities.map((c) => (c.type === 'service' ? c.service.type : c.volume_expansion.type))).toEqual(['CONTROLLER_SERVICE', 'ONLINE']);
   });
 
   it('is ready', async () => {

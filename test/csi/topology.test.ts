@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { Topology } from '../../csi/messages.js';
+import type { Topology } from '../../csi/csi-types.js';
 import { expectCode } from './helpers/client.js';
 import { type CsiSuite, useCsiServer } from './helpers/fixture.js';
 import { repeatedOk } from './helpers/repeat.js';
@@ -17,7 +17,7 @@ type Requirement = { requisite?: Topology[]; preferred?: Topology[] };
 const create = (csi: CsiSuite, name: string, accessibility_requirements?: Requirement) =>
   csi.ctl('CreateVolume', { name, volume_capabilities: [mountCap()], parameters: { backend: 'dir' }, capacity_range: size(MiB), accessibility_requirements });
 const pluginCapabilities = async (csi: CsiSuite) =>
-  (await csi.identity('GetPluginCapabilities')).capabilities.map((c) => ('service' in c ? c.service.type : c.volume_expansion.type));
+  (await csi.identity('GetPluginCapabilities')).capabilities.map((c) => (c.type === 'service' ? c.service.type : c.volume_expansion.type));
 
 describe('a node-local data root', () => {
   const csi = useCsiServer({ nodeId: 'node-t', args: ['--data-root-scope', 'node'] });

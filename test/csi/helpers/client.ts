@@ -2,7 +2,25 @@ import { resolve } from 'node:path';
 import { credentials, loadPackageDefinition, type Client, type ServiceClientConstructor, type ServiceError, status } from '@grpc/grpc-js';
 import { loadSync } from '@grpc/proto-loader';
 import { expect } from 'vitest';
-import type * as M from '../../../csi/messages.js';
+import type { CreateSnapshotResponse__Output } from '../../../csi/generated/csi/v1/CreateSnapshotResponse.js';
+import type { GetSnapshotResponse__Output } from '../../../csi/generated/csi/v1/GetSnapshotResponse.js';
+import type * as M from '../../../csi/csi-types.js';
+import type { ControllerExpandVolumeResponse__Output } from '../../../csi/generated/csi/v1/ControllerExpandVolumeResponse.js';
+import type { ControllerGetCapabilitiesResponse__Output } from '../../../csi/generated/csi/v1/ControllerGetCapabilitiesResponse.js';
+import type { ControllerGetVolumeResponse__Output } from '../../../csi/generated/csi/v1/ControllerGetVolumeResponse.js';
+import type { ControllerPublishVolumeResponse__Output } from '../../../csi/generated/csi/v1/ControllerPublishVolumeResponse.js';
+import type { CreateVolumeResponse__Output } from '../../../csi/generated/csi/v1/CreateVolumeResponse.js';
+import type { GetCapacityResponse__Output } from '../../../csi/generated/csi/v1/GetCapacityResponse.js';
+import type { GetPluginCapabilitiesResponse__Output } from '../../../csi/generated/csi/v1/GetPluginCapabilitiesResponse.js';
+import type { GetPluginInfoResponse__Output } from '../../../csi/generated/csi/v1/GetPluginInfoResponse.js';
+import type { ListSnapshotsResponse__Output } from '../../../csi/generated/csi/v1/ListSnapshotsResponse.js';
+import type { ListVolumesResponse__Output } from '../../../csi/generated/csi/v1/ListVolumesResponse.js';
+import type { NodeExpandVolumeResponse__Output } from '../../../csi/generated/csi/v1/NodeExpandVolumeResponse.js';
+import type { NodeGetCapabilitiesResponse__Output } from '../../../csi/generated/csi/v1/NodeGetCapabilitiesResponse.js';
+import type { NodeGetInfoResponse__Output } from '../../../csi/generated/csi/v1/NodeGetInfoResponse.js';
+import type { NodeGetVolumeStatsResponse__Output } from '../../../csi/generated/csi/v1/NodeGetVolumeStatsResponse.js';
+import type { ProbeResponse__Output } from '../../../csi/generated/csi/v1/ProbeResponse.js';
+import type { ValidateVolumeCapabilitiesResponse__Output } from '../../../csi/generated/csi/v1/ValidateVolumeCapabilitiesResponse.js';
 
 export const PROTO_PATH = resolve(import.meta.dirname, '../../../csi/proto/csi.proto');
 
@@ -13,28 +31,35 @@ export const PROTO_PATH = resolve(import.meta.dirname, '../../../csi/proto/csi.p
 const definition = loadSync(PROTO_PATH, { keepCase: true, longs: String, enums: String, defaults: true, oneofs: true });
 const csi = (loadPackageDefinition(definition).csi as { v1: Record<string, ServiceClientConstructor> }).v1;
 
-/** Request and reply of each method the tests call, as proto-loader shapes them (csi/messages.ts). */
+/**
+ * A reply as the tests read it: proto-loader's received shape (csi/generated/, see csi/csi-types.ts)
+ * with unset message fields taken as present. A test that reads a field the server left unset fails
+ * at that access, which is the failure it should be.
+ */
+export type Reply<T> = T extends string | number | boolean ? T : T extends (infer E)[] ? Reply<E>[] : { [K in keyof T]-?: Reply<NonNullable<T[K]>> };
+
+/** Request and reply of each method the tests call (csi/csi-types.ts, from csi/proto/csi.proto). */
 export interface Rpcs {
   Identity: {
-    GetPluginInfo: [M.Empty, M.GetPluginInfoResponse];
-    GetPluginCapabilities: [M.Empty, M.GetPluginCapabilitiesResponse];
-    Probe: [M.Empty, M.ProbeResponse];
+    GetPluginInfo: [M.Empty, Reply<GetPluginInfoResponse__Output>];
+    GetPluginCapabilities: [M.Empty, Reply<GetPluginCapabilitiesResponse__Output>];
+    Probe: [M.Empty, Reply<ProbeResponse__Output>];
   };
   Controller: {
-    CreateVolume: [M.CreateVolumeRequest, M.CreateVolumeResponse];
+    CreateVolume: [M.CreateVolumeRequest, Reply<CreateVolumeResponse__Output>];
     DeleteVolume: [M.DeleteVolumeRequest, M.Empty];
-    ControllerPublishVolume: [M.ControllerPublishVolumeRequest, M.ControllerPublishVolumeResponse];
+    ControllerPublishVolume: [M.ControllerPublishVolumeRequest, Reply<ControllerPublishVolumeResponse__Output>];
     ControllerUnpublishVolume: [M.ControllerUnpublishVolumeRequest, M.Empty];
-    ValidateVolumeCapabilities: [M.ValidateVolumeCapabilitiesRequest, M.ValidateVolumeCapabilitiesResponse];
-    ListVolumes: [M.ListRequest, M.ListVolumesResponse];
-    ControllerGetVolume: [M.ControllerGetVolumeRequest, M.ControllerGetVolumeResponse];
-    GetCapacity: [M.GetCapacityRequest, M.GetCapacityResponse];
-    ControllerGetCapabilities: [M.Empty, M.ControllerGetCapabilitiesResponse];
-    CreateSnapshot: [M.CreateSnapshotRequest, M.SnapshotResponse];
-    DeleteSnapshot: [M.SnapshotIdRequest, M.Empty];
-    ListSnapshots: [M.ListSnapshotsRequest, M.ListSnapshotsResponse];
-    GetSnapshot: [M.SnapshotIdRequest, M.SnapshotResponse];
-    ControllerExpandVolume: [M.ControllerExpandVolumeRequest, M.ControllerExpandVolumeResponse];
+    ValidateVolumeCapabilities: [M.ValidateVolumeCapabilitiesRequest, Reply<ValidateVolumeCapabilitiesResponse__Output>];
+    ListVolumes: [M.ListVolumesRequest, Reply<ListVolumesResponse__Output>];
+    ControllerGetVolume: [M.ControllerGetVolumeRequest, Reply<ControllerGetVolumeResponse__Output>];
+    GetCapacity: [M.GetCapacityRequest, Reply<GetCapacityResponse__Output>];
+    ControllerGetCapabilities: [M.Empty, Reply<ControllerGetCapabilitiesResponse__Output>];
+    CreateSnapshot: [M.CreateSnapshotRequest, Reply<CreateSnapshotResponse__Output>];
+    DeleteSnapshot: [M.DeleteSnapshotRequest, M.Empty];
+    ListSnapshots: [M.ListSnapshotsRequest, Reply<ListSnapshotsResponse__Output>];
+    GetSnapshot: [M.GetSnapshotRequest, Reply<GetSnapshotResponse__Output>];
+    ControllerExpandVolume: [M.ControllerExpandVolumeRequest, Reply<ControllerExpandVolumeResponse__Output>];
     ControllerModifyVolume: [{ volume_id: string; mutable_parameters: M.StringMap }, M.Empty];
   };
   Node: {
@@ -42,10 +67,10 @@ export interface Rpcs {
     NodeUnstageVolume: [M.NodeUnstageVolumeRequest, M.Empty];
     NodePublishVolume: [M.NodePublishVolumeRequest, M.Empty];
     NodeUnpublishVolume: [M.NodeUnpublishVolumeRequest, M.Empty];
-    NodeGetVolumeStats: [M.NodeGetVolumeStatsRequest, M.NodeGetVolumeStatsResponse];
-    NodeExpandVolume: [M.NodeExpandVolumeRequest, M.NodeExpandVolumeResponse];
-    NodeGetCapabilities: [M.Empty, M.NodeGetCapabilitiesResponse];
-    NodeGetInfo: [M.Empty, M.NodeGetInfoResponse];
+    NodeGetVolumeStats: [M.NodeGetVolumeStatsRequest, Reply<NodeGetVolumeStatsResponse__Output>];
+    NodeExpandVolume: [M.NodeExpandVolumeRequest, Reply<NodeExpandVolumeResponse__Output>];
+    NodeGetCapabilities: [M.Empty, Reply<NodeGetCapabilitiesResponse__Output>];
+    NodeGetInfo: [M.Empty, Reply<NodeGetInfoResponse__Output>];
   };
   /** Not served: only its UNIMPLEMENTED answer is tested. */
   GroupController: {

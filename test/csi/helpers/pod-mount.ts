@@ -1,6 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import type { VolumeCapability } from '../../../csi/messages.js';
+import type { VolumeCapability } from '../../../csi/csi-types.js';
 import type { Partial2 } from './client.js';
 import type { CsiSuite } from './fixture.js';
 import { MiB, mountCap, size, stagingPath, targetPath } from './requests.js';

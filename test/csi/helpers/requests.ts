@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
-import type { AccessModeName, VolumeCapability } from '../../../csi/messages.js';
+import type { AccessModeName, VolumeCapability } from '../../../csi/csi-types.js';
 import type { Partial2 } from './client.js';
 
 export const MiB = 2 ** 20;

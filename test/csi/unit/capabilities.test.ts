@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { accessRequestOf, mismatch, parseCapabilities, parseCapability } from '../../../csi/capabilities.js';
-import type { AccessModeName, VolumeCapability } from '../../../csi/messages.js';
+import type { AccessModeName, VolumeCapability } from '../../../csi/csi-types.js';
 import type { AccessRequest, VolumeShape } from '../../../shared/core/access.js';
 import { expectThrows } from '../../shared/expect-error.js';
 
