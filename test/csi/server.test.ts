@@ -230,9 +230,13 @@ describe('start-up, flags and shutdown (a fresh process each)', () => {
 
   it('Probe answers FAILED_PRECONDITION when the node tools are missing', async () => {
     const w = fresh();
-    // A private mount namespace where /usr/sbin (losetup, blkid, mkfs.*) is an empty tmpfs.
+    // A private mount namespace where /usr/sbin (losetup, blkid, mkfs.*) is an empty tmpfs. The new
+    // namespace starts as a copy of every mount, those other test files hold under /tmp included; a
+    // copy keeps their filesystems (and loop devices) busy after those files unmount them, so this
+    // namespace lets go of them first: a test elsewhere saw "still in use as /dev/loop0" otherwise.
+    const dropOthers = "awk '$2 ~ /^[/]tmp[/]/ {print $2}' /proc/self/mounts | sort -r | xargs -r -n1 umount -l";
     const child = track(
-      spawn('unshare', ['-m', 'sh', '-c', 'mount -t tmpfs none /usr/sbin && exec "$0" "$@"', process.execPath, CSI_BIN, ...scratchArgs(w, 'node-a')], {
+      spawn('unshare', ['-m', '--propagation', 'private', 'sh', '-c', `${dropOthers}; mount -t tmpfs none /usr/sbin && exec "$0" "$@"`, process.execPath, CSI_BIN, ...scratchArgs(w, 'node-a')], {
         env: serverEnv(w),
         stdio: ['ignore', 'ignore', 'pipe'],
       }),
