@@ -27,7 +27,7 @@ export function toCsiSnapshot(snapshot: SnapshotRecord): Snapshot {
     creation_time: toTimestamp(snapshot.createdAt),
     // The copy is complete before the record exists: a snapshot is usable as soon as it is listed.
     ready_to_use: true,
-    group_snapshot_id: '',
+    group_snapshot_id: snapshot.groupId ?? '',
   };
 }
 

@@ -27,7 +27,7 @@ export function packageDefinitionFromText(protoText: string): PackageDefinition 
   return fromJSON(root.toJSON(), LOADER_OPTIONS);
 }
 
-export type CsiService = 'Identity' | 'Controller' | 'Node';
+export type CsiService = 'Identity' | 'Controller' | 'GroupController' | 'Node';
 
 export function serviceDefinition(definition: PackageDefinition, service: CsiService): ServiceDefinition {
   const found = definition[`csi.v1.${service}`];

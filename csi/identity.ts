@@ -5,7 +5,7 @@ import type { Empty, GetPluginCapabilitiesResponse, GetPluginInfoResponse, Plugi
 
 export function identityService({ core, rpc, settings, tools }: ServiceContext): UntypedServiceImplementation {
   const capabilities: PluginCapability[] = [
-    ...(servesController(settings.mode) ? [{ service: { type: 'CONTROLLER_SERVICE' as const } }] : []),
+    ...(servesController(settings.mode) ? [{ service: { type: 'CONTROLLER_SERVICE' as const } }, { service: { type: 'GROUP_CONTROLLER_SERVICE' as const } }] : []),
     // Volumes are held on one node only when the data root is node-local (shared/core/placement.ts).
     ...(core.config.dataRootScope === 'node' ? [{ service: { type: 'VOLUME_ACCESSIBILITY_CONSTRAINTS' as const } }] : []),
     { volume_expansion: { type: 'ONLINE' } },

@@ -1,9 +1,10 @@
 import { chmod, rm } from 'node:fs/promises';
 import { Server, ServerCredentials } from '@grpc/grpc-js';
-import { type Config, type Core, type Logger, openCore, registerNode, sweepAbandonedWork } from '../shared/index.js';
+import { type Config, type Core, type Logger, openCore, registerNode, sweepAbandonedWork, thawAbandonedFreezes } from '../shared/index.js';
 import { type ServiceContext, servesController, servesNode, type Settings } from './context.js';
 import { controllerService } from './controller.js';
 import { packageDefinitionFromText, serviceDefinition } from './definition.js';
+import { groupControllerService } from './group-controller.js';
 import { prepareSocket } from './endpoint.js';
 import { identityService } from './identity.js';
 import { nodeService } from './node.js';
@@ -24,7 +25,10 @@ export interface RunningServer {
   stop(graceMs?: number): Promise<void>;
 }
 
-/** A crashed create's partial copy is reclaimed at start-up; failing to sweep never stops the server. */
+/**
+ * What a killed predecessor left is put right at start-up: a crashed create's partial copy, and a
+ * filesystem a group snapshot froze and never thawed. Failing at either never stops the server.
+ */
 async function sweepWork(core: Core, log: Logger): Promise<void> {
   try {
     const report = await sweepAbandonedWork(core);
@@ -32,13 +36,19 @@ async function sweepWork(core: Core, log: Logger): Promise<void> {
   } catch (err) {
     log.warn('could not sweep abandoned work', { error: err instanceof Error ? err.message : String(err) });
   }
+  try {
+    const thawed = await thawAbandonedFreezes(core);
+    if (thawed.length) log.warn('thawed filesystems a killed group snapshot left frozen', { thawed });
+  } catch (err) {
+    log.error('could not thaw a filesystem a killed group snapshot left frozen', { error: err instanceof Error ? err.message : String(err) });
+  }
 }
 
 export async function startServer({ socketPath, settings, config, log }: ServerOptions): Promise<RunningServer> {
   const roles: Role[] = [...(servesController(settings.mode) ? ['controller' as const] : []), ...(servesNode(settings.mode) ? ['node' as const] : [])];
   const tools = checkTools(roles);
   if (tools.missing.length) log.error('required tools are missing; Probe will fail', { missing: tools.missing });
-  if (tools.missingOptional.length) log.warn('xfs tools are missing; xfs volumes will fail', { missing: tools.missingOptional });
+  if (tools.missingOptional.length) log.warn('optional tools are missing: xfs volumes (mkfs.xfs, xfs_growfs) or group snapshot freezes (fsfreeze) will fail', { missing: tools.missingOptional });
 
   const ctx: ServiceContext = { core: openCore(config), rpc: new Rpc(log), settings, tools };
   await sweepWork(ctx.core, log);
@@ -49,7 +59,10 @@ export async function startServer({ socketPath, settings, config, log }: ServerO
   const server = new Server();
   // Services this mode does not serve are absent, so grpc-js answers their calls UNIMPLEMENTED.
   server.addService(serviceDefinition(definition, 'Identity'), identityService(ctx));
-  if (servesController(settings.mode)) server.addService(serviceDefinition(definition, 'Controller'), controllerService(ctx));
+  if (servesController(settings.mode)) {
+    server.addService(serviceDefinition(definition, 'Controller'), controllerService(ctx));
+    server.addService(serviceDefinition(definition, 'GroupController'), groupControllerService(ctx));
+  }
   if (servesNode(settings.mode)) server.addService(serviceDefinition(definition, 'Node'), nodeService(ctx));
 
   await prepareSocket(socketPath);

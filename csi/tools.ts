@@ -8,6 +8,8 @@ const REQUIRED = {
   node: ['mount', 'umount', 'losetup', 'blkid', 'mkfs.ext4', 'e2fsck', 'resize2fs'],
 } as const;
 const OPTIONAL = ['mkfs.xfs', 'xfs_growfs'];
+/** Group snapshots freeze the filesystems staged on the controller's node; without it they cannot. */
+const OPTIONAL_CONTROLLER = ['fsfreeze'];
 
 export type Role = keyof typeof REQUIRED;
 
@@ -31,6 +33,6 @@ export function checkTools(roles: readonly Role[]): ToolReport {
   const wanted = [...new Set(roles.flatMap((r) => REQUIRED[r]))];
   return {
     missing: wanted.filter((t) => !found(t)),
-    missingOptional: roles.includes('node') ? OPTIONAL.filter((t) => !found(t)) : [],
+    missingOptional: [...(roles.includes('node') ? OPTIONAL : []), ...(roles.includes('controller') ? OPTIONAL_CONTROLLER : [])].filter((t) => !found(t)),
   };
 }

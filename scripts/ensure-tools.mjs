@@ -5,7 +5,7 @@ import { existsSync } from 'node:fs';
 
 const TOOLS = {
   'mkfs.ext4': 'e2fsprogs', e2fsck: 'e2fsprogs', resize2fs: 'e2fsprogs',
-  'mkfs.xfs': 'xfsprogs', xfs_growfs: 'xfsprogs',
+  'mkfs.xfs': 'xfsprogs', xfs_growfs: 'xfsprogs', fsfreeze: 'util-linux',
   losetup: 'util-linux', blkid: 'util-linux', mount: 'mount', umount: 'mount',
 };
 const DIRS = ['/usr/sbin', '/sbin', '/usr/bin', '/bin', '/usr/local/sbin', '/usr/local/bin'];

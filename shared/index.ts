@@ -30,17 +30,19 @@ export { fileSink, type LogFields, Logger, type LogSink, redact, stderrSink } fr
 export { spawnLog, toolEnv } from './runner.js';
 
 // The model, ids and input validation.
-export type { AccessRequest, AccessScope, Attachment, BackendKind, ContentSource, NodeRecord, Origin, SnapshotRecord, VolumeRecord } from './model.js';
-export { idForNameOrUndefined, snapshotIdForName, validateName, volumeIdForName } from './names.js';
+export type { AccessRequest, AccessScope, Attachment, BackendKind, ContentSource, GroupSnapshotRecord, NodeRecord, Origin, SnapshotRecord, VolumeRecord } from './model.js';
+export { groupSnapshotIdForName, idForNameOrUndefined, snapshotIdForName, validateName, volumeIdForName } from './names.js';
 export { formatSize, MAX_SIZE_BYTES, parseSize } from './size.js';
 export { sameStringMap } from './string-maps.js';
 export { nodeSegments, type Segments, TOPOLOGY_KEY } from './topology.js';
 export {
+  type GroupSnapshotId,
   type NodeId,
   parseBoolean,
   parseGid,
   type SnapshotId,
   validateBlockFsType,
+  validateGroupSnapshotId,
   validateMountOptions,
   validateNodeName,
   validatePathUnder,
@@ -57,7 +59,8 @@ export { accessMismatch, type VolumeShape } from './core/access.js';
 export { type BackendTraits, backendTraits, type VolumeHealth, volumeCondition } from './core/backend-traits.js';
 export { type AttachOptions, attach, attachmentOf, detach } from './core/attachments.js';
 export { type Claims, contradiction, requireVolumeAsClaimed } from './core/contradiction.js';
-export { sweepAbandonedWork, type SweepReport } from './core/housekeeping.js';
+export { sweepAbandonedWork, type SweepReport, thawAbandonedFreezes } from './core/housekeeping.js';
+export { createGroupSnapshot, deleteGroupSnapshot, getGroupSnapshot, type GroupSnapshot, MAX_GROUP_VOLUMES } from './core/group-snapshots.js';
 export { checkedPathUnder } from './core/mount-target.js';
 export { expandOnNode, type VolumeStats, volumeStats } from './core/node-volume.js';
 export { listNodes, registerNode } from './core/nodes.js';

@@ -1,5 +1,5 @@
 import type { Versioned } from './store/json-record.js';
-import type { NodeId, SnapshotId, VolumeId } from './validate.js';
+import type { GroupSnapshotId, NodeId, SnapshotId, VolumeId } from './validate.js';
 
 export const BACKEND_KINDS = ['dir', 'block', 'static'] as const;
 export type BackendKind = (typeof BACKEND_KINDS)[number];
@@ -80,6 +80,8 @@ export interface SnapshotRecord extends Versioned {
   /** The CSI CreateSnapshot name, only when it differs from the id; a repeated create must give the same. */
   name?: string;
   sourceVolumeId: VolumeId;
+  /** The group snapshot this one was cut with (shared/core/group-snapshots.ts); it is deleted with the group. */
+  groupId?: GroupSnapshotId;
   backend: BackendKind;
   fsType: string;
   sizeBytes: number;
@@ -125,4 +127,19 @@ export interface NodeRecord extends Versioned {
 export interface PvRecord extends Versioned {
   pvName: string;
   volumeId: VolumeId;
+}
+
+/**
+ * A CSI VolumeGroupSnapshot: snapshots of several volumes cut at one point in time, filesystems staged
+ * on the controller's node frozen across the cut (shared/core/group-snapshots.ts). Written last, after
+ * every member: a group without its record is an attempt a crash cut short, which the retry redoes.
+ */
+export interface GroupSnapshotRecord extends Versioned {
+  id: GroupSnapshotId;
+  /** The CSI name, only when it differs from the id. */
+  name?: string;
+  /** In the order asked; members[i] is the snapshot of sourceVolumeIds[i]. */
+  sourceVolumeIds: VolumeId[];
+  members: SnapshotId[];
+  createdAt: string;
 }

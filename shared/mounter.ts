@@ -141,6 +141,15 @@ export class Mounter {
     await this.exec('losetup', ['--set-capacity', device]);
   }
 
+  /** Suspends writes to the filesystem mounted at `path` until thaw: a point in time for copies. */
+  async freeze(path: string): Promise<void> {
+    await this.exec('fsfreeze', ['--freeze', path]);
+  }
+
+  async thaw(path: string): Promise<void> {
+    await this.exec('fsfreeze', ['--unfreeze', path]);
+  }
+
   /** Sparse-aware copy; reflink where the filesystem can share extents. */
   async copySparse(from: string, to: string): Promise<void> {
     await this.exec('cp', ['--reflink=auto', '--sparse=always', '--', from, to]);

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { alreadyExists, invalidArgument } from './errors.js';
-import { isValidId, MAX_ID_BYTES, type SnapshotId, validateSnapshotId, validateVolumeId, type VolumeId } from './validate.js';
+import { type GroupSnapshotId, isValidId, MAX_ID_BYTES, type SnapshotId, validateGroupSnapshotId, validateSnapshotId, validateVolumeId, type VolumeId } from './validate.js';
 
 /**
  * The ids of volumes and snapshots that a caller names (CSI CreateVolume, CreateSnapshot). The spec
@@ -38,6 +38,9 @@ export const volumeIdForName = (name: unknown, what = 'name'): VolumeId => valid
 /** The snapshot id a CreateSnapshot name stands for. */
 export const snapshotIdForName = (name: unknown, what = 'name'): SnapshotId => validateSnapshotId(idForName(name, what), what);
 
+/** The group snapshot id a CreateVolumeGroupSnapshot name stands for. */
+export const groupSnapshotIdForName = (name: unknown, what = 'name'): GroupSnapshotId => validateGroupSnapshotId(idForName(name, what), what);
+
 /** idForName for a log line or an in-flight key: never throws (the call itself reports a bad name). */
 export function idForNameOrUndefined(name: unknown): string | undefined {
   try {
@@ -51,7 +54,7 @@ export function idForNameOrUndefined(name: unknown): string | undefined {
  * A create by name finds the entry its name stands for, not one that merely has the same id (a hash
  * collision, or an id someone chose by hand): that is AlreadyExists.
  */
-export function requireSameName(kind: 'volume' | 'snapshot', existing: { id: string; name?: string }, name: string): void {
+export function requireSameName(kind: 'volume' | 'snapshot' | 'group snapshot', existing: { id: string; name?: string }, name: string): void {
   if ((existing.name ?? existing.id) !== name) throw alreadyExists(`${kind} id ${existing.id} already belongs to a ${kind} of another name`);
 }
 

@@ -38,11 +38,14 @@ export type VolumeId = Branded<'VolumeId'>;
 export type SnapshotId = Branded<'SnapshotId'>;
 /** A Kubernetes node name, which is also the CSI node id. */
 export type NodeId = Branded<'NodeId'>;
+/** A CSI VolumeGroupSnapshot: the snapshots of several volumes cut at one point in time. */
+export type GroupSnapshotId = Branded<'GroupSnapshotId'>;
 
 export const validateVolumeId = (value: unknown, what = 'volume id') => checkName(value, what, MAX_ID_BYTES) as VolumeId;
 /** Whether a string is a valid volume or snapshot id (the two share one rule), without throwing. */
 export const isValidId = (value: string): boolean => whyInvalid(value, 'id', MAX_ID_BYTES) === undefined;
 export const validateSnapshotId = (value: unknown, what = 'snapshot id') => checkName(value, what, MAX_ID_BYTES) as SnapshotId;
+export const validateGroupSnapshotId = (value: unknown, what = 'group snapshot id') => checkName(value, what, MAX_ID_BYTES) as GroupSnapshotId;
 /** Kubernetes object names (PVs, nodes) are DNS subdomains of up to 253 characters. */
 export const validateNodeName = (value: unknown, what = 'node name') => checkName(value, what, 253) as NodeId;
 export const isValidNodeName = (value: string): boolean => whyInvalid(value, 'node name', 253) === undefined;

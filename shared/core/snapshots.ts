@@ -5,6 +5,7 @@ import { SCHEMA_VERSION } from '../store/json-record.js';
 import { requireSameName, snapshotIdForName } from '../names.js';
 import { isValidId, type SnapshotId, validateSnapshotId, validateVolumeId, type VolumeId } from '../validate.js';
 import { type Core, now } from './core.js';
+import { requireNotInGroup } from './group-snapshots.js';
 
 export interface CreateSnapshotResult {
   snapshot: SnapshotRecord;
@@ -49,10 +50,14 @@ export async function createSnapshot(core: Core, name: string, sourceVolumeId: V
   });
 }
 
-/** Deletes a snapshot and its copy. Unknown ids are fine: delete is retried. */
+/** Deletes a snapshot and its copy. Unknown ids are fine: delete is retried. A group's member is refused. */
 export async function deleteSnapshot(core: Core, id: SnapshotId): Promise<void> {
   validateSnapshotId(id);
-  await core.catalog.lock('snapshot', id, () => core.catalog.removeEntry('snapshots', id));
+  await core.catalog.lock('snapshot', id, async () => {
+    const snapshot = await core.catalog.getSnapshot(id);
+    if (snapshot) await requireNotInGroup(core, snapshot);
+    await core.catalog.removeEntry('snapshots', id);
+  });
 }
 
 export async function getSnapshot(core: Core, id: SnapshotId): Promise<SnapshotRecord> {

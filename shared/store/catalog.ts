@@ -2,8 +2,8 @@ import { createHash } from 'node:crypto';
 import { mkdir, readdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { alreadyExists, errnoCode, notFound, TwinvolError } from '../errors.js';
-import type { NodeRecord, PvRecord, SnapshotRecord, VolumeRecord } from '../model.js';
-import { validateNodeName, validatePvName, validateSnapshotId, validateVolumeId, type VolumeId } from '../validate.js';
+import type { GroupSnapshotRecord, NodeRecord, PvRecord, SnapshotRecord, VolumeRecord } from '../model.js';
+import { validateGroupSnapshotId, validateNodeName, validatePvName, validateSnapshotId, validateVolumeId, type VolumeId } from '../validate.js';
 import { readRecord, removeRecord, SCHEMA_VERSION, writeRecord } from './json-record.js';
 import { RECORD_SCHEMAS } from './record-schemas.js';
 import { type LockOptions, withLock } from './lock.js';
@@ -14,7 +14,7 @@ const LOCK_OF: Record<Entity, 'volume' | 'snapshot'> = { volumes: 'volume', snap
 /**
  * The cluster-scope catalog under the data root:
  *   volumes/<id>/volume.json (+ image.img or data/), snapshots/<id>/snapshot.json (+ copy),
- *   pvs/<pvName>.json, nodes/<nodeId>.json, locks/, and .work/ for entries being built or torn down.
+ *   pvs/<pvName>.json, nodes/<nodeId>.json, groupsnapshots/<id>.json, locks/, and .work/ for entries being built or torn down.
  * An entry appears and disappears by a single rename of its directory, so a crash never leaves a
  * half-made volume under volumes/: at worst a leftover under .work/, which the next holder of that
  * entry's lock removes (`sweepEntry`), as does a server starting (`sweepAbandoned`).
@@ -71,7 +71,7 @@ export class Catalog {
   }
 
   /** Serialises catalog changes to one entry across processes and nodes sharing the root. */
-  lock<T>(entity: 'volume' | 'snapshot' | 'pv' | 'node', id: string, fn: () => Promise<T>, options?: LockOptions): Promise<T> {
+  lock<T>(entity: 'volume' | 'snapshot' | 'pv' | 'node' | 'group', id: string, fn: () => Promise<T>, options?: LockOptions): Promise<T> {
     return withLock(join(this.root, 'locks', fileNameFor(`${entity}-${id}`, '.lock')), fn, options);
   }
 
@@ -183,6 +183,22 @@ export class Catalog {
 
   forgetPv(pvName: string): Promise<void> {
     return removeRecord(this.pvPath(pvName));
+  }
+
+  groupPath(id: string): string {
+    return join(this.root, 'groupsnapshots', `${validateGroupSnapshotId(id)}.json`);
+  }
+
+  getGroup(id: string): Promise<GroupSnapshotRecord | undefined> {
+    return readRecord(this.groupPath(id), RECORD_SCHEMAS.group);
+  }
+
+  putGroup(record: GroupSnapshotRecord): Promise<void> {
+    return writeRecord(this.groupPath(record.id), record);
+  }
+
+  removeGroup(id: string): Promise<void> {
+    return removeRecord(this.groupPath(id));
   }
 
   nodePath(nodeId: string): string {

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { readdir } from 'node:fs/promises';
+import { mkdir, readdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { errnoCode } from '../errors.js';
 import type { MountRecord } from '../model.js';
@@ -74,6 +74,39 @@ export class NodeState {
 
   remove(record: Pick<MountRecord, 'volumeId' | 'path'>): Promise<void> {
     return removeRecord(join(this.mountsDir, this.fileName(record.volumeId, record.path)));
+  }
+
+  /**
+   * Freeze markers: an empty file under frozen/ named like the staging's mount record, made before
+   * `fsfreeze --freeze` and removed after the thaw. A process killed in between leaves the marker, and
+   * the next start (shared/core/housekeeping.ts) thaws what it names; a frozen filesystem blocks every
+   * writer on the node until someone does.
+   */
+  async markFrozen(record: MountRecord): Promise<void> {
+    await mkdir(join(this.root, 'frozen'), { recursive: true, mode: 0o700 });
+    await writeFile(join(this.root, 'frozen', this.fileName(record.volumeId, record.path)), '', { mode: 0o600 });
+  }
+
+  async unmarkFrozen(record: MountRecord): Promise<void> {
+    await rm(join(this.root, 'frozen', this.fileName(record.volumeId, record.path)), { force: true });
+  }
+
+  /** The stagings a freeze marker names; a marker whose record is gone names nothing left to thaw. */
+  async frozen(): Promise<{ record?: MountRecord; clear: () => Promise<void> }[]> {
+    let names: string[];
+    try {
+      names = await readdir(join(this.root, 'frozen'));
+    } catch (err) {
+      if (errnoCode(err) === 'ENOENT') return [];
+      throw err;
+    }
+    const out: { record?: MountRecord; clear: () => Promise<void> }[] = [];
+    for (const name of names) {
+      const record = await readRecord(join(this.mountsDir, name), RECORD_SCHEMAS.mount);
+      const clear = () => rm(join(this.root, 'frozen', name), { force: true });
+      out.push({ clear, ...(record ? { record } : {}) });
+    }
+    return out;
   }
 }
 

@@ -1,6 +1,6 @@
 import * as z from 'zod/mini';
-import { isValidId, isValidNodeName, type NodeId, type SnapshotId, type VolumeId } from '../validate.js';
-import { ACCESS_SCOPES, BACKEND_KINDS, type MountRecord, type NodeRecord, ORIGINS, type PvRecord, type SnapshotRecord, type VolumeRecord } from '../model.js';
+import { type GroupSnapshotId, isValidId, isValidNodeName, type NodeId, type SnapshotId, type VolumeId } from '../validate.js';
+import { ACCESS_SCOPES, BACKEND_KINDS, type GroupSnapshotRecord, type MountRecord, type NodeRecord, ORIGINS, type PvRecord, type SnapshotRecord, type VolumeRecord } from '../model.js';
 
 /**
  * The shape of every record on disk, checked on read (shared/store/json-record.ts): a record from
@@ -19,6 +19,7 @@ const idOf = <T extends string>(valid: (value: string) => boolean, what: string)
 const volumeId = idOf<VolumeId>(isValidId, 'volume id');
 const snapshotId = idOf<SnapshotId>(isValidId, 'snapshot id');
 const nodeId = idOf<NodeId>(isValidNodeName, 'node name');
+const groupSnapshotId = idOf<GroupSnapshotId>(isValidId, 'group snapshot id');
 const count = z.number().check(z.int(), z.nonnegative());
 const timestamp = z.string();
 const origin = z.enum(ORIGINS);
@@ -53,6 +54,7 @@ const snapshotRecord = z.strictObject({
   id: snapshotId,
   name: z.optional(text),
   sourceVolumeId: volumeId,
+  groupId: z.optional(groupSnapshotId),
   backend: z.enum(BACKEND_KINDS),
   fsType: z.string(),
   sizeBytes: count,
@@ -78,6 +80,15 @@ const pvRecord = z.strictObject({ schema, pvName: text, volumeId });
 
 const nodeRecord = z.strictObject({ schema, nodeId, topology: z.record(z.string(), z.string()), registeredBy: origin, registeredAt: timestamp });
 
+const groupSnapshotRecord = z.strictObject({
+  schema,
+  id: groupSnapshotId,
+  name: z.optional(text),
+  sourceVolumeIds: z.array(volumeId),
+  members: z.array(snapshotId),
+  createdAt: timestamp,
+});
+
 /**
  * Takes a schema only when it parses exactly the record type T: `tsc` refuses this file when a field is
  * added to shared/model.ts and not here (or the other way round), so the two cannot drift apart.
@@ -95,6 +106,7 @@ export const RECORD_SCHEMAS = {
   mount: exact<MountRecord>()(mountRecord),
   pv: exact<PvRecord>()(pvRecord),
   node: exact<NodeRecord>()(nodeRecord),
+  group: exact<GroupSnapshotRecord>()(groupSnapshotRecord),
 };
 
 /** What is wrong with a value, one short phrase per problem, with the field's path. */

@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../shared/config.js';
 import { openCore } from '../../shared/core/core.js';
 import { mountAt } from '../../shared/mountinfo.js';
-import { type CallOutcome, expectCode, outcome, type Rpcs } from './helpers/client.js';
+import { type CallOutcome, expectCode, outcome, type Rpcs, serviceCall } from './helpers/client.js';
 import { deviceSha256, fileSha256, fsTotalBytes, writeRandomDevice, writeRandomFile } from './helpers/data.js';
 import { useCsiServer } from './helpers/fixture.js';
 import { mountInPod, type ReadyOptions, readyVolume, stagedVolume } from './helpers/pod-mount.js';
@@ -24,6 +24,7 @@ import { treeOf } from './helpers/tree.js';
  */
 const csi = useCsiServer({ nodeId: 'node-a' });
 const { ctl, node } = csi;
+const group = serviceCall(() => csi.client, 'GroupController');
 
 const ready = (id: string, opts?: ReadyOptions) => readyVolume(csi, id, opts);
 const staged = (id: string, opts?: ReadyOptions) => stagedVolume(csi, id, opts);
@@ -49,6 +50,9 @@ const CONTROLLER_RPCS = [
   'GetCapacity', 'ControllerGetCapabilities', 'CreateSnapshot', 'DeleteSnapshot', 'ListSnapshots', 'ControllerExpandVolume',
   'ControllerGetVolume', 'ControllerModifyVolume', 'GetSnapshot',
 ] as const satisfies readonly (keyof Rpcs['Controller'])[];
+const GROUP_RPCS = [
+  'GroupControllerGetCapabilities', 'CreateVolumeGroupSnapshot', 'GetVolumeGroupSnapshot', 'DeleteVolumeGroupSnapshot',
+] as const satisfies readonly (keyof Rpcs['GroupController'])[];
 const NODE_RPCS = [
   'NodeStageVolume', 'NodeUnstageVolume', 'NodePublishVolume', 'NodeUnpublishVolume', 'NodeGetVolumeStats', 'NodeExpandVolume',
   'NodeGetCapabilities', 'NodeGetInfo',
@@ -105,10 +109,11 @@ describe('transport and identity', () => {
     for (const m of IDENTITY_RPCS) answers[m] = await outcome(csi.identity(m));
     for (const m of CONTROLLER_RPCS) answers[m] = await outcome(ctl(m, {}));
     for (const m of NODE_RPCS) answers[m] = await outcome(node(m, {}));
+    for (const m of GROUP_RPCS) answers[m] = await outcome(csi.client.call('GroupController', m, {}));
     const unimplemented = Object.entries(answers).filter(([, o]) => o.code === 'UNIMPLEMENTED').map(([m]) => m);
     expect(unimplemented).toEqual(['ControllerModifyVolume']);
     expect(Object.entries(answers).filter(([, o]) => o.code === 'INTERNAL')).toEqual([]);
-    expect(Object.keys(answers)).toHaveLength(26);
+    expect(Object.keys(answers)).toHaveLength(30);
   });
 });
 
@@ -147,6 +152,7 @@ describe('services not served in a mode answer UNIMPLEMENTED, every one of them'
     const nodeOnly = useCsiServer({ nodeId: 'node-m', args: ['--mode', 'node'] });
     it('answers UNIMPLEMENTED to every Controller RPC and serves Identity and Node', async () => {
       for (const m of CONTROLLER_RPCS) expect(`${m}: ${(await outcome(nodeOnly.ctl(m, {}))).code}`).toBe(`${m}: UNIMPLEMENTED`);
+      for (const m of GROUP_RPCS) expect(`${m}: ${(await outcome(nodeOnly.client.call('GroupController', m, {}))).code}`).toBe(`${m}: UNIMPLEMENTED`);
       expect((await nodeOnly.identity('Probe')).ready?.value).toBe(true);
       expect((await nodeOnly.node('NodeGetInfo')).node_id).toBe('node-m');
       expect((await nodeOnly.node('NodeGetCapabilities')).capabilities.length).toBeGreaterThan(0);
@@ -204,6 +210,10 @@ describe('required fields: each one missing is INVALID_ARGUMENT naming it, and c
       ['NodeGetVolumeStats', 'volume_path', () => node('NodeGetVolumeStats', { volume_id: 'rf-vol' })],
       ['NodeExpandVolume', 'volume_id', () => node('NodeExpandVolume', { volume_path: t })],
       ['NodeExpandVolume', 'volume_path', () => node('NodeExpandVolume', { volume_id: 'rf-vol' })],
+      ['CreateVolumeGroupSnapshot', 'name', () => group('CreateVolumeGroupSnapshot', { source_volume_ids: ['rf-vol'] })],
+      ['CreateVolumeGroupSnapshot', 'source_volume_ids', () => group('CreateVolumeGroupSnapshot', { name: 'rf-group' })],
+      ['GetVolumeGroupSnapshot', 'group_snapshot_id', () => group('GetVolumeGroupSnapshot', {})],
+      ['DeleteVolumeGroupSnapshot', 'group_snapshot_id', () => group('DeleteVolumeGroupSnapshot', {})],
     ];
     const wrong: string[] = [];
     for (const [method, field, call] of cases) {

@@ -1,10 +1,12 @@
-import { existsSync, readdirSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Catalog } from '../../shared/store/catalog.js';
 import { killStalled, stallingTool, untilStalled } from '../helpers/stalling-tool.js';
+import { wrappedTool } from '../helpers/tool-wrapper.js';
 import { outcome } from './helpers/client.js';
-import { MiB, mountCap, size } from './helpers/requests.js';
+import { MiB, mountCap, size, stagingPath } from './helpers/requests.js';
 import { createCsiScratch, type CsiScratch } from './helpers/scratch.js';
 import { launchCsi, type RunningCsi } from './helpers/server.js';
 
@@ -15,6 +17,9 @@ beforeEach(() => {
 });
 afterEach(async () => {
   for (const server of servers.splice(0)) await server.stop();
+  // A filesystem left frozen by a failed test would outlive its unmount and keep its loop device bound.
+  for (const line of readFileSync('/proc/self/mounts', 'utf8').split('\n'))
+    if (line.split(' ')[1]?.startsWith(`${s.root}/`)) spawnSync('fsfreeze', ['--unfreeze', line.split(' ')[1] ?? '']);
   s.cleanup();
 });
 
@@ -68,5 +73,44 @@ describe('a CSI server killed while it copies data', () => {
     await next.client.call('Controller', 'CreateSnapshot', { name: 'snap-2', source_volume_id: 'src' });
     await next.client.call('Controller', 'CreateVolume', restore);
     expect(workLeft()).toEqual([]);
+  });
+});
+
+describe('a CSI server killed while a group snapshot holds a filesystem frozen', () => {
+  it('leaves a marker, and the next server thaws the filesystem at start-up', async () => {
+    const first = await launch();
+    const call = first.client.call.bind(first.client);
+    await call('Controller', 'CreateVolume', { name: 'frozen-vol', volume_capabilities: [cap], capacity_range: size(32 * MiB) });
+    const pod = { volume_id: 'frozen-vol', node_id: 'node-a', volume_capability: cap };
+    const staging = stagingPath(s.kubeletDir, 'frozen-vol');
+    mkdirSync(staging, { recursive: true });
+    await call('Controller', 'ControllerPublishVolume', pod);
+    await call('Node', 'NodeStageVolume', { volume_id: 'frozen-vol', staging_target_path: staging, volume_capability: cap });
+    await first.stop();
+
+    // The freeze itself is real; the wrapper then stops, and the server is killed before any thaw.
+    const real = ['/usr/sbin/fsfreeze', '/sbin/fsfreeze'].find((p) => existsSync(p));
+    const marker = join(s.root, 'frozen-by');
+    const freeze = wrappedTool(s.root, 'fsfreeze', `if [ "$1" = --freeze ]; then ${real} "$@"; echo $$ > '${marker}'; exec sleep 60; fi`);
+    const server = await launch({ PATH: `${freeze.dir}:/usr/sbin:/usr/bin:/sbin:/bin` });
+    const reply = outcome(server.client.call('GroupController', 'CreateVolumeGroupSnapshot', { name: 'g', source_volume_ids: ['frozen-vol'] }));
+    const stall = { dir: freeze.dir, marker };
+    try {
+      await untilStalled(stall, 'the freeze');
+      // Frozen for real: a second freeze is refused as busy (a write would hang the test instead).
+      expect(spawnSync(real ?? 'fsfreeze', ['--freeze', staging], { encoding: 'utf8' }).stderr).toMatch(/busy/i);
+    } finally {
+      server.child.kill('SIGKILL');
+      killStalled(stall);
+    }
+    expect((await reply).code).not.toBe('OK');
+    await server.stop();
+
+    const next = await launch();
+    const log = await next.logWhen((entries) => entries.some((e) => e.msg === 'thawed filesystems a killed group snapshot left frozen'));
+    expect(log.entries.find((e) => e.msg === 'thawed filesystems a killed group snapshot left frozen')).toMatchObject({ thawed: [staging] });
+    expect(spawnSync('sh', ['-c', `echo after > '${join(staging, 'after.txt')}' && sync -f '${staging}'`], { timeout: 10_000 }).status).toBe(0);
+    await next.client.call('Node', 'NodeUnstageVolume', { volume_id: 'frozen-vol', staging_target_path: staging });
+    await next.client.call('Controller', 'ControllerUnpublishVolume', pod);
   });
 });

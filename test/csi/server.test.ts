@@ -19,7 +19,7 @@ describe('identity and capabilities (one server, mode all)', () => {
 
   it('advertises the controller service and online expansion (topology only for a node-local data root: test/csi/topology.test.ts)', async () => {
     const r = await csi.client.call('Identity', 'GetPluginCapabilities');
-    expect(r.capabilities.map((c) => (c.type === 'service' ? c.service.type : c.volume_expansion.type))).toEqual(['CONTROLLER_SERVICE', 'ONLINE']);
+    expect(r.capabilities.map((c) => (c.type === 'service' ? c.service.type : c.volume_expansion.type))).toEqual(['CONTROLLER_SERVICE', 'GROUP_CONTROLLER_SERVICE', 'ONLINE']);
   });
 
   it('is ready', async () => {
@@ -52,9 +52,8 @@ describe('identity and capabilities (one server, mode all)', () => {
     });
   });
 
-  it('answers UNIMPLEMENTED for ControllerModifyVolume and the group controller', async () => {
+  it('answers UNIMPLEMENTED for ControllerModifyVolume', async () => {
     await expectCode(csi.client.call('Controller', 'ControllerModifyVolume', { volume_id: 'x', mutable_parameters: { a: 'b' } }), 'UNIMPLEMENTED');
-    await expectCode(csi.client.call('GroupController', 'GroupControllerGetCapabilities'), 'UNIMPLEMENTED');
   });
 
   it('serves on a socket only its owner may use', () => {

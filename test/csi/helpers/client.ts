@@ -4,6 +4,9 @@ import { loadSync } from '@grpc/proto-loader';
 import { expect } from 'vitest';
 import type { CreateSnapshotResponse__Output } from '../../../csi/generated/csi/v1/CreateSnapshotResponse.js';
 import type { GetSnapshotResponse__Output } from '../../../csi/generated/csi/v1/GetSnapshotResponse.js';
+import type { GroupControllerGetCapabilitiesResponse__Output } from '../../../csi/generated/csi/v1/GroupControllerGetCapabilitiesResponse.js';
+import type { CreateVolumeGroupSnapshotResponse__Output } from '../../../csi/generated/csi/v1/CreateVolumeGroupSnapshotResponse.js';
+import type { GetVolumeGroupSnapshotResponse__Output } from '../../../csi/generated/csi/v1/GetVolumeGroupSnapshotResponse.js';
 import type * as M from '../../../csi/csi-types.js';
 import type { ControllerExpandVolumeResponse__Output } from '../../../csi/generated/csi/v1/ControllerExpandVolumeResponse.js';
 import type { ControllerGetCapabilitiesResponse__Output } from '../../../csi/generated/csi/v1/ControllerGetCapabilitiesResponse.js';
@@ -72,9 +75,11 @@ export interface Rpcs {
     NodeGetCapabilities: [M.Empty, Reply<NodeGetCapabilitiesResponse__Output>];
     NodeGetInfo: [M.Empty, Reply<NodeGetInfoResponse__Output>];
   };
-  /** Not served: only its UNIMPLEMENTED answer is tested. */
   GroupController: {
-    GroupControllerGetCapabilities: [M.Empty, M.Empty];
+    GroupControllerGetCapabilities: [M.Empty, Reply<GroupControllerGetCapabilitiesResponse__Output>];
+    CreateVolumeGroupSnapshot: [M.CreateVolumeGroupSnapshotRequest, Reply<CreateVolumeGroupSnapshotResponse__Output>];
+    GetVolumeGroupSnapshot: [M.GetVolumeGroupSnapshotRequest, Reply<GetVolumeGroupSnapshotResponse__Output>];
+    DeleteVolumeGroupSnapshot: [M.DeleteVolumeGroupSnapshotRequest, M.Empty];
   };
 }
 

@@ -1,0 +1,25 @@
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+export interface WrappedTool {
+  /** A directory to put first on the PATH of the process under test. */
+  dir: string;
+  /** Every call's arguments, one line per call, as the wrapper saw them. */
+  calls(): string[];
+}
+
+/**
+ * A stand-in for `tool` that records each call's arguments to a log, runs `before` (shell, with the
+ * call's "$@"; it may `exit` to fail the call), then runs the real tool. For faults a test cannot make
+ * happen for real: a copy that fails, or the kernel's answer observed from outside the process.
+ */
+export function wrappedTool(root: string, tool: string, before = ''): WrappedTool {
+  const dir = join(root, `wrap-${tool}`);
+  const log = join(root, `${tool}-calls.log`);
+  mkdirSync(dir, { recursive: true });
+  const real = [`/usr/sbin/${tool}`, `/sbin/${tool}`, `/usr/bin/${tool}`, `/bin/${tool}`].find((p) => existsSync(p));
+  if (!real) throw new Error(`${tool} is not installed`);
+  writeFileSync(join(dir, tool), `#!/bin/sh\necho "$*" >> '${log}'\n${before}\nexec ${real} "$@"\n`);
+  chmodSync(join(dir, tool), 0o755);
+  return { dir, calls: () => (existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter(Boolean) : []) };
+}
