@@ -1,20 +1,16 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { attach } from '../../shared/core/attachments.js';
 import type { Core } from '../../shared/core/core.js';
 import { listNodes, registerNode, requireRegisteredNode } from '../../shared/core/nodes.js';
 import { createVolume } from '../../shared/core/volumes.js';
-import { createScratch, type Scratch } from '../helpers/scratch.js';
-import { coreIn } from './core-scratch.js';
+import { useScratchCore } from './core-scratch.js';
 import { expectRejects } from './expect-error.js';
 import { nid, vid } from '../helpers/ids.js';
 
-let s: Scratch;
 let core: Core;
-beforeEach(() => {
-  s = createScratch('node-a');
-  core = coreIn(s);
+useScratchCore((_s, c) => {
+  core = c;
 });
-afterEach(() => s.cleanup());
 
 describe('the node registry', () => {
   it('registers once, rewrites a changed topology, and keeps a node server\'s topology from FlexVolume', async () => {

@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { chownSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Core } from '../../shared/core/core.js';
 import { publish, unpublish } from '../../shared/core/publishing.js';
 import { stage, unstage } from '../../shared/core/staging.js';
@@ -10,8 +10,8 @@ import { type CreateVolumeSpec, createVolume } from '../../shared/core/volumes.j
 import { findLoopDevice } from '../../shared/loop-devices.js';
 import { mountAt, readMounts } from '../../shared/mountinfo.js';
 import { SCHEMA_VERSION } from '../../shared/store/json-record.js';
-import { createScratch, loopsLeftUnder, mountsUnder, type Scratch } from '../helpers/scratch.js';
-import { coreIn } from './core-scratch.js';
+import { loopsLeftUnder, mountsUnder, type Scratch } from '../helpers/scratch.js';
+import { useScratchCore } from './core-scratch.js';
 import { expectRejects } from './expect-error.js';
 import { nid, vid } from '../helpers/ids.js';
 
@@ -19,11 +19,10 @@ const MiB = 2 ** 20;
 
 let s: Scratch;
 let core: Core;
-beforeEach(() => {
-  s = createScratch('node-a');
-  core = coreIn(s);
+useScratchCore((scratch, c) => {
+  s = scratch;
+  core = c;
 });
-afterEach(() => s.cleanup());
 
 const stagingPath = (pv: string) => join(s.kubeletDir, 'plugins/kubernetes.io/csi/twinvol', pv, 'globalmount');
 const targetPath = (pod: string, pv: string) => join(s.kubeletDir, 'pods', pod, 'volumes/kubernetes.io~csi', pv, 'mount');

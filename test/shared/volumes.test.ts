@@ -1,13 +1,13 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { attach, detach } from '../../shared/core/attachments.js';
 import type { Core } from '../../shared/core/core.js';
 import { createVolume, type CreateVolumeSpec, deleteVolume, expandVolume, listVolumes } from '../../shared/core/volumes.js';
 import { nodeAttach } from '../../shared/core/staging.js';
 import { findLoopDevice } from '../../shared/loop-devices.js';
-import { createScratch, type Scratch } from '../helpers/scratch.js';
-import { coreIn } from './core-scratch.js';
+import type { Scratch } from '../helpers/scratch.js';
+import { useScratchCore } from './core-scratch.js';
 import { expectRejects } from './expect-error.js';
 import { nid, unchecked, vid } from '../helpers/ids.js';
 import type { NodeId, VolumeId } from '../../shared/validate.js';
@@ -16,11 +16,10 @@ const MiB = 2 ** 20;
 
 let s: Scratch;
 let core: Core;
-beforeEach(() => {
-  s = createScratch('node-a');
-  core = coreIn(s);
+useScratchCore((scratch, c) => {
+  s = scratch;
+  core = c;
 });
-afterEach(() => s.cleanup());
 
 const block = (id: string, extra: Partial<CreateVolumeSpec> = {}): CreateVolumeSpec => ({ id, backend: 'block', capacityBytes: 64 * MiB, createdBy: 'cli', ...extra });
 const dir = (id: string, extra: Partial<CreateVolumeSpec> = {}): CreateVolumeSpec => ({ id, backend: 'dir', capacityBytes: 16 * MiB, createdBy: 'cli', ...extra });
