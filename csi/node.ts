@@ -51,11 +51,13 @@ export function nodeService({ core, rpc, settings }: ServiceContext): UntypedSer
       return {};
     }, changes((r) => r.staging_target_path)),
 
-    NodeUnstageVolume: rpc.unary<NodeUnstageVolumeRequest, Empty>('NodeUnstageVolume', async (r) => {
+    NodeUnstageVolume: rpc.unary<NodeUnstageVolumeRequest, Empty>('NodeUnstageVolume', async (r, note) => {
       const id = validateVolumeId(r.volume_id, 'volume_id');
       const path = under(r.staging_target_path, 'staging_target_path');
       await requireNotOther(core, path, id);
-      await unstage(core, path);
+      // OK carries no message: what twinvol left alone goes to the log as a warning.
+      const left = await unstage(core, path);
+      if (left) note({ warning: left });
       return {};
     }, changes((r) => r.staging_target_path)),
 
@@ -68,11 +70,12 @@ export function nodeService({ core, rpc, settings }: ServiceContext): UntypedSer
       return {};
     }, changes((r) => r.target_path)),
 
-    NodeUnpublishVolume: rpc.unary<NodeUnpublishVolumeRequest, Empty>('NodeUnpublishVolume', async (r) => {
+    NodeUnpublishVolume: rpc.unary<NodeUnpublishVolumeRequest, Empty>('NodeUnpublishVolume', async (r, note) => {
       const id = validateVolumeId(r.volume_id, 'volume_id');
       const target = under(r.target_path, 'target_path');
       await requireNotOther(core, target, id);
-      await unpublish(core, target);
+      const left = await unpublish(core, target);
+      if (left) note({ warning: left });
       // An inline volume lives as long as its pod: gone with its last mount.
       const volume = await core.catalog.getVolume(id);
       if (volume && isEphemeralVolume(volume) && !(await mountsOf(core, id)).length) await deleteVolume(core, id);

@@ -24,7 +24,11 @@ export interface RpcOptions<Req> {
   exclusiveOn?: (req: Req) => string | undefined;
 }
 
-export type Handler<Req, Res> = (req: Req) => Promise<Res>;
+/**
+ * A handler's second argument adds fields to the call's log line; a `warning` among them makes the
+ * line a warning (a call that succeeded but left something for an operator to look at).
+ */
+export type Handler<Req, Res> = (req: Req, note: (fields: LogFields) => void) => Promise<Res>;
 
 /**
  * The one wrapper every RPC passes through: in-process serialisation per volume, error mapping
@@ -42,10 +46,11 @@ export class Rpc {
       const req = call.request;
       let subject: LogFields = {};
       let key: string | undefined;
+      const noted: LogFields = {};
       const finish = (code: status, message?: string) => {
         if (key !== undefined) this.inFlight.delete(key);
-        const fields = { method, ...subject, durationMs: Math.round((performance.now() - started) * 10) / 10, code: status[code], ...(message ? { message } : {}) };
-        if (code === status.OK) this.log.info('rpc', fields);
+        const fields = { method, ...subject, ...clip(noted), durationMs: Math.round((performance.now() - started) * 10) / 10, code: status[code], ...(message ? { message } : {}) };
+        if (code === status.OK) this.log[noted.warning === undefined ? 'info' : 'warn']('rpc', fields);
         else if (code === status.INTERNAL) this.log.error('rpc', fields);
         else this.log.warn('rpc', fields);
       };
@@ -58,7 +63,7 @@ export class Rpc {
           this.inFlight.set(wanted, method);
           key = wanted;
         }
-        return handler(req);
+        return handler(req, (fields) => Object.assign(noted, fields));
       };
       run().then(
         (reply) => {

@@ -122,8 +122,9 @@ export const VERBS: Record<FlexVerb, VerbSpec> = {
     arity: 1,
     usage: 'unmountdevice <deviceMountPath>',
     handler: async (ctx) => {
-      await unstage(ctx.core, arg(ctx, 0));
-      return success();
+      // Something twinvol did not make is left where it is, and the reply's message names it.
+      const left = await unstage(ctx.core, arg(ctx, 0));
+      return success(left ? { message: left } : {});
     },
   },
 
@@ -144,8 +145,8 @@ export const VERBS: Record<FlexVerb, VerbSpec> = {
     arity: 1,
     usage: 'unmount <podVolumeDir>',
     handler: async (ctx) => {
-      await unpublish(ctx.core, arg(ctx, 0));
-      return success();
+      const left = await unpublish(ctx.core, arg(ctx, 0));
+      return success(left ? { message: left } : {});
     },
   },
 

@@ -1,6 +1,8 @@
 import { lstat, mkdir, open, realpath, rmdir, stat, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { errnoCode, invalidArgument } from '../errors.js';
+import { describeMount } from '../mounter.js';
+import { mountAt } from '../mountinfo.js';
 import { validatePathUnder } from '../validate.js';
 
 /**
@@ -50,17 +52,37 @@ export async function makeMountPoint(path: string, kind: 'dir' | 'file'): Promis
 }
 
 /**
- * Removes a mount point that is no longer mounted. Never recursive: a directory that still holds files
- * was not ours to empty (or an unmount silently failed), so it is left where it is.
+ * Removes a mount point once nothing is mounted on it, if it looks like one: an empty directory, or an
+ * empty regular file (a raw block target). Anything else is someone's data or someone's mount, and
+ * stays where it is: the answer says what was left and why, for the caller to pass on. Never
+ * recursive.
  */
-export async function removeMountPoint(path: string): Promise<void> {
+export async function removeMountPoint(path: string): Promise<string | undefined> {
+  let st;
   try {
-    const st = await lstat(path);
-    if (st.isDirectory()) await rmdir(path);
-    else await unlink(path);
+    st = await lstat(path);
+  } catch (err) {
+    if (errnoCode(err) === 'ENOENT') return undefined;
+    throw err;
+  }
+  const mounted = mountAt(path);
+  if (mounted) return `left ${path} alone: it holds a mount twinvol did not make, ${describeMount(mounted)}`;
+  if (st.isFile() && st.size === 0) {
+    await unlink(path).catch((err: unknown) => {
+      if (errnoCode(err) !== 'ENOENT') throw err;
+    });
+    return undefined;
+  }
+  if (!st.isDirectory()) return `left ${path} alone: ${st.isFile() ? `a file of ${st.size} bytes` : 'neither a directory nor a file'} that twinvol did not make`;
+  try {
+    await rmdir(path);
+    return undefined;
   } catch (err) {
     const code = errnoCode(err);
-    if (code !== 'ENOENT' && code !== 'ENOTEMPTY' && code !== 'EBUSY') throw err;
+    if (code === 'ENOENT') return undefined;
+    if (code === 'ENOTEMPTY' || code === 'EEXIST') return `left ${path} alone: a directory that still holds files`;
+    if (code === 'EBUSY') return `left ${path} alone: it is busy`;
+    throw err;
   }
 }
 

@@ -148,26 +148,25 @@ async function stagingFor(
 
 /**
  * Unmounts a target and removes it. Paths never published, or already gone, answer OK (kubelet calls
- * unmount on dirs it never mounted). When the last pod of an implicitly staged volume leaves, the
- * staging goes too, with the attachment it stood for.
+ * unmount on dirs it never mounted). Only what the node's records say twinvol mounted is unmounted: a
+ * path without a record loses at most an empty mount point (what a call cut short after the unmount
+ * leaves), and a foreign mount or a file with data stays, named in the answer. When the last pod of
+ * an implicitly staged volume leaves, the staging goes too, with the attachment it stood for.
  */
-export async function unpublish(core: Core, targetPath: string): Promise<void> {
+export async function unpublish(core: Core, targetPath: string): Promise<string | undefined> {
   const target = await checkedPathUnder(targetPath, core.config.kubeletDir, 'target path');
   const record = await core.nodeState.findByPath(target);
-  if (!record) {
-    await core.mounter.unmountAll(target);
-    await removeMountPoint(target);
-    return;
-  }
-  await core.nodeState.lockVolume(record.volumeId, async () => {
+  if (!record) return removeMountPoint(target);
+  return core.nodeState.lockVolume(record.volumeId, async () => {
     await core.mounter.unmountAll(target);
     await core.nodeState.remove(record);
-    await removeMountPoint(target);
+    const left = await removeMountPoint(target);
     const rest = await core.nodeState.listForVolume(record.volumeId);
     const staging = rest.find((r) => r.kind === 'stage' && r.path === record.stagingPath);
     if (staging?.implicit && !rest.some((r) => r.kind === 'publish' && r.stagingPath === staging.path)) {
       await unstageLocked(core, staging);
     }
+    return left;
   });
 }
 

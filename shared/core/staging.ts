@@ -143,15 +143,17 @@ function describeOptions(rec: MountRecord): string {
 
 /**
  * Unmounts a staging path. Unknown or already unmounted paths are fine (unstage is retried, and after
- * a reboot nothing is left). A path still published from is refused: pods come off first. When the
+ * a reboot nothing is left); a mount twinvol has no record of is someone else's and stays, named in
+ * the answer. A path still published from is refused: pods come off first. When the
  * last staging of a volume goes, its device is released on this node.
  */
-export async function unstage(core: Core, stagingPath: string): Promise<void> {
+export async function unstage(core: Core, stagingPath: string): Promise<string | undefined> {
   const path = await checkedPathUnder(stagingPath, core.config.kubeletDir, 'staging path');
   const record = await core.nodeState.findByPath(path);
   if (!record) {
-    await core.mounter.unmountAll(path);
-    return;
+    // Not twinvol's: a mount here is someone else's (a stage writes its record before mounting).
+    const foreign = mountAt(path);
+    return foreign ? `left ${path} alone: it holds a mount twinvol did not make, ${describeMount(foreign)}` : undefined;
   }
   await core.nodeState.lockVolume(record.volumeId, () => unstageLocked(core, record));
 }

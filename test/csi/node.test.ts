@@ -353,3 +353,35 @@ describe('inline ephemeral volumes', () => {
     expect(lstatSync(join(csi.s.dataRoot, 'volumes/csi-collide/data')).isDirectory()).toBe(true);
   });
 });
+
+describe('teardown of what twinvol did not make (shared/core/mount-target.ts removeMountPoint)', () => {
+  it('NodeUnpublishVolume and NodeUnstageVolume leave a foreign mount and a file with data, and log a warning naming them', async () => {
+    const target = targetPath(csi.s.kubeletDir, 'pod-foreign', 'not-ours');
+    mkdirSync(target, { recursive: true });
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'someone-else', target]);
+    const file = targetPath(csi.s.kubeletDir, 'pod-file', 'not-ours');
+    mkdirSync(join(file, '..'), { recursive: true });
+    writeFileSync(file, 'data');
+    const staging = stagingPath(csi.s.kubeletDir, 'not-ours');
+    mkdirSync(staging, { recursive: true });
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'someone-else', staging]);
+    try {
+      await csi.node('NodeUnpublishVolume', { volume_id: 'not-ours', target_path: target });
+      await csi.node('NodeUnpublishVolume', { volume_id: 'not-ours', target_path: file });
+      await csi.node('NodeUnstageVolume', { volume_id: 'not-ours', staging_target_path: staging });
+      expect(mountAt(target)?.source).toBe('someone-else');
+      expect(mountAt(staging)?.source).toBe('someone-else');
+      expect(readFileSync(file, 'utf8')).toBe('data');
+      const { entries } = await csi.server.logWhen((es) => es.filter((e) => typeof e.warning === 'string').length >= 3);
+      const warnings = entries.filter((e) => e.level === 'warn' && typeof e.warning === 'string').map((e) => String(e.warning));
+      expect(warnings).toEqual([
+        expect.stringContaining(`left ${target} alone: it holds a mount twinvol did not make`),
+        expect.stringContaining(`left ${file} alone: a file of 4 bytes`),
+        expect.stringContaining(`left ${staging} alone: it holds a mount twinvol did not make`),
+      ]);
+    } finally {
+      execFileSync('umount', [target]);
+      execFileSync('umount', [staging]);
+    }
+  });
+});

@@ -1,0 +1,83 @@
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import type { Core } from '../../shared/core/core.js';
+import { unpublish } from '../../shared/core/publishing.js';
+import { unstage } from '../../shared/core/staging.js';
+import { mountAt } from '../../shared/mountinfo.js';
+import { runFlex } from '../helpers/flex-runner.js';
+import { deviceMountPath, podVolumeDir } from '../helpers/kubelet-paths.js';
+import type { Scratch } from '../helpers/scratch.js';
+import { useScratchCore } from './core-scratch.js';
+
+// Teardown removes only what the node's records say twinvol made (issue: unmount of a file under the
+// kubelet dir deleted it, and of someone else's mount unmounted it). Asked of the core and of the
+// FlexVolume executable; test/csi/node.test.ts asks the CSI server.
+let s: Scratch;
+let core: Core;
+useScratchCore((scratch, c) => {
+  s = scratch;
+  core = c;
+});
+
+/** A tmpfs mounted by "someone else" at `path`: the scratch's cleanup unmounts it. */
+function foreignMount(path: string): void {
+  mkdirSync(path, { recursive: true });
+  execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'someone-else', path]);
+  writeFileSync(join(path, 'theirs.txt'), 'keep me');
+}
+
+function fileWithData(path: string): void {
+  mkdirSync(dirname(path), { recursive: true });
+  writeFileSync(path, 'a file someone keeps here');
+}
+
+describe('teardown of what twinvol did not make', () => {
+  it('unpublish leaves a foreign mount and a file with data, says so, and still removes an empty mount point', async () => {
+    const mounted = podVolumeDir(s.kubeletDir, 'uid-1', 'pv-1');
+    foreignMount(mounted);
+    expect(await unpublish(core, mounted)).toMatch(/^left .*pv-1 alone: it holds a mount twinvol did not make, someone-else \(tmpfs\)/);
+    expect(readFileSync(join(mounted, 'theirs.txt'), 'utf8')).toBe('keep me');
+
+    const file = podVolumeDir(s.kubeletDir, 'uid-2', 'pv-2');
+    fileWithData(file);
+    expect(await unpublish(core, file)).toMatch(/alone: a file of 25 bytes that twinvol did not make/);
+    expect(readFileSync(file, 'utf8')).toBe('a file someone keeps here');
+
+    const full = podVolumeDir(s.kubeletDir, 'uid-3', 'pv-3');
+    fileWithData(join(full, 'inside.txt'));
+    expect(await unpublish(core, full)).toMatch(/alone: a directory that still holds files/);
+    expect(existsSync(join(full, 'inside.txt'))).toBe(true);
+
+    // What a call cut short after its unmount leaves is the one thing that may go.
+    const empty = podVolumeDir(s.kubeletDir, 'uid-4', 'pv-4');
+    mkdirSync(empty, { recursive: true });
+    expect(await unpublish(core, empty)).toBeUndefined();
+    expect(existsSync(empty)).toBe(false);
+  });
+
+  it('unstage leaves a foreign mount at a staging path', async () => {
+    const global = deviceMountPath(s.kubeletDir, 'pv-5');
+    foreignMount(global);
+    expect(await unstage(core, global)).toMatch(/holds a mount twinvol did not make/);
+    expect(mountAt(global)?.source).toBe('someone-else');
+  });
+
+  it('FlexVolume unmount and unmountdevice answer Success with the message, touching nothing', async () => {
+    const dir = podVolumeDir(s.kubeletDir, 'uid-6', 'pv-6');
+    foreignMount(dir);
+    const file = podVolumeDir(s.kubeletDir, 'uid-7', 'pv-7');
+    fileWithData(file);
+    const global = deviceMountPath(s.kubeletDir, 'pv-8');
+    foreignMount(global);
+    for (const [verb, path] of [['unmount', dir], ['unmount', file], ['unmountdevice', global]] as const) {
+      const r = await runFlex(s.env, [verb, path]);
+      expect(r.exitCode, r.output).toBe(0);
+      expect(r.reply).toEqual({ status: 'Success', message: expect.stringMatching(/^left .* alone: /) });
+    }
+    expect(mountAt(dir)?.source).toBe('someone-else');
+    expect(mountAt(global)?.source).toBe('someone-else');
+    expect(readFileSync(file, 'utf8')).toBe('a file someone keeps here');
+  });
+});
