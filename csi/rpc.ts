@@ -1,5 +1,5 @@
 import { type handleUnaryCall, status } from '@grpc/grpc-js';
-import { aborted, asTwinvolError, type ErrorCode, type LogFields, type Logger, unimplemented } from '../shared/index.js';
+import { aborted, asTwinvolError, checkBounds, type ErrorCode, type LogFields, type Logger, unimplemented } from '../shared/index.js';
 
 const GRPC_CODE: Record<ErrorCode, status> = {
   InvalidArgument: status.INVALID_ARGUMENT,
@@ -55,6 +55,8 @@ export class Rpc {
         else this.log.warn('rpc', fields);
       };
       const run = async (): Promise<Res> => {
+        // Bounded before anything reads it, the log line's subject included (shared/validate.ts).
+        checkBounds(req, '');
         subject = clip(options.describe?.(req) ?? {});
         const wanted = options.exclusiveOn?.(req);
         if (wanted !== undefined) {

@@ -56,7 +56,8 @@ export async function startServer({ socketPath, settings, config, log }: ServerO
   // known before it serves. A failure here stops the server, since no controller could publish to it.
   if (servesNode(settings.mode)) await registerNode(ctx.core, settings.nodeId, nodeTopology(settings.nodeId).segments, 'csi');
   const definition = packageDefinitionFromText(protoText);
-  const server = new Server();
+  // Well above any request within REQUEST_LIMITS (shared/validate.ts), well below grpc-js's 4 MiB default.
+  const server = new Server({ 'grpc.max_receive_message_length': 1024 * 1024 });
   // Services this mode does not serve are absent, so grpc-js answers their calls UNIMPLEMENTED.
   server.addService(serviceDefinition(definition, 'Identity'), identityService(ctx));
   if (servesController(settings.mode)) {

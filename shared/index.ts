@@ -36,10 +36,12 @@ export { formatSize, MAX_SIZE_BYTES, parseSize } from './size.js';
 export { sameStringMap } from './string-maps.js';
 export { nodeSegments, type Segments, TOPOLOGY_KEY } from './topology.js';
 export {
+  checkBounds,
   type GroupSnapshotId,
   type NodeId,
   parseBoolean,
   parseGid,
+  REQUEST_LIMITS,
   type SnapshotId,
   validateBlockFsType,
   validateGroupSnapshotId,

@@ -139,3 +139,30 @@ export function parseGid(value: string | undefined, what: string): number | unde
   if (!/^[0-9]{1,10}$/.test(value) || Number(value) > 0xfffffffe) throw invalidArgument(`${what} must be a group id`);
   return Number(value);
 }
+
+/**
+ * Limits on what a request may carry, whatever its protocol (docs in csi/README.md): a request is
+ * decoded whole before any rule sees it, so a 3 MiB volume_context would otherwise reach a record, a
+ * log line and a comparison. A string is at most 64 KiB; a map (or message) at most 256 keys and 64 KiB
+ * of keys and string values; nesting at most 8 deep.
+ */
+export const REQUEST_LIMITS = { stringBytes: 64 * 1024, mapKeys: 256, mapBytes: 64 * 1024, depth: 8 } as const;
+
+/** Refuses a decoded request (plain objects, arrays, scalars) past REQUEST_LIMITS, naming the field. */
+export function checkBounds(value: unknown, what: string, depth = 0): void {
+  if (typeof value === 'string') {
+    if (Buffer.byteLength(value) > REQUEST_LIMITS.stringBytes) throw invalidArgument(`${what} is longer than ${REQUEST_LIMITS.stringBytes} bytes`);
+    return;
+  }
+  if (typeof value !== 'object' || value === null) return;
+  if (depth > REQUEST_LIMITS.depth) throw invalidArgument(`${what} is nested deeper than ${REQUEST_LIMITS.depth} levels`);
+  if (Buffer.isBuffer(value)) return;
+  const entries = Array.isArray(value) ? value.map((v, i) => [String(i), v] as const) : Object.entries(value);
+  if (entries.length > REQUEST_LIMITS.mapKeys) throw invalidArgument(`${what} has more than ${REQUEST_LIMITS.mapKeys} entries`);
+  let bytes = 0;
+  for (const [key, v] of entries) {
+    checkBounds(v, what ? `${what}.${key.slice(0, 64)}` : key.slice(0, 64), depth + 1);
+    bytes += Buffer.byteLength(key) + (typeof v === 'string' ? Buffer.byteLength(v) : 0);
+    if (bytes > REQUEST_LIMITS.mapBytes) throw invalidArgument(`${what} is larger than ${REQUEST_LIMITS.mapBytes} bytes`);
+  }
+}

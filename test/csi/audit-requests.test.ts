@@ -223,6 +223,22 @@ describe('strings of 128 bytes and maps of 4 KiB are accepted everywhere', () =>
     expect((await ctl('ControllerGetVolume', { volume_id: 'long-src' })).status.published_node_ids).toEqual([nodeId]);
     await ctl('ControllerUnpublishVolume', { volume_id: 'long-src', node_id: nodeId });
   });
+
+  it('refuses past the documented limits (REQUEST_LIMITS, shared/validate.ts), naming the field, and changes nothing', async () => {
+    const { staging, target, cap } = await staged('bounded');
+    const t = target('pod-bounded');
+    const before = treeOf(csi.s.root);
+    const publish = (extra: object) => node('NodePublishVolume', { volume_id: 'bounded', staging_target_path: staging, target_path: t, volume_capability: cap, ...extra });
+    const manyKeys = Object.fromEntries(Array.from({ length: 257 }, (_, i) => [`k${i}`, 'v']));
+    expect(await expectCode(publish({ volume_context: { big: 'x'.repeat(65 * 1024) } }), 'INVALID_ARGUMENT')).toBe('volume_context.big is longer than 65536 bytes');
+    expect(await expectCode(publish({ volume_context: { a: 'x'.repeat(40_000), b: 'y'.repeat(40_000) } }), 'INVALID_ARGUMENT')).toBe('volume_context is larger than 65536 bytes');
+    expect(await expectCode(publish({ secrets: manyKeys }), 'INVALID_ARGUMENT')).toBe('secrets has more than 256 entries');
+    // Past the transport's own limit, grpc-js refuses before twinvol reads a byte.
+    await expectCode(publish({ volume_context: { huge: 'z'.repeat(3 * 1024 * 1024) } }), 'RESOURCE_EXHAUSTED');
+    expect(treeOf(csi.s.root)).toEqual(before);
+    expect(mountAt(t)).toBeUndefined();
+    await node('NodeUnstageVolume', { volume_id: 'bounded', staging_target_path: staging });
+  });
 });
 
 describe('secrets never reach the log', () => {
