@@ -37,8 +37,48 @@ export const internal = (message: string) => new TwinvolError('Internal', messag
 /** Any thrown value as a TwinvolError; unknown failures become Internal with their message only. */
 export function asTwinvolError(err: unknown): TwinvolError {
   if (err instanceof TwinvolError) return err;
+  const system = systemError(err);
+  if (system) return system;
   if (err instanceof Error) return internal(err.message);
   return internal(String(err));
+}
+
+/** What an errno means to an operator, and what to do about it. */
+const ERRNO: Record<string, { meaning: string; hint: string; code?: ErrorCode }> = {
+  ENOSPC: { meaning: 'no space or no free inodes left on its filesystem', hint: 'free space (df) or inodes (df -i) there, then retry', code: 'ResourceExhausted' },
+  EDQUOT: { meaning: 'the disk quota is used up', hint: 'raise the quota or free space, then retry', code: 'ResourceExhausted' },
+  EROFS: { meaning: 'its filesystem is mounted read-only', hint: 'remount it read-write' },
+  EACCES: { meaning: 'permission denied', hint: 'twinvol runs as root: check the path\'s mode and its filesystem\'s mount options' },
+  EPERM: { meaning: 'operation not permitted', hint: 'twinvol needs root (CAP_SYS_ADMIN)' },
+  EMFILE: { meaning: 'this process has too many open files', hint: 'raise the open-file limit (ulimit -n)' },
+  ENFILE: { meaning: 'the system has too many open files', hint: 'raise fs.file-max or find the process holding them' },
+  EIO: { meaning: 'an I/O error', hint: 'check the disk and the kernel log (dmesg)' },
+  ENOENT: { meaning: 'it, or a directory on its path, does not exist', hint: 'check that the directory is there and was not removed underneath twinvol' },
+  ENOTDIR: { meaning: 'a part of its path is not a directory', hint: 'check the path' },
+  EISDIR: { meaning: 'it is a directory', hint: 'check the path' },
+  EEXIST: { meaning: 'something is already there', hint: 'look at what is there; twinvol does not overwrite it' },
+  ENAMETOOLONG: { meaning: 'its name is too long for the filesystem', hint: 'use a shorter root path' },
+  ELOOP: { meaning: 'it passes through too many symbolic links', hint: 'check the path' },
+};
+
+const ACTIONS: Record<string, string> = { open: 'open', mkdir: 'create directory', rename: 'rename', write: 'write', read: 'read', unlink: 'remove', rmdir: 'remove directory', rm: 'remove', scandir: 'list', stat: 'look at', lstat: 'look at', fsync: 'sync', copyfile: 'copy', symlink: 'link' };
+
+/**
+ * A system call's failure (Node's error with code, syscall and path) as a message that says what
+ * failed, on which file, and what to do, e.g. "cannot write /var/lib/twinvol/...: no space or no free
+ * inodes left on its filesystem (ENOSPC); free space (df) or inodes (df -i) there, then retry".
+ * Undefined for anything that is not such a failure, or whose errno has no entry above.
+ */
+export function systemError(err: unknown, file?: string): TwinvolError | undefined {
+  if (typeof err !== 'object' || err === null || !('syscall' in err) || typeof err.syscall !== 'string') return undefined;
+  const code = errnoCode(err);
+  const known = code === undefined ? undefined : ERRNO[code];
+  if (!known) return undefined;
+  // A write through a file descriptor names no file: the caller that knows it says which.
+  const path = 'path' in err && typeof err.path === 'string' ? err.path : file;
+  const dest = 'dest' in err && typeof err.dest === 'string' ? ` to ${err.dest}` : '';
+  const action = ACTIONS[err.syscall] ?? err.syscall;
+  return new TwinvolError(known.code ?? 'Internal', `cannot ${action}${path ? ` ${path}${dest}` : ''}: ${known.meaning} (${code}); ${known.hint}`);
 }
 
 export function errnoCode(err: unknown): string | undefined {

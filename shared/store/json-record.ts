@@ -2,7 +2,7 @@ import { mkdir, readFile, rm } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import writeFileAtomic from 'write-file-atomic';
 import type { ZodMiniType } from 'zod/mini';
-import { errnoCode, internal } from '../errors.js';
+import { errnoCode, internal, systemError } from '../errors.js';
 import { describeIssues } from './record-schemas.js';
 
 /**
@@ -50,8 +50,13 @@ export async function readRecord<T extends Versioned>(path: string, schema: ZodM
  * to the same path inside one process and cleans its temporary file on failure.
  */
 export async function writeRecord<T extends Versioned>(path: string, record: T): Promise<void> {
-  await mkdir(dirname(path), { recursive: true, mode: 0o700 });
-  await writeFileAtomic(path, `${JSON.stringify(record, null, 2)}\n`, { fsync: true, mode: 0o600 });
+  try {
+    await mkdir(dirname(path), { recursive: true, mode: 0o700 });
+    // Written to a temporary file and renamed over: a failure here leaves the previous record whole.
+    await writeFileAtomic(path, `${JSON.stringify(record, null, 2)}\n`, { fsync: true, mode: 0o600 });
+  } catch (err) {
+    throw systemError(err, path) ?? err;
+  }
 }
 
 export async function removeRecord(path: string): Promise<void> {
