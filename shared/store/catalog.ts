@@ -88,7 +88,7 @@ export class Catalog {
   /**
    * Removes every abandoned entry in .work (at start-up and before each create): one whose entry's lock
    * can be taken at once, or is `held` by the caller. A busy lock means a live create or delete owns
-   * the work (or a crashed holder's lock is not yet stale), and it is left for later.
+   * the work (or a crashed holder's lock is not yet taken over), and it is left for later.
    */
   async sweepAbandoned(held?: { entity: Entity; id: string }): Promise<{ removed: WorkEntry[]; busy: WorkEntry[]; foreign: string[] }> {
     const { entries, foreign } = await this.work.list();

@@ -60,7 +60,7 @@ describe('a CSI server killed while it copies data', () => {
     const left = workLeft();
     expect(left).toEqual([expect.stringMatching(/^new@snapshots@snap-2@/), expect.stringMatching(/^new@volumes@restored@/)]);
 
-    // The killed holders' locks go stale (shared/store/lock.ts); waiting for that is waiting for them.
+    // The killed holders' locks are taken over once they are a second old (shared/store/lock.ts).
     const catalog = new Catalog(s.dataRoot);
     await catalog.lock('snapshot', 'snap-2', async () => {}, { waitMs: 30_000 });
     await catalog.lock('volume', 'restored', async () => {}, { waitMs: 30_000 });
