@@ -66,9 +66,17 @@ interface Owner {
 
 const ownerPath = (lockPath: string) => `${lockPath}.owner`;
 
+/**
+ * Best effort: without an owner file (a full disk, say) the lock still works, and a dead holder's
+ * lock is taken over by the time-based rule only. A partial file parses as nothing.
+ */
 async function writeOwner(lockPath: string): Promise<void> {
-  const owner: Owner = { pid: process.pid, start: (await startTimeOf(process.pid)) ?? '', host: hostname(), ino: (await stat(lockPath)).ino };
-  await writeFile(ownerPath(lockPath), JSON.stringify(owner), { mode: 0o600 });
+  try {
+    const owner: Owner = { pid: process.pid, start: (await startTimeOf(process.pid)) ?? '', host: hostname(), ino: (await stat(lockPath)).ino };
+    await writeFile(ownerPath(lockPath), JSON.stringify(owner), { mode: 0o600 });
+  } catch {
+    await rm(ownerPath(lockPath), { force: true }).catch(() => undefined);
+  }
 }
 
 function parseOwner(text: string): Owner | undefined {
