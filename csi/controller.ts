@@ -192,7 +192,8 @@ async function listVolumesRpc(core: Core, req: ListVolumesRequest): Promise<List
 }
 
 async function statusOf(core: Core, volume: VolumeRecord): Promise<VolumeStatus> {
-  return { published_node_ids: volume.attachments.map((a) => a.node), volume_condition: await volumeCondition(core, volume) };
+  // A fenced attachment was unpublished as far as the CO knows; it only keeps other nodes out.
+  return { published_node_ids: volume.attachments.filter((a) => !a.fenced).map((a) => a.node), volume_condition: await volumeCondition(core, volume) };
 }
 
 /**

@@ -1,5 +1,5 @@
 import yargs from 'yargs';
-import { asTwinvolError, type Core, createVolume, deleteVolume, formatSize, listNodes, listVolumes, loadConfig, type NodeRecord, notFound, openCore, parseSize, validateVolumeId, type VolumeRecord } from '../shared/index.js';
+import { asTwinvolError, type Core, createVolume, deleteVolume, formatSize, listNodes, listVolumes, loadConfig, type NodeRecord, notFound, openCore, parseSize, releaseAttachment, validateNodeName, validateVolumeId, type VolumeRecord } from '../shared/index.js';
 
 /**
  * The administrator's side of FlexVolume, which has no provisioning: volumes are made here before
@@ -72,7 +72,16 @@ export async function runCli(argv: readonly string[]): Promise<number> {
             print({ volume, mountsOnThisNode: await c.nodeState.listForVolume(a.id) });
           },
         )
-        .demandCommand(1, 'name a volume command: create, delete, list or inspect'),
+        .command(
+          'release <id> <node>',
+          'remove a node\'s attachment, even one kept because the node still has the volume staged (for a node that is gone)',
+          (c) => c.positional('id', { type: 'string', demandOption: true }).positional('node', { type: 'string', demandOption: true }),
+          async (a) => {
+            const released = await releaseAttachment(open(), validateVolumeId(a.id), validateNodeName(a.node));
+            print(released ? `released: ${a.id} from node ${a.node}` : `${a.id} was not attached to node ${a.node}`);
+          },
+        )
+        .demandCommand(1, 'name a volume command: create, delete, list, inspect or release'),
     )
     .command('node', 'the nodes the catalog knows (ControllerPublishVolume to any other is NOT_FOUND)', (y) =>
       y
@@ -124,7 +133,7 @@ function describeNode(n: NodeRecord): string {
 }
 
 function describe(v: VolumeRecord): string {
-  const where = v.attachments.length ? `attached to ${v.attachments.map((a) => a.node).join(', ')}` : 'not attached';
+  const where = v.attachments.length ? `attached to ${v.attachments.map((a) => (a.fenced ? `${a.node} (detached, still staged there)` : a.node)).join(', ')}` : 'not attached';
   const size = v.capacityBytes ? formatSize(v.capacityBytes) : '-';
   return `${v.id}\t${v.backend}\t${size}\t${v.fsType || '-'}\t${v.access}\t${where}`;
 }

@@ -32,6 +32,14 @@ export interface Attachment {
   readonly: boolean;
   at: string;
   via: Origin;
+  /** The node has the volume staged: set by its first stage, cleared when its last staging goes. */
+  inUse?: boolean;
+  /**
+   * Detached (ControllerUnpublishVolume, FlexVolume detach) while the node still had it staged: kept
+   * as a fence, so no other node attaches a volume this one may still write, until the node's last
+   * unstage (or an administrator's `twinvol volume release`) removes it.
+   */
+  fenced?: boolean;
 }
 
 export interface ContentSource {

@@ -41,11 +41,19 @@ export async function attach(core: Core, id: VolumeId, node: NodeId, opts: Attac
     if (mine) {
       if (mine.readonly !== opts.readonly)
         throw alreadyExists(`volume ${id} is already attached to node ${node} ${mine.readonly ? 'read-only' : 'read-write'}`);
-      return mine;
+      if (!mine.fenced) return mine;
+      // Attached again where it is still staged: the fence becomes the attachment it was.
+      const { fenced: _, ...again } = mine;
+      await core.catalog.updateVolumeUnlocked({ ...volume, attachments: volume.attachments.map((a) => (a === mine ? again : a)) });
+      return again;
     }
     const holder = volume.attachments[0];
     if (volume.access === 'single-node' && holder)
-      throw failedPrecondition(`volume ${id} is attached to node ${holder.node}; a single-node volume attaches to one node at a time`);
+      throw failedPrecondition(
+        holder.fenced
+          ? `volume ${id} was detached from node ${holder.node} but is still staged there; it is released when that node unstages it (if the node is gone: twinvol volume release ${id} ${holder.node})`
+          : `volume ${id} is attached to node ${holder.node}; a single-node volume attaches to one node at a time`,
+      );
     // Storage that several nodes may only read (see accessMismatch in shared/core/access.ts) is shared
     // read-only on every side, or not at all.
     const writer = opts.readonly ? volume.attachments.find((a) => !a.readonly) : holder;
@@ -59,19 +67,57 @@ export async function attach(core: Core, id: VolumeId, node: NodeId, opts: Attac
   });
 }
 
-/** Forgets that `node` holds the volume. Unknown volumes and absent attachments are fine: detach is retried. */
-export async function detach(core: Core, id: VolumeId, node: NodeId): Promise<void> {
+/**
+ * Forgets that `node` holds the volume. Unknown volumes and absent attachments are fine: detach is
+ * retried. A node that still has the volume staged keeps a fenced attachment (see Attachment.fenced
+ * in shared/model.ts): the call succeeds, and no other node attaches the volume until that node's
+ * last unstage. Returns whether it fenced.
+ */
+export async function detach(core: Core, id: VolumeId, node: NodeId): Promise<boolean> {
   validateVolumeId(id);
   validateNodeName(node);
-  await core.catalog.lock('volume', id, async () => {
+  return core.catalog.lock('volume', id, async () => {
     const volume = await core.catalog.getVolume(id);
-    if (!volume || !volume.attachments.some((a) => a.node === node)) return;
-    await core.catalog.updateVolumeUnlocked({ ...volume, attachments: volume.attachments.filter((a) => a.node !== node) });
+    const mine = volume?.attachments.find((a) => a.node === node);
+    if (!volume || !mine) return false;
+    const attachments = mine.inUse ? volume.attachments.map((a) => (a === mine ? { ...a, fenced: true } : a)) : volume.attachments.filter((a) => a !== mine);
+    if (!mine.fenced) await core.catalog.updateVolumeUnlocked({ ...volume, attachments });
+    return Boolean(mine.inUse);
   });
 }
 
+/** Marks (inUse) or unmarks the volume as staged on `node`; unmarking removes a fenced attachment. */
+export async function markNodeUse(core: Core, id: VolumeId, node: NodeId, inUse: boolean): Promise<void> {
+  await core.catalog.lock('volume', id, async () => {
+    const volume = await core.catalog.getVolume(id);
+    const mine = volume?.attachments.find((a) => a.node === node);
+    if (!volume || !mine || Boolean(mine.inUse) === inUse) return;
+    const { inUse: _, ...unmarked } = mine;
+    const attachments = inUse
+      ? volume.attachments.map((a) => (a === mine ? { ...a, inUse: true } : a))
+      : mine.fenced
+        ? volume.attachments.filter((a) => a !== mine)
+        : volume.attachments.map((a) => (a === mine ? unmarked : a));
+    await core.catalog.updateVolumeUnlocked({ ...volume, attachments });
+  });
+}
+
+/**
+ * The administrator's way out when a node died with the volume staged: removes its attachment,
+ * fenced or not. Whatever that node still writes is no longer kept from other nodes.
+ */
+export async function releaseAttachment(core: Core, id: VolumeId, node: NodeId): Promise<boolean> {
+  return core.catalog.lock('volume', id, async () => {
+    const volume = await core.catalog.requireVolume(id);
+    if (!volume.attachments.some((a) => a.node === node)) return false;
+    await core.catalog.updateVolumeUnlocked({ ...volume, attachments: volume.attachments.filter((a) => a.node !== node) });
+    return true;
+  });
+}
+
+/** The node's attachment, a fenced one (detached, still staged) not counting as attached. */
 export function attachmentOf(volume: VolumeRecord, node: string): Attachment | undefined {
-  return volume.attachments.find((a) => a.node === node);
+  return volume.attachments.find((a) => a.node === node && !a.fenced);
 }
 
 /**

@@ -6,7 +6,7 @@ import { mountAt } from '../mountinfo.js';
 import { SCHEMA_VERSION } from '../store/json-record.js';
 import { validateVolumeId, type VolumeId } from '../validate.js';
 import { type AccessRequest, requireAccess } from './access.js';
-import { attach, attachmentOf, detach, requireAttachedTo } from './attachments.js';
+import { attach, attachmentOf, detach, markNodeUse, requireAttachedTo } from './attachments.js';
 import { type Claims, refuseContradiction } from './contradiction.js';
 import { type Core, implicitStagingPath, now } from './core.js';
 import { sameFlags } from './mount-flags.js';
@@ -82,6 +82,9 @@ export async function stageLocked(core: Core, id: VolumeId, path: string, opts: 
   // Implicit staging stands in for the attach step the caller does not have, exclusivity included.
   const attachedByThisCall = Boolean(opts.implicit) && !attachmentOf(volume, core.config.nodeName);
   if (opts.implicit) await attach(core, id, core.config.nodeName, { readonly: false, via: opts.via ?? 'flex' });
+  // Marked before anything is set up on the node: from here until the last unstage, a detach fences
+  // the volume rather than freeing it for another node (shared/core/attachments.ts detach).
+  if (!attachmentOf(volume, core.config.nodeName)?.inUse) await markNodeUse(core, id, core.config.nodeName, true);
   if (opts.block) {
     await core.nodeState.put(stageRecord(id, path, opts));
     return { volume, device: await backend.nodeAttach(volume, core) };
@@ -117,6 +120,8 @@ async function dropStaging(core: Core, record: Pick<MountRecord, 'volumeId' | 'p
   if (!others.length) {
     const volume = await core.catalog.getVolume(record.volumeId);
     if (volume) await backendFor(volume.backend).nodeDetach(volume, core);
+    // The node side is gone: a fenced attachment (detached while staged) goes with it.
+    await markNodeUse(core, record.volumeId, core.config.nodeName, false);
     if (releaseAttachment) await detach(core, record.volumeId, core.config.nodeName);
   }
   if (record.implicit) await removeMountPoint(record.path);
