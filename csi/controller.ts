@@ -1,6 +1,5 @@
 import { statfs } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import type { UntypedServiceImplementation } from '@grpc/grpc-js';
 import { attach, backendTraits, contradiction, type Core, createSnapshot, deleteSnapshot, deleteVolume, detach, errnoCode, expandVolume, getSnapshot, idForNameOrUndefined, invalidArgument, listSnapshots, type LogFields, sameStringMap, validateName, validateNodeName, validateSnapshotId, validateVolumeId, volumeCondition, type VolumeRecord } from '../shared/index.js';
 import { accessRequestOf, mismatch, parseCapabilities, parseCapability } from './capabilities.js';
 import { sizeFromRange } from './capacity.js';
@@ -11,9 +10,11 @@ import type {
   ControllerCapabilityName,
   ControllerExpandVolumeRequest,
   ControllerExpandVolumeResponse,
+  ControllerGetCapabilitiesRequest,
   ControllerGetCapabilitiesResponse,
   ControllerGetVolumeRequest,
   ControllerGetVolumeResponse,
+  ControllerHandlers,
   ControllerPublishVolumeRequest,
   ControllerPublishVolumeResponse,
   ControllerUnpublishVolumeRequest,
@@ -56,7 +57,7 @@ const CAPABILITIES: ControllerCapabilityName[] = [
   'GET_SNAPSHOT',
 ];
 
-export function controllerService({ core, rpc, settings }: ServiceContext): UntypedServiceImplementation {
+export function controllerService({ core, rpc, settings }: ServiceContext): ControllerHandlers {
   const volume = <R extends { volume_id: string }>() => ({
     describe: (r: R) => ({ volumeId: r.volume_id }),
     exclusiveOn: (r: R) => `volume/${r.volume_id}`,
@@ -99,7 +100,7 @@ export function controllerService({ core, rpc, settings }: ServiceContext): Unty
     GetCapacity: rpc.unary<GetCapacityRequest, GetCapacityResponse>('GetCapacity', async () => ({
       available_capacity: String(await freeBytes(core.config.dataRoot)),
     })),
-    ControllerGetCapabilities: rpc.unary<Empty, ControllerGetCapabilitiesResponse>('ControllerGetCapabilities', async () => ({
+    ControllerGetCapabilities: rpc.unary<ControllerGetCapabilitiesRequest, ControllerGetCapabilitiesResponse>('ControllerGetCapabilities', async () => ({
       capabilities: CAPABILITIES.map((type) => ({ rpc: { type } })),
     })),
     CreateSnapshot: rpc.unary<CreateSnapshotRequest, CreateSnapshotResponse>('CreateSnapshot', async (r) => {

@@ -5,6 +5,13 @@
 // write it (fields optional: the serializer fills the defaults). The protocol is the one source: a
 // field the proto renames or drops fails to compile here rather than being copied wrong by hand.
 
+import type { GetPluginInfoRequest__Output } from './generated/csi/v1/GetPluginInfoRequest.js';
+import type { GetPluginCapabilitiesRequest__Output } from './generated/csi/v1/GetPluginCapabilitiesRequest.js';
+import type { ProbeRequest__Output } from './generated/csi/v1/ProbeRequest.js';
+import type { ControllerGetCapabilitiesRequest__Output } from './generated/csi/v1/ControllerGetCapabilitiesRequest.js';
+import type { NodeGetCapabilitiesRequest__Output } from './generated/csi/v1/NodeGetCapabilitiesRequest.js';
+import type { NodeGetInfoRequest__Output } from './generated/csi/v1/NodeGetInfoRequest.js';
+import type { GroupControllerGetCapabilitiesRequest__Output } from './generated/csi/v1/GroupControllerGetCapabilitiesRequest.js';
 import type { CreateVolumeRequest__Output } from './generated/csi/v1/CreateVolumeRequest.js';
 import type { DeleteVolumeRequest__Output } from './generated/csi/v1/DeleteVolumeRequest.js';
 import type { ControllerPublishVolumeRequest__Output } from './generated/csi/v1/ControllerPublishVolumeRequest.js';
@@ -67,7 +74,11 @@ import type { _csi_v1_ListVolumesResponse_VolumeStatus } from './generated/csi/v
 import type { Timestamp as TimestampSent } from './generated/google/protobuf/Timestamp.js';
 
 export type StringMap = Record<string, string>;
-/** An empty message, either way. */
+/**
+ * An empty message as twinvol writes it: a reply without fields, or the test client's request to a
+ * field-less call. A field-less request the server receives is named after its message below, as the
+ * generated handler maps (end of this file) expect.
+ */
 export type Empty = Record<string, never>;
 export type AccessModeName = _csi_v1_VolumeCapability_AccessMode_Mode__Output;
 export type ControllerCapabilityName = _csi_v1_ControllerServiceCapability_RPC_Type__Output;
@@ -77,6 +88,13 @@ export type Timestamp = TimestampSent;
 /** The paging fields ListVolumes and ListSnapshots share (csi/paging.ts). */
 export type ListRequest = Pick<ListVolumesRequest, 'max_entries' | 'starting_token'>;
 
+export type GetPluginInfoRequest = GetPluginInfoRequest__Output;
+export type GetPluginCapabilitiesRequest = GetPluginCapabilitiesRequest__Output;
+export type ProbeRequest = ProbeRequest__Output;
+export type ControllerGetCapabilitiesRequest = ControllerGetCapabilitiesRequest__Output;
+export type NodeGetCapabilitiesRequest = NodeGetCapabilitiesRequest__Output;
+export type NodeGetInfoRequest = NodeGetInfoRequest__Output;
+export type GroupControllerGetCapabilitiesRequest = GroupControllerGetCapabilitiesRequest__Output;
 export type CreateVolumeRequest = CreateVolumeRequest__Output;
 export type DeleteVolumeRequest = DeleteVolumeRequest__Output;
 export type ControllerPublishVolumeRequest = ControllerPublishVolumeRequest__Output;
@@ -133,3 +151,11 @@ export type CreateVolumeGroupSnapshotResponse = CreateVolumeGroupSnapshotRespons
 export type GetVolumeGroupSnapshotResponse = GetVolumeGroupSnapshotResponseSent;
 export type GroupControllerGetCapabilitiesResponse = GroupControllerGetCapabilitiesResponseSent;
 export type VolumeGroupSnapshot = VolumeGroupSnapshotSent;
+
+// The services' handler maps, method by method: a handler missing, misnamed or typed against the wrong
+// request or reply fails to compile where csi/controller.ts, csi/node.ts, csi/identity.ts and
+// csi/group-controller.ts build them, instead of answering UNIMPLEMENTED at run time.
+export type { ControllerHandlers } from './generated/csi/v1/Controller.js';
+export type { GroupControllerHandlers } from './generated/csi/v1/GroupController.js';
+export type { IdentityHandlers } from './generated/csi/v1/Identity.js';
+export type { NodeHandlers } from './generated/csi/v1/Node.js';

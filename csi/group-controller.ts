@@ -1,4 +1,3 @@
-import type { UntypedServiceImplementation } from '@grpc/grpc-js';
 import {
   createGroupSnapshot,
   deleteGroupSnapshot,
@@ -20,7 +19,9 @@ import type {
   Empty,
   GetVolumeGroupSnapshotRequest,
   GetVolumeGroupSnapshotResponse,
+  GroupControllerGetCapabilitiesRequest,
   GroupControllerGetCapabilitiesResponse,
+  GroupControllerHandlers,
   VolumeGroupSnapshot,
 } from './csi-types.js';
 import { pluginKeys } from './parameters.js';
@@ -29,9 +30,9 @@ import { pluginKeys } from './parameters.js';
  * The CSI GroupController: VolumeGroupSnapshots translated to the core's verbs
  * (shared/core/group-snapshots.ts), which freeze, cut, thaw and record. Secrets are accepted and unused.
  */
-export function groupControllerService({ core, rpc }: ServiceContext): UntypedServiceImplementation {
+export function groupControllerService({ core, rpc }: ServiceContext): GroupControllerHandlers {
   return {
-    GroupControllerGetCapabilities: rpc.unary<Empty, GroupControllerGetCapabilitiesResponse>('GroupControllerGetCapabilities', async () => ({
+    GroupControllerGetCapabilities: rpc.unary<GroupControllerGetCapabilitiesRequest, GroupControllerGetCapabilitiesResponse>('GroupControllerGetCapabilities', async () => ({
       capabilities: [{ rpc: { type: 'CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT' } }],
     })),
 

@@ -1,9 +1,17 @@
-import type { UntypedServiceImplementation } from '@grpc/grpc-js';
 import { failedPrecondition } from '../shared/index.js';
 import { type ServiceContext, servesController } from './context.js';
-import type { Empty, GetPluginCapabilitiesResponse, GetPluginInfoResponse, PluginCapability, ProbeResponse } from './csi-types.js';
+import type {
+  GetPluginCapabilitiesRequest,
+  GetPluginCapabilitiesResponse,
+  GetPluginInfoRequest,
+  GetPluginInfoResponse,
+  IdentityHandlers,
+  PluginCapability,
+  ProbeRequest,
+  ProbeResponse,
+} from './csi-types.js';
 
-export function identityService({ core, rpc, settings, tools }: ServiceContext): UntypedServiceImplementation {
+export function identityService({ core, rpc, settings, tools }: ServiceContext): IdentityHandlers {
   const capabilities: PluginCapability[] = [
     ...(servesController(settings.mode) ? [{ service: { type: 'CONTROLLER_SERVICE' as const } }, { service: { type: 'GROUP_CONTROLLER_SERVICE' as const } }] : []),
     // Volumes are held on one node only when the data root is node-local (shared/core/placement.ts).
@@ -11,16 +19,16 @@ export function identityService({ core, rpc, settings, tools }: ServiceContext):
     { volume_expansion: { type: 'ONLINE' } },
   ];
   return {
-    GetPluginInfo: rpc.unary<Empty, GetPluginInfoResponse>('GetPluginInfo', async () => ({
+    GetPluginInfo: rpc.unary<GetPluginInfoRequest, GetPluginInfoResponse>('GetPluginInfo', async () => ({
       name: settings.driverName,
       vendor_version: settings.vendorVersion,
       manifest: {},
     })),
 
-    GetPluginCapabilities: rpc.unary<Empty, GetPluginCapabilitiesResponse>('GetPluginCapabilities', async () => ({ capabilities })),
+    GetPluginCapabilities: rpc.unary<GetPluginCapabilitiesRequest, GetPluginCapabilitiesResponse>('GetPluginCapabilities', async () => ({ capabilities })),
 
     // The tools were looked up once at start: Probe is called every few seconds and must stay cheap.
-    Probe: rpc.unary<Empty, ProbeResponse>('Probe', async () => {
+    Probe: rpc.unary<ProbeRequest, ProbeResponse>('Probe', async () => {
       if (tools.missing.length) throw failedPrecondition(`required tools are missing: ${tools.missing.join(', ')}`);
       return { ready: { value: true } };
     }),

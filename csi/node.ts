@@ -1,4 +1,3 @@
-import type { UntypedServiceImplementation } from '@grpc/grpc-js';
 import { type Claims, type Core, createVolume, deleteVolume, expandOnNode, failedPrecondition, invalidArgument, mountsOf, publish, stage, unpublish, unstage, validatePathUnder, validateVolumeId, type VolumeId, volumeStats } from '../shared/index.js';
 import { type Capability, accessRequestOf, parseCapability } from './capabilities.js';
 import type { ServiceContext } from './context.js';
@@ -8,10 +7,13 @@ import type {
   NodeCapabilityName,
   NodeExpandVolumeRequest,
   NodeExpandVolumeResponse,
+  NodeGetCapabilitiesRequest,
   NodeGetCapabilitiesResponse,
+  NodeGetInfoRequest,
   NodeGetInfoResponse,
   NodeGetVolumeStatsRequest,
   NodeGetVolumeStatsResponse,
+  NodeHandlers,
   NodePublishVolumeRequest,
   NodeStageVolumeRequest,
   NodeUnpublishVolumeRequest,
@@ -29,7 +31,7 @@ const CAPABILITIES: NodeCapabilityName[] = [
   'VOLUME_MOUNT_GROUP',
 ];
 
-export function nodeService({ core, rpc, settings }: ServiceContext): UntypedServiceImplementation {
+export function nodeService({ core, rpc, settings }: ServiceContext): NodeHandlers {
   const changes = <R extends { volume_id: string }>(path: (r: R) => string) => ({
     describe: (r: R) => ({ volumeId: r.volume_id, path: path(r) }),
     exclusiveOn: (r: R) => `volume/${r.volume_id}`,
@@ -100,11 +102,11 @@ export function nodeService({ core, rpc, settings }: ServiceContext): UntypedSer
       return { capacity_bytes: String(volume.capacityBytes) };
     }, changes((r) => r.volume_path)),
 
-    NodeGetCapabilities: rpc.unary<Empty, NodeGetCapabilitiesResponse>('NodeGetCapabilities', async () => ({
+    NodeGetCapabilities: rpc.unary<NodeGetCapabilitiesRequest, NodeGetCapabilitiesResponse>('NodeGetCapabilities', async () => ({
       capabilities: CAPABILITIES.map((type) => ({ rpc: { type } })),
     })),
 
-    NodeGetInfo: rpc.unary<Empty, NodeGetInfoResponse>('NodeGetInfo', async () => ({
+    NodeGetInfo: rpc.unary<NodeGetInfoRequest, NodeGetInfoResponse>('NodeGetInfo', async () => ({
       node_id: settings.nodeId,
       max_volumes_per_node: String(settings.maxVolumesPerNode),
       accessible_topology: nodeTopology(settings.nodeId),
