@@ -4,6 +4,7 @@ import { errnoCode, invalidArgument } from '../errors.js';
 import { describeMount } from '../mounter.js';
 import { mountAt } from '../mountinfo.js';
 import { validatePathUnder } from '../validate.js';
+import type { Core } from './core.js';
 
 /**
  * A path the caller gave must stay under its root even after symlinks: "/kubelet/pods/x" that is a
@@ -106,3 +107,13 @@ export async function isStaleMount(path: string): Promise<boolean> {
     return isStaleError(err);
   }
 }
+
+/**
+ * Unmounts what is mounted at `path` if it no longer answers (a FUSE daemon gone, an NFS handle
+ * gone), whoever made it: after a plugin restart that lost its records, such a mount keeps kubelet
+ * from cleaning up the pod, and nothing is reachable through it to be lost.
+ */
+export async function unmountIfDead(core: Core, path: string): Promise<void> {
+  if (mountAt(path) && (await isStaleMount(path))) await core.mounter.unmountAll(path);
+}
+

@@ -10,7 +10,7 @@ import { type AccessRequest, requireAccess } from './access.js';
 import { type Claims, refuseContradiction } from './contradiction.js';
 import { type Core, implicitStagingPath, now } from './core.js';
 import { bindFlagsFor, filesystemFlags, sameFlags } from './mount-flags.js';
-import { checkedPathUnder, isStaleMount, makeMountPoint, removeMountPoint } from './mount-target.js';
+import { checkedPathUnder, isStaleMount, makeMountPoint, removeMountPoint, unmountIfDead } from './mount-target.js';
 import { stageLocked, unstageLocked } from './staging.js';
 
 export interface PublishOptions {
@@ -150,13 +150,17 @@ async function stagingFor(
  * Unmounts a target and removes it. Paths never published, or already gone, answer OK (kubelet calls
  * unmount on dirs it never mounted). Only what the node's records say twinvol mounted is unmounted: a
  * path without a record loses at most an empty mount point (what a call cut short after the unmount
- * leaves), and a foreign mount or a file with data stays, named in the answer. When the last pod of
+ * leaves) and a dead mount (nothing is reachable through it, and kubelet cannot clean the pod up
+ * while it is there); a live foreign mount or a file with data stays, named in the answer. When the last pod of
  * an implicitly staged volume leaves, the staging goes too, with the attachment it stood for.
  */
 export async function unpublish(core: Core, targetPath: string): Promise<string | undefined> {
   const target = await checkedPathUnder(targetPath, core.config.kubeletDir, 'target path');
   const record = await core.nodeState.findByPath(target);
-  if (!record) return removeMountPoint(target);
+  if (!record) {
+    await unmountIfDead(core, target);
+    return removeMountPoint(target);
+  }
   return core.nodeState.lockVolume(record.volumeId, async () => {
     await core.mounter.unmountAll(target);
     await core.nodeState.remove(record);

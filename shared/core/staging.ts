@@ -10,7 +10,7 @@ import { attach, attachmentOf, detach, markNodeUse, requireAttachedTo } from './
 import { type Claims, refuseContradiction } from './contradiction.js';
 import { type Core, implicitStagingPath, now } from './core.js';
 import { sameFlags } from './mount-flags.js';
-import { checkedPathUnder, isStaleMount, makeMountPoint, removeMountPoint } from './mount-target.js';
+import { checkedPathUnder, isStaleMount, makeMountPoint, removeMountPoint, unmountIfDead } from './mount-target.js';
 
 export interface StageOptions {
   readonly: boolean;
@@ -156,7 +156,8 @@ export async function unstage(core: Core, stagingPath: string): Promise<string |
   const path = await checkedPathUnder(stagingPath, core.config.kubeletDir, 'staging path');
   const record = await core.nodeState.findByPath(path);
   if (!record) {
-    // Not twinvol's: a mount here is someone else's (a stage writes its record before mounting).
+    // Not twinvol's: a live mount here is someone else's (a stage writes its record before mounting).
+    await unmountIfDead(core, path);
     const foreign = mountAt(path);
     return foreign ? `left ${path} alone: it holds a mount twinvol did not make, ${describeMount(foreign)}` : undefined;
   }
