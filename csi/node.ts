@@ -56,9 +56,8 @@ export function nodeService({ core, rpc, settings }: ServiceContext): NodeHandle
     NodeUnstageVolume: rpc.unary<NodeUnstageVolumeRequest, Empty>('NodeUnstageVolume', async (r, note) => {
       const id = validateVolumeId(r.volume_id, 'volume_id');
       const path = under(r.staging_target_path, 'staging_target_path');
-      await requireNotOther(core, path, id);
       // OK carries no message: what twinvol left alone goes to the log as a warning.
-      const left = await unstage(core, path);
+      const left = await unstage(core, path, { volumeId: id });
       if (left) note({ warning: left });
       return {};
     }, changes((r) => r.staging_target_path)),
@@ -75,8 +74,7 @@ export function nodeService({ core, rpc, settings }: ServiceContext): NodeHandle
     NodeUnpublishVolume: rpc.unary<NodeUnpublishVolumeRequest, Empty>('NodeUnpublishVolume', async (r, note) => {
       const id = validateVolumeId(r.volume_id, 'volume_id');
       const target = under(r.target_path, 'target_path');
-      await requireNotOther(core, target, id);
-      const left = await unpublish(core, target);
+      const left = await unpublish(core, target, { volumeId: id });
       if (left) note({ warning: left });
       // An inline volume lives as long as its pod: gone with its last mount.
       const volume = await core.catalog.getVolume(id);
@@ -145,9 +143,3 @@ async function publishEphemeral(core: Core, id: VolumeId, target: string, cap: C
 
 
 const contextClaims = (values: Readonly<Record<string, string>>): Claims => ({ values, what: 'volume_context key' });
-
-/** A path that holds another volume's mount must not be torn down in this volume's name. */
-async function requireNotOther(core: Core, path: string, id: string): Promise<void> {
-  const record = await core.nodeState.findByPath(path);
-  if (record && record.volumeId !== id) throw invalidArgument(`${path} holds volume ${record.volumeId}, not ${id}`);
-}

@@ -11,7 +11,7 @@ import { type Claims, refuseContradiction } from './contradiction.js';
 import { type Core, implicitStagingPath, now } from './core.js';
 import { bindFlagsFor, filesystemFlags, sameFlags } from './mount-flags.js';
 import { checkedPathUnder, isStaleMount, makeMountPoint, removeMountPoint, unmountIfDead } from './mount-target.js';
-import { stageLocked, unstageLocked } from './staging.js';
+import { requireSameVolume, stageLocked, type TeardownOptions, unstageLocked } from './staging.js';
 
 export interface PublishOptions {
   readonly: boolean;
@@ -154,9 +154,10 @@ async function stagingFor(
  * while it is there); a live foreign mount or a file with data stays, named in the answer. When the last pod of
  * an implicitly staged volume leaves, the staging goes too, with the attachment it stood for.
  */
-export async function unpublish(core: Core, targetPath: string): Promise<string | undefined> {
+export async function unpublish(core: Core, targetPath: string, opts: TeardownOptions = {}): Promise<string | undefined> {
   const target = await checkedPathUnder(targetPath, core.config.kubeletDir, 'target path');
   const record = await core.nodeState.findByPath(target);
+  requireSameVolume(record, target, opts);
   if (!record) {
     await unmountIfDead(core, target);
     return removeMountPoint(target);

@@ -1,5 +1,5 @@
 import { backendFor } from '../backends/index.js';
-import { alreadyExists, failedPrecondition } from '../errors.js';
+import { alreadyExists, failedPrecondition, invalidArgument } from '../errors.js';
 import type { MountRecord, Origin, VolumeRecord } from '../model.js';
 import { describeMount } from '../mounter.js';
 import { mountAt } from '../mountinfo.js';
@@ -152,9 +152,10 @@ function describeOptions(rec: MountRecord): string {
  * the answer. A path still published from is refused: pods come off first. When the
  * last staging of a volume goes, its device is released on this node.
  */
-export async function unstage(core: Core, stagingPath: string): Promise<string | undefined> {
+export async function unstage(core: Core, stagingPath: string, opts: TeardownOptions = {}): Promise<string | undefined> {
   const path = await checkedPathUnder(stagingPath, core.config.kubeletDir, 'staging path');
   const record = await core.nodeState.findByPath(path);
+  requireSameVolume(record, path, opts);
   if (!record) {
     // Not twinvol's: a live mount here is someone else's (a stage writes its record before mounting).
     await unmountIfDead(core, path);
@@ -185,3 +186,15 @@ async function liveUsersOf(core: Core, stagingRecord: MountRecord): Promise<Moun
   }
   return live;
 }
+
+export interface TeardownOptions {
+  /** The volume the caller means (CSI names it; FlexVolume's unmount names only the path). */
+  volumeId?: VolumeId;
+}
+
+/** A path that holds another volume's mount is never torn down in this volume's name. */
+export function requireSameVolume(record: MountRecord | undefined, path: string, opts: TeardownOptions): void {
+  if (record && opts.volumeId !== undefined && record.volumeId !== opts.volumeId)
+    throw invalidArgument(`${path} holds volume ${record.volumeId}, not ${opts.volumeId}`);
+}
+

@@ -3,13 +3,17 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { Core } from '../../shared/core/core.js';
-import { unpublish } from '../../shared/core/publishing.js';
-import { unstage } from '../../shared/core/staging.js';
+import { attach } from '../../shared/core/attachments.js';
+import { publish, unpublish } from '../../shared/core/publishing.js';
+import { createVolume } from '../../shared/core/volumes.js';
+import { stage, unstage } from '../../shared/core/staging.js';
 import { mountAt } from '../../shared/mountinfo.js';
 import { runFlex } from '../helpers/flex-runner.js';
+import { nid, vid } from '../helpers/ids.js';
 import { deviceMountPath, podVolumeDir } from '../helpers/kubelet-paths.js';
 import type { Scratch } from '../helpers/scratch.js';
 import { useScratchCore } from './core-scratch.js';
+import { expectRejects } from './expect-error.js';
 
 // Teardown removes only what the node's records say twinvol made (issue: unmount of a file under the
 // kubelet dir deleted it, and of someone else's mount unmounted it). Asked of the core and of the
@@ -79,5 +83,21 @@ describe('teardown of what twinvol did not make', () => {
     expect(mountAt(dir)?.source).toBe('someone-else');
     expect(mountAt(global)?.source).toBe('someone-else');
     expect(readFileSync(file, 'utf8')).toBe('a file someone keeps here');
+  });
+
+  it('never tears down a path in the name of a volume other than the one it holds', async () => {
+    await createVolume(core, { id: 'mine', backend: 'dir', capacityBytes: 2 ** 20, createdBy: 'cli' });
+    await attach(core, vid('mine'), nid('node-a'), { readonly: false, via: 'csi' });
+    const global = deviceMountPath(s.kubeletDir, 'pv-mine');
+    mkdirSync(global, { recursive: true });
+    await stage(core, vid('mine'), global, { readonly: false });
+    const dir = podVolumeDir(s.kubeletDir, 'uid-m', 'pv-mine');
+    await publish(core, vid('mine'), dir, { readonly: false, stagingPath: global, via: 'csi' });
+    await expectRejects(unpublish(core, dir, { volumeId: vid('other') }), 'InvalidArgument', `${dir} holds volume mine, not other`);
+    await expectRejects(unstage(core, global, { volumeId: vid('other') }), 'InvalidArgument', `${global} holds volume mine, not other`);
+    expect(mountAt(dir)).toBeDefined();
+    await unpublish(core, dir, { volumeId: vid('mine') });
+    await unstage(core, global, { volumeId: vid('mine') });
+    expect(mountAt(global)).toBeUndefined();
   });
 });
