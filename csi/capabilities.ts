@@ -38,7 +38,7 @@ export function parseCapability(cap: VolumeCapability | null | undefined, what =
   const parsed: Capability = { access, mode, ...MODES[mode], fsType: '', mountFlags: [] };
   if (access === 'mount' && cap.mount) {
     parsed.fsType = cap.mount.fs_type;
-    parsed.mountFlags = validateMountOptions(cap.mount.mount_flags);
+    parsed.mountFlags = validateMountOptions(cap.mount.mount_flags, `${what}.mount.mount_flags`);
     const gid = parseGid(cap.mount.volume_mount_group, `${what}.mount.volume_mount_group`);
     if (gid !== undefined) parsed.mountGroup = gid;
   }

@@ -89,13 +89,13 @@ export function validateStaticFsType(value: unknown): string {
  * Mount options travel as one comma-joined argv element after "-o", so an option can never become a
  * flag of mount(8); the charset still keeps out quotes, spaces and commas inside one option.
  */
-export function validateMountOptions(value: unknown): string[] {
+export function validateMountOptions(value: unknown, what = 'mountOptions'): string[] {
   if (value === undefined || value === '') return [];
   const list = typeof value === 'string' ? value.split(',') : value;
-  if (!Array.isArray(list)) throw invalidArgument('mountOptions must be a comma-separated string or a list of strings');
+  if (!Array.isArray(list)) throw invalidArgument(`${what} must be a comma-separated string or a list of strings`);
   return list.map((opt: unknown) => {
     if (typeof opt !== 'string' || !/^[A-Za-z0-9_][A-Za-z0-9_.=:+/@-]{0,255}$/.test(opt) || opt.includes('..'))
-      throw invalidArgument(`mount option ${describe(String(opt))} is not allowed`);
+      throw invalidArgument(`${what}: mount option ${describe(String(opt))} is not allowed`);
     return opt;
   });
 }
