@@ -1,0 +1,101 @@
+import { spawn } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { RECORD_SCHEMAS } from '../../shared/store/record-schemas.js';
+import { FLEX_BIN, flexOptions, flexSession, mountOptions, podNamed } from '../helpers/flex-runner.js';
+import { deviceMountPath, podVolumeDir } from '../helpers/kubelet-paths.js';
+import { createScratch, loopsLeftUnder, mountsUnder } from '../helpers/scratch.js';
+import { fileSha256, writeRandomFile } from '../csi/helpers/data.js';
+
+/**
+ * Crash at any point: a FlexVolume call is SIGKILLed after a random delay inside one verb of a volume's
+ * life (attach, waitforattach, mountdevice, mount, unmount, unmountdevice, detach), as a node losing
+ * power or kubelet's exec timeout would; then kubelet's retries run the rest of the life from that
+ * verb. Every retry must succeed; afterwards nothing is left mounted or bound, every record parses,
+ * the volume is detached, and the data written in every earlier life is intact. Short mode: 8 trials
+ * with a fixed seed; `npm run test:long`: 500 trials with a fresh one (printed on failure).
+ */
+const LONG = process.env.TWINVOL_LONG === '1';
+const TRIALS = Number(process.env.TWINVOL_CRASH_TRIALS ?? (LONG ? 500 : 8));
+const SEED = LONG ? Date.now() % 2 ** 31 : 20261125;
+
+/** A small seeded generator (mulberry32): the same seed replays the same kills. */
+function random(seed: number): () => number {
+  let a = seed;
+  return () => {
+    a = (a + 0x6d2b79f5) | 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const s = createScratch('node-a');
+afterAll(() => s.cleanup());
+const { ok, createVolume } = flexSession(() => s.env);
+
+/** Runs one call and kills it after `afterMs`; answers whether the kill came before it finished. */
+function killedAfter(argv: string[], afterMs: number): Promise<boolean> {
+  const child = spawn(FLEX_BIN, argv, { cwd: '/', stdio: 'ignore', env: { PATH: '/usr/bin:/bin', ...s.env } });
+  const timer = setTimeout(() => child.kill('SIGKILL'), afterMs);
+  return new Promise((done) =>
+    child.on('exit', (_code, signal) => {
+      clearTimeout(timer);
+      done(signal === 'SIGKILL');
+    }),
+  );
+}
+
+function recordsParse(): void {
+  const mounts = join(s.stateDir, 'mounts');
+  for (const name of existsSync(mounts) ? readdirSync(mounts) : []) RECORD_SCHEMAS.mount.parse(JSON.parse(readFileSync(join(mounts, name), 'utf8')));
+  RECORD_SCHEMAS.volume.parse(JSON.parse(readFileSync(join(s.dataRoot, 'volumes', 'crashy', 'volume.json'), 'utf8')));
+}
+
+describe(`crash at any point of a FlexVolume life (seed ${SEED}, ${TRIALS} trials)`, () => {
+  it('the retries finish the life, nothing is left behind, and every earlier write is intact', { timeout: 60_000 + TRIALS * 6_000 }, async () => {
+    await createVolume('crashy', '--size', '32Mi');
+    const next = random(SEED);
+    const opts = flexOptions('pv-crashy', { volumeId: 'crashy' });
+    const global = deviceMountPath(s.kubeletDir, 'pv-crashy');
+    const written = new Map<string, string>();
+    let killed = 0;
+    for (let trial = 0; trial < TRIALS; trial++) {
+      const dir = podVolumeDir(s.kubeletDir, `uid-${trial}`, 'pv-crashy');
+      const life: string[][] = [
+        ['attach', opts, 'node-a'],
+        ['waitforattach', '', opts],
+        ['mountdevice', global, '', opts],
+        ['mount', dir, mountOptions('pv-crashy', podNamed(`uid-${trial}`), { volumeId: 'crashy' })],
+        ['unmount', dir],
+        ['unmountdevice', global],
+        ['detach', 'pv-crashy', 'node-a'],
+      ];
+      const at = Math.floor(next() * life.length);
+      const afterMs = Math.floor(next() * 250);
+      const label = `trial ${trial}: ${life[at]?.[0]} killed after ${afterMs} ms (seed ${SEED})`;
+      for (let k = 0; k < life.length; k++) {
+        const argv = life[k] ?? [];
+        if (k === at && (await killedAfter(argv, afterMs))) killed++;
+        await ok(...argv).catch((err: Error) => {
+          throw new Error(`${label}: the ${argv[0]} after it failed: ${err.message}`);
+        });
+        // Inside the pod: every earlier life's data is there, and this life adds its own.
+        if (argv[0] === 'mount') {
+          for (const [name, sum] of written) expect(fileSha256(join(dir, name)), `${label}: ${name}`).toBe(sum);
+          written.set(`life-${trial}.bin`, writeRandomFile(join(dir, `life-${trial}.bin`), 64 * 1024));
+        }
+      }
+      expect(mountsUnder(s.kubeletDir), label).toEqual([]);
+      expect(await loopsLeftUnder(s.root), label).toEqual([]);
+      recordsParse();
+      const volume = RECORD_SCHEMAS.volume.parse(JSON.parse(readFileSync(join(s.dataRoot, 'volumes', 'crashy', 'volume.json'), 'utf8')));
+      expect(volume.attachments, label).toEqual([]);
+      expect(existsSync(join(s.stateDir, 'mounts')) ? readdirSync(join(s.stateDir, 'mounts')) : [], label).toEqual([]);
+    }
+    // Some calls finish before their kill; a good share of the trials must really cut one short.
+    expect(killed).toBeGreaterThanOrEqual(TRIALS >= 30 ? Math.ceil(TRIALS / 3) : 1);
+    writeFileSync(join(s.root, 'trials-done'), `${TRIALS} trials, ${killed} calls cut short`);
+  });
+});
