@@ -1,4 +1,4 @@
-import { type Claims, type Core, createVolume, invalidArgument, notFound, parseBoolean, parseGid, parseSize, validatePvName, validateStringMap, validateVolumeId, type VolumeId, type VolumeRecord } from '../shared/index.js';
+import { type Claims, type Core, createVolume, invalidArgument, notFound, parseBoolean, parseGid, parseSize, quoted, validatePvName, validateStringMap, validateVolumeId, type VolumeId, type VolumeRecord } from '../shared/index.js';
 
 /** Keys kubelet adds to every options map (kubelet's pkg/volume/flexvolume adds them); everything else comes from the PV. */
 const KUBE = 'kubernetes.io/';
@@ -35,13 +35,13 @@ export function parseOptions(json: string | undefined): FlexOptions {
   for (const key of Object.keys(raw)) {
     if (key.startsWith(KUBE)) continue;
     if (!(DRIVER_KEYS as readonly string[]).includes(key))
-      throw invalidArgument(`unknown option "${key.slice(0, 64)}" (twinvol reads: ${DRIVER_KEYS.join(', ')})`);
+      throw invalidArgument(`unknown option ${quoted(key, 64)} (twinvol reads: ${DRIVER_KEYS.join(', ')})`);
   }
   const secretKeys: string[] = [];
   for (const [key, value] of Object.entries(raw)) {
     if (!key.startsWith(K_SECRET)) continue;
     // Validated so a mangled secret fails here, loudly, rather than deep in a mount; never echoed.
-    if (!/^[A-Za-z0-9+/]*={0,2}$/.test(value) || value.length % 4 !== 0) throw invalidArgument(`secret ${key.slice(K_SECRET.length, K_SECRET.length + 64)} is not base64`);
+    if (!/^[A-Za-z0-9+/]*={0,2}$/.test(value) || value.length % 4 !== 0) throw invalidArgument(`secret ${quoted(key.slice(K_SECRET.length), 64)} is not base64`);
     secretKeys.push(key.slice(K_SECRET.length));
   }
   const readwrite = raw[K_READWRITE];

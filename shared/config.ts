@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { posix } from 'node:path';
 import { errnoCode, invalidArgument } from './errors.js';
-import { type FsType, type NodeId, validateBlockFsType, validateNodeName } from './validate.js';
+import { type FsType, type NodeId, quoted, validateBlockFsType, validateNodeName } from './validate.js';
 
 /** Settings shared by the FlexVolume executable, the CLI and the CSI server. */
 export interface Config {
@@ -94,7 +94,7 @@ function readConfigFile(path: string, explicit: boolean): Record<string, unknown
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
     throw invalidArgument(`config file ${path} must hold a JSON object`);
   const known = new Set<string>([...Object.keys(DEFAULTS), 'nodeName']);
-  for (const key of Object.keys(parsed)) if (!known.has(key)) throw invalidArgument(`config file ${path}: unknown setting "${key}"`);
+  for (const key of Object.keys(parsed)) if (!known.has(key)) throw invalidArgument(`config file ${path}: unknown setting ${quoted(key, 64)}`);
   return parsed as Record<string, unknown>;
 }
 

@@ -41,6 +41,7 @@ export {
   type NodeId,
   parseBoolean,
   parseGid,
+  quoted,
   REQUEST_LIMITS,
   type SnapshotId,
   validateBlockFsType,

@@ -5,10 +5,15 @@ import { invalidArgument } from './errors.js';
 const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
 export const MAX_ID_BYTES = 128;
 
-function describe(value: string): string {
-  const shown = value.length > 40 ? `${value.slice(0, 40)}...` : value;
+/**
+ * A caller's string as a message quotes it: shortened, in JSON quotes with every control character
+ * escaped, so a key or value holding a newline cannot forge a second line in a reply or a log.
+ */
+export function quoted(value: string, max = 40): string {
+  const shown = value.length > max ? `${value.slice(0, max)}...` : value;
   return JSON.stringify(shown.replace(/\0/g, '\\0'));
 }
+const describe = (value: string) => quoted(value);
 
 /** Why `value` is not a valid name of this kind, or undefined when it is. */
 function whyInvalid(value: string, what: string, maxBytes: number): string | undefined {
@@ -161,7 +166,8 @@ export function checkBounds(value: unknown, what: string, depth = 0): void {
   if (entries.length > REQUEST_LIMITS.mapKeys) throw invalidArgument(`${what} has more than ${REQUEST_LIMITS.mapKeys} entries`);
   let bytes = 0;
   for (const [key, v] of entries) {
-    checkBounds(v, what ? `${what}.${key.slice(0, 64)}` : key.slice(0, 64), depth + 1);
+    const name = /^[\w./-]{1,64}$/.test(key) ? key : quoted(key, 64);
+    checkBounds(v, what ? `${what}.${name}` : name, depth + 1);
     bytes += Buffer.byteLength(key) + (typeof v === 'string' ? Buffer.byteLength(v) : 0);
     if (bytes > REQUEST_LIMITS.mapBytes) throw invalidArgument(`${what} is larger than ${REQUEST_LIMITS.mapBytes} bytes`);
   }

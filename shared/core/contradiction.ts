@@ -1,6 +1,6 @@
 import { invalidArgument } from '../errors.js';
 import type { VolumeRecord } from '../model.js';
-import type { VolumeId } from '../validate.js';
+import { quoted, type VolumeId } from '../validate.js';
 import type { Core } from './core.js';
 
 /**
@@ -29,7 +29,7 @@ export function contradiction(
   what: string,
   implied: Readonly<Record<string, string>> = {},
 ): string | undefined {
-  const refused = (key: string) => `${what} "${key.slice(0, 64)}" does not match volume ${volume.id}: what is mounted comes from the catalog, not the request`;
+  const refused = (key: string) => `${what} ${quoted(key, 64)} does not match volume ${volume.id}: what is mounted comes from the catalog, not the request`;
   for (const [key, value] of Object.entries(claims)) {
     const own = DESCRIBED[key.toLowerCase()];
     if (own && value !== '' && own(volume) !== value) return refused(key);

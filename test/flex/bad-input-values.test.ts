@@ -168,7 +168,7 @@ describe('option values', () => {
     const results = await expectRefused(
       ...bad.map((value) => ({
         argv: ['mount', dir, mountOptions('pv-o', pod('uid-o'), { volumeId: 'vol-o', 'kubernetes.io/secret/password': value })],
-        fragment: /^secret password is not base64$/,
+        fragment: /^secret "password" is not base64$/,
         absent: [dir],
       })),
     );
