@@ -8,6 +8,7 @@ import { fileSha256, writeRandomFile } from '../csi/helpers/data.js';
 import { MiB, mountCap, size, stagingPath, targetPath } from '../csi/helpers/requests.js';
 import { createCsiScratch } from '../csi/helpers/scratch.js';
 import { launchCsi, type RunningCsi } from '../csi/helpers/server.js';
+import { seededRandom, suiteSeed } from '../helpers/seeded-random.js';
 
 /**
  * Crash at any point, CSI side: the server is SIGKILLed after a random delay inside one RPC of a
@@ -18,17 +19,7 @@ import { launchCsi, type RunningCsi } from '../csi/helpers/server.js';
  */
 const LONG = process.env.TWINVOL_LONG === '1';
 const TRIALS = Number(process.env.TWINVOL_CRASH_TRIALS ?? (LONG ? 100 : 4));
-const SEED = LONG ? Date.now() % 2 ** 31 : 20261125;
-
-function random(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const SEED = suiteSeed();
 
 const s = createCsiScratch('node-a');
 let server: RunningCsi | undefined;
@@ -41,7 +32,7 @@ type Step = [service: 'Controller' | 'Node', method: string, request: Record<str
 
 describe(`crash at any point of a CSI life (seed ${SEED}, ${TRIALS} trials)`, () => {
   it('a restarted server finishes the life on the retries, and nothing is lost or left', { timeout: 60_000 + TRIALS * 20_000 }, async () => {
-    const next = random(SEED);
+    const next = seededRandom(SEED);
     const cap = mountCap('ext4');
     const written = new Map<string, string>();
     let cut = 0;

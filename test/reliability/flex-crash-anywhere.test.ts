@@ -7,6 +7,7 @@ import { FLEX_BIN, flexOptions, flexSession, mountOptions, podNamed } from '../h
 import { deviceMountPath, podVolumeDir } from '../helpers/kubelet-paths.js';
 import { createScratch, loopsLeftUnder, mountsUnder } from '../helpers/scratch.js';
 import { fileSha256, writeRandomFile } from '../csi/helpers/data.js';
+import { seededRandom, suiteSeed } from '../helpers/seeded-random.js';
 
 /**
  * Crash at any point: a FlexVolume call is SIGKILLed after a random delay inside one verb of a volume's
@@ -18,18 +19,7 @@ import { fileSha256, writeRandomFile } from '../csi/helpers/data.js';
  */
 const LONG = process.env.TWINVOL_LONG === '1';
 const TRIALS = Number(process.env.TWINVOL_CRASH_TRIALS ?? (LONG ? 500 : 8));
-const SEED = LONG ? Date.now() % 2 ** 31 : 20261125;
-
-/** A small seeded generator (mulberry32): the same seed replays the same kills. */
-function random(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const SEED = suiteSeed();
 
 const s = createScratch('node-a');
 afterAll(() => s.cleanup());
@@ -56,7 +46,7 @@ function recordsParse(): void {
 describe(`crash at any point of a FlexVolume life (seed ${SEED}, ${TRIALS} trials)`, () => {
   it('the retries finish the life, nothing is left behind, and every earlier write is intact', { timeout: 60_000 + TRIALS * 6_000 }, async () => {
     await createVolume('crashy', '--size', '32Mi');
-    const next = random(SEED);
+    const next = seededRandom(SEED);
     const opts = flexOptions('pv-crashy', { volumeId: 'crashy' });
     const global = deviceMountPath(s.kubeletDir, 'pv-crashy');
     const written = new Map<string, string>();
