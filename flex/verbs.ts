@@ -1,4 +1,4 @@
-import { attach, attachmentOf, checkedPathUnder, type Core, detach, expandOnNode, expandVolume, invalidArgument, nodeAttach, parseSize, publish, registerNode, requireVolumeAsClaimed, stage, unpublish, unstage, validateNodeName, validatePvName, type VolumeRecord } from '../shared/index.js';
+import { attach, attachmentOf, checkedPathUnder, type Core, detach, expandOnNode, expandVolume, invalidArgument, isValidPvName, nodeAttach, parseSize, publish, registerNode, requireVolumeAsClaimed, stage, unpublish, unstage, validateNodeName, validatePvName, type VolumeId, type VolumeRecord } from '../shared/index.js';
 import { claimsOf, type FlexOptions, parseOptions, resolveVolume, volumeIdOf, volumeIdOfPv } from './options.js';
 import { type FlexReply, success } from './reply.js';
 import type { FlexVerb } from './verb-names.js';
@@ -122,8 +122,11 @@ export const VERBS: Record<FlexVerb, VerbSpec> = {
     arity: 1,
     usage: 'unmountdevice <deviceMountPath>',
     handler: async (ctx) => {
+      // kubelet's device mount path ends in the PV's name (.../mounts/<pv>): the volume attach recorded
+      // for it lets the core clear this node's mark even when a reboot took the node's records.
+      const volumeId = await volumeIdOfDevicePath(ctx.core, arg(ctx, 0));
       // Something twinvol did not make is left where it is, and the reply's message names it.
-      const left = await unstage(ctx.core, arg(ctx, 0));
+      const left = await unstage(ctx.core, arg(ctx, 0), volumeId ? { volumeId } : {});
       return success(left ? { message: left } : {});
     },
   },
@@ -176,6 +179,12 @@ export const VERBS: Record<FlexVerb, VerbSpec> = {
     },
   },
 };
+
+/** The volume whose PV names the last part of a device mount path, when attach recorded one. */
+async function volumeIdOfDevicePath(core: Core, path: string): Promise<VolumeId | undefined> {
+  const pv = path.split('/').pop() ?? '';
+  return isValidPvName(pv) ? core.catalog.pvVolume(pv) : undefined;
+}
 
 /** Sizes in expand calls are plain base-10 byte counts. */
 function parseByteCount(value: string, what: string): number {

@@ -38,6 +38,7 @@ export { nodeSegments, type Segments, TOPOLOGY_KEY } from './topology.js';
 export {
   checkBounds,
   type GroupSnapshotId,
+  isValidPvName,
   type NodeId,
   parseBoolean,
   parseGid,

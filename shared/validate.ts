@@ -54,6 +54,7 @@ export const validateGroupSnapshotId = (value: unknown, what = 'group snapshot i
 /** Kubernetes object names (PVs, nodes) are DNS subdomains of up to 253 characters. */
 export const validateNodeName = (value: unknown, what = 'node name') => checkName(value, what, 253) as NodeId;
 export const isValidNodeName = (value: string): boolean => whyInvalid(value, 'node name', 253) === undefined;
+export const isValidPvName = (value: string): boolean => whyInvalid(value, 'PV name', 253) === undefined;
 export const validatePvName = (value: unknown, what = 'PV name') => checkName(value, what, 253);
 
 /**

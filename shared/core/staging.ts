@@ -159,6 +159,15 @@ export async function unstage(core: Core, stagingPath: string, opts: TeardownOpt
   if (!record) {
     // Not twinvol's: a live mount here is someone else's (a stage writes its record before mounting).
     await unmountIfDead(core, path);
+    // After a reboot the node state is gone with the mounts it described: if this node stages the
+    // volume nowhere, its mark in the catalog goes too, so a later detach does not leave a fence
+    // that nothing on this node would ever lift.
+    if (opts.volumeId) {
+      const id = opts.volumeId;
+      await core.nodeState.lockVolume(id, async () => {
+        if (!(await core.nodeState.listForVolume(id)).some((r) => r.kind === 'stage')) await markNodeUse(core, id, core.config.nodeName, false);
+      });
+    }
     const foreign = mountAt(path);
     return foreign ? `left ${path} alone: it holds a mount twinvol did not make, ${describeMount(foreign)}` : undefined;
   }

@@ -1,13 +1,14 @@
-import { mkdirSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, rmSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { attach, attachmentOf, detach } from '../../shared/core/attachments.js';
 import type { Core } from '../../shared/core/core.js';
 import { stage, unstage } from '../../shared/core/staging.js';
 import { createVolume, deleteVolume } from '../../shared/core/volumes.js';
-import { runCli } from '../helpers/flex-runner.js';
+import { flexOptions, runCli, runFlex } from '../helpers/flex-runner.js';
 import { nid, vid } from '../helpers/ids.js';
 import { deviceMountPath } from '../helpers/kubelet-paths.js';
-import type { Scratch } from '../helpers/scratch.js';
+import { mountsUnder, type Scratch } from '../helpers/scratch.js';
 import { coreIn, useScratchCore } from './core-scratch.js';
 import { expectRejects } from './expect-error.js';
 
@@ -73,4 +74,31 @@ describe('a detach while the node still has the volume staged', () => {
     await unstage(nodeA, deviceMountPath(s.kubeletDir, 'pv-fenced'));
     expect((await nodeA.catalog.requireVolume(v)).attachments.map((x) => x.node)).toEqual(['node-b']);
   });
+
+  it('a reboot took the node\'s records: the unstage kubelet still sends clears the mark, so a detach frees the volume', async () => {
+    const path = await stagedOnA();
+    // The reboot: mounts gone, the tmpfs state dir empty; the catalog (cluster state) keeps the mark.
+    releaseUnderMounts(path);
+    rmSync(s.stateDir, { recursive: true, force: true });
+    expect((await nodeA.catalog.requireVolume(v)).attachments[0]?.inUse).toBe(true);
+    await unstage(nodeA, path, { volumeId: v });
+    expect(await detach(nodeA, v, a)).toBe(false);
+    await attach(coreIn(s, 'node-b'), v, b, { readonly: false, via: 'csi' });
+  });
+
+  it('the same through the FlexVolume executable, which names only the device path', async () => {
+    await createVolume(nodeA, { id: v, backend: 'dir', capacityBytes: 2 ** 20, createdBy: 'cli' });
+    const opts = flexOptions('pv-fenced', { volumeId: 'fenced' });
+    const global = deviceMountPath(s.kubeletDir, 'pv-fenced');
+    for (const argv of [['attach', opts, 'node-a'], ['mountdevice', global, '', opts]]) expect((await runFlex(s.env, argv)).reply.status).toBe('Success');
+    releaseUnderMounts(global);
+    rmSync(s.stateDir, { recursive: true, force: true });
+    for (const argv of [['unmountdevice', global], ['detach', 'pv-fenced', 'node-a']]) expect((await runFlex(s.env, argv)).reply.status).toBe('Success');
+    expect((await nodeA.catalog.requireVolume(v)).attachments).toEqual([]);
+  });
 });
+
+/** What a reboot does to a mount: it is simply gone. */
+function releaseUnderMounts(path: string): void {
+  for (const m of mountsUnder(path)) execFileSync('umount', ['-l', m]);
+}
