@@ -56,7 +56,7 @@ describe('FlexVolume dispatch: every failure is one Failure reply (exit 1) with 
 
   it('a secret that fails validation is named by key; neither the reply nor the log holds its value', async () => {
     const reply = await dispatch('getvolumename', [goJson({ 'kubernetes.io/secret/password': 'hunter2!!' })]);
-    expect(reply).toEqual({ status: 'Failure', message: 'secret password is not base64' });
+    expect(reply).toEqual({ status: 'Failure', message: 'secret "password" is not base64' });
     expect(readFileSync(join(root, 'state/log/flex.log'), 'utf8')).not.toContain('hunter2');
   });
 

@@ -106,7 +106,7 @@ describe('FlexVolume options: secrets are checked but never echoed', () => {
   });
 
   it.each([['hunter2!'], ['aGk'], ['a b=']])('a secret that is not base64 (%j) is refused, naming the key and not the value', (value) => {
-    const err = expectThrows(() => parseOptions(goJson({ 'kubernetes.io/secret/password': value })), 'InvalidArgument', 'secret password is not base64');
+    const err = expectThrows(() => parseOptions(goJson({ 'kubernetes.io/secret/password': value })), 'InvalidArgument', 'secret "password" is not base64');
     expect(err.message).not.toContain(value);
   });
 });
