@@ -1,4 +1,4 @@
-import { type Claims, type Core, createVolume, invalidArgument, notFound, parseBoolean, parseGid, parseSize, quoted, validatePvName, validateStringMap, validateVolumeId, type VolumeId, type VolumeRecord } from '../shared/index.js';
+import { type Claims, type Core, createVolume, invalidArgument, notFound, parseBoolean, parseGid, parseSize, quoted, refuseContradiction, validatePvName, validateStringMap, validateVolumeId, type VolumeId, type VolumeRecord } from '../shared/index.js';
 
 /** Keys kubelet adds to every options map (kubelet's pkg/volume/flexvolume adds them); everything else comes from the PV. */
 const KUBE = 'kubernetes.io/';
@@ -84,13 +84,17 @@ export function claimsOf(opts: FlexOptions): Claims {
 /**
  * The volume these options name. The id comes from the `volumeId` option, or, for calls made from
  * volumes kubelet reconstructed after a restart (which carry only the PV name), from the PV record
- * that attach left, or from a volume whose id is the PV name. Whether the options contradict the
- * catalog is the core's verdict, given with the verb that acts on the volume (claimsOf).
+ * that attach left, or from a volume whose id is the PV name. The options may repeat the catalog,
+ * never contradict it (the core's rule); verbs that change the volume check them again under its
+ * lock, on the record they act on.
  */
 export async function resolveVolume(core: Core, opts: FlexOptions): Promise<VolumeRecord> {
   const id = await volumeIdOf(core, opts);
   if (!id) throw invalidArgument('options name no volume: set volumeId in the PV\'s flexVolume.options');
   const existing = await core.catalog.getVolume(id);
+  // Checked on the record this read: a verb that only reads the volume (getvolumename, expand) is
+  // refused like one that changes it, and a refused attach records nothing, not even the PV.
+  if (existing) refuseContradiction(existing, claimsOf(opts));
   if (existing) return existing;
   if (!parseBoolean(opts.raw.createIfMissing, 'createIfMissing', false))
     throw notFound(`volume ${id} does not exist: create it with "twinvol volume create", or set createIfMissing and size`);

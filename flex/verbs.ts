@@ -1,4 +1,4 @@
-import { attach, attachmentOf, checkedPathUnder, type Core, detach, expandOnNode, expandVolume, invalidArgument, isValidPvName, nodeAttach, parseSize, publish, registerNode, requireVolumeAsClaimed, stage, unpublish, unstage, validateNodeName, validatePvName, type VolumeId, type VolumeRecord } from '../shared/index.js';
+import { attach, attachmentOf, checkedPathUnder, type Core, detach, expandOnNode, expandVolume, invalidArgument, isValidPvName, nodeAttach, parseSize, publish, registerNode, stage, unpublish, unstage, validateNodeName, validatePvName, type VolumeId, type VolumeRecord } from '../shared/index.js';
 import { claimsOf, type FlexOptions, parseOptions, resolveVolume, volumeIdOf, volumeIdOfPv } from './options.js';
 import { type FlexReply, success } from './reply.js';
 import type { FlexVerb } from './verb-names.js';
@@ -45,8 +45,7 @@ export const VERBS: Record<FlexVerb, VerbSpec> = {
     arity: 1,
     usage: 'getvolumename <json>',
     handler: async (ctx) => {
-      const { opts, volume } = await volumeFrom(ctx, ctx.args[0]);
-      await requireVolumeAsClaimed(ctx.core, volume.id, claimsOf(opts));
+      const { volume } = await volumeFrom(ctx, ctx.args[0]);
       return success({ volumeName: volume.id });
     },
   },
@@ -57,9 +56,6 @@ export const VERBS: Record<FlexVerb, VerbSpec> = {
     handler: async (ctx) => {
       const node = validateNodeName(arg(ctx, 1));
       const { opts, volume } = await volumeFrom(ctx, ctx.args[0]);
-      // Options that contradict the catalog leave nothing behind, not even the PV's record; the attach
-      // below checks them again under the volume's lock.
-      await requireVolumeAsClaimed(ctx.core, volume.id, claimsOf(opts));
       // detach names only the PV: remember which volume it stands for before attaching.
       await rememberPv(ctx.core, opts, volume);
       // The controller-manager names a node it knows: known to the catalog too from now on, so that
@@ -159,8 +155,7 @@ export const VERBS: Record<FlexVerb, VerbSpec> = {
     handler: async (ctx) => {
       const newSize = parseByteCount(arg(ctx, 2), 'newSize');
       parseByteCount(arg(ctx, 3), 'oldSize');
-      const { opts, volume } = await volumeFrom(ctx, ctx.args[0]);
-      await requireVolumeAsClaimed(ctx.core, volume.id, claimsOf(opts));
+      const { volume } = await volumeFrom(ctx, ctx.args[0]);
       const result = await expandVolume(ctx.core, volume.id, newSize);
       return success({ volumeNewSize: result.capacityBytes });
     },
@@ -172,8 +167,7 @@ export const VERBS: Record<FlexVerb, VerbSpec> = {
     handler: async (ctx) => {
       parseByteCount(arg(ctx, 3), 'newSize');
       parseByteCount(arg(ctx, 4), 'oldSize');
-      const { opts, volume } = await volumeFrom(ctx, ctx.args[0]);
-      await requireVolumeAsClaimed(ctx.core, volume.id, claimsOf(opts));
+      const { volume } = await volumeFrom(ctx, ctx.args[0]);
       const grown = await expandOnNode(ctx.core, volume.id);
       return success({ volumeNewSize: grown.capacityBytes });
     },

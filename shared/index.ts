@@ -62,7 +62,7 @@ export { type Core, openCore } from './core/core.js';
 export { accessMismatch, type VolumeShape } from './core/access.js';
 export { type BackendTraits, backendTraits, type VolumeHealth, volumeCondition } from './core/backend-traits.js';
 export { type AttachOptions, attach, attachmentOf, detach, releaseAttachment } from './core/attachments.js';
-export { type Claims, contradiction, requireVolumeAsClaimed } from './core/contradiction.js';
+export { type Claims, contradiction, refuseContradiction } from './core/contradiction.js';
 export { sweepAbandonedWork, type SweepReport, thawAbandonedFreezes } from './core/housekeeping.js';
 export { createGroupSnapshot, deleteGroupSnapshot, getGroupSnapshot, type GroupSnapshot, MAX_GROUP_VOLUMES } from './core/group-snapshots.js';
 export { checkedPathUnder } from './core/mount-target.js';

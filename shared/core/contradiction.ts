@@ -1,7 +1,6 @@
 import { invalidArgument } from '../errors.js';
 import type { VolumeRecord } from '../model.js';
-import { quoted, type VolumeId } from '../validate.js';
-import type { Core } from './core.js';
+import { quoted } from '../validate.js';
 
 /**
  * Keys a request might use to say what to mount (compared lower-cased), with the catalog's own value.
@@ -59,12 +58,3 @@ export function refuseContradiction(volume: VolumeRecord, claims: Claims): void 
   if (why) throw invalidArgument(why);
 }
 
-/**
- * The volume, for a call that only reads it (FlexVolume getvolumename, expand), refused like a verb
- * that changes it would refuse it; verbs that change a volume check the claims under its lock.
- */
-export async function requireVolumeAsClaimed(core: Core, id: VolumeId, claims: Claims): Promise<VolumeRecord> {
-  const volume = await core.catalog.requireVolume(id);
-  refuseContradiction(volume, claims);
-  return volume;
-}
