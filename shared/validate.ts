@@ -13,15 +13,14 @@ export function quoted(value: string, max = 40): string {
   const shown = value.length > max ? `${value.slice(0, max)}...` : value;
   return JSON.stringify(shown.replace(/\0/g, '\\0'));
 }
-const describe = (value: string) => quoted(value);
 
 /** Why `value` is not a valid name of this kind, or undefined when it is. */
 function whyInvalid(value: string, what: string, maxBytes: number): string | undefined {
   if (value === '') return `${what} is required`;
-  if (value.includes('\0')) return `${what} ${describe(value)} contains a NUL byte`;
+  if (value.includes('\0')) return `${what} ${quoted(value)} contains a NUL byte`;
   if (Buffer.byteLength(value) > maxBytes) return `${what} is longer than ${maxBytes} bytes`;
-  if (value.includes('..') || value.includes('/')) return `${what} ${describe(value)} must not contain ".." or "/"`;
-  if (!ID_PATTERN.test(value)) return `${what} ${describe(value)} may only hold letters, digits, ".", "_" and "-", starting with a letter or digit`;
+  if (value.includes('..') || value.includes('/')) return `${what} ${quoted(value)} must not contain ".." or "/"`;
+  if (!ID_PATTERN.test(value)) return `${what} ${quoted(value)} may only hold letters, digits, ".", "_" and "-", starting with a letter or digit`;
   return undefined;
 }
 
@@ -66,12 +65,12 @@ export function validatePathUnder(value: unknown, root: string, what: string): s
   if (typeof value !== 'string' || value === '') throw invalidArgument(`${what} is required`);
   if (value.includes('\0')) throw invalidArgument(`${what} contains a NUL byte`);
   if (Buffer.byteLength(value) > 4096) throw invalidArgument(`${what} is longer than 4096 bytes`);
-  if (!posix.isAbsolute(value)) throw invalidArgument(`${what} ${describe(value)} must be an absolute path`);
+  if (!posix.isAbsolute(value)) throw invalidArgument(`${what} ${quoted(value)} must be an absolute path`);
   const trimmed = value.length > 1 ? value.replace(/\/+$/, '') : value;
   if (posix.normalize(trimmed) !== trimmed || trimmed.split('/').includes('..'))
-    throw invalidArgument(`${what} ${describe(value)} is not a normalised path`);
+    throw invalidArgument(`${what} ${quoted(value)} is not a normalised path`);
   const base = root.replace(/\/+$/, '');
-  if (!trimmed.startsWith(`${base}/`)) throw invalidArgument(`${what} ${describe(value)} is outside ${base}`);
+  if (!trimmed.startsWith(`${base}/`)) throw invalidArgument(`${what} ${quoted(value)} is outside ${base}`);
   return trimmed;
 }
 
@@ -81,13 +80,13 @@ export const BLOCK_FS_TYPES: readonly FsType[] = ['ext4', 'xfs'];
 export function validateBlockFsType(value: unknown, fallback: FsType): FsType {
   if (value === undefined || value === '') return fallback;
   if (typeof value === 'string' && (BLOCK_FS_TYPES as readonly string[]).includes(value)) return value as FsType;
-  throw invalidArgument(`fsType ${describe(String(value))} is not supported for block volumes (use ext4 or xfs)`);
+  throw invalidArgument(`fsType ${quoted(String(value))} is not supported for block volumes (use ext4 or xfs)`);
 }
 
 /** A filesystem type for static mounts: one word, as /proc/filesystems spells them. */
 export function validateStaticFsType(value: unknown): string {
   if (typeof value !== 'string' || !/^[a-z0-9][a-z0-9._-]{0,31}$/.test(value))
-    throw invalidArgument(`fsType ${describe(String(value))} is not a filesystem type name`);
+    throw invalidArgument(`fsType ${quoted(String(value))} is not a filesystem type name`);
   return value;
 }
 
@@ -101,7 +100,7 @@ export function validateMountOptions(value: unknown, what = 'mountOptions'): str
   if (!Array.isArray(list)) throw invalidArgument(`${what} must be a comma-separated string or a list of strings`);
   return list.map((opt: unknown) => {
     if (typeof opt !== 'string' || !/^[A-Za-z0-9_][A-Za-z0-9_.=:+/@-]{0,255}$/.test(opt) || opt.includes('..'))
-      throw invalidArgument(`${what}: mount option ${describe(String(opt))} is not allowed`);
+      throw invalidArgument(`${what}: mount option ${quoted(String(opt))} is not allowed`);
     return opt;
   });
 }
@@ -110,9 +109,9 @@ export function validateMountOptions(value: unknown, what = 'mountOptions'): str
 export function validateStaticSource(value: unknown): string {
   if (typeof value !== 'string' || value === '') throw invalidArgument('source is required for static volumes');
   if (value.includes('\0') || value.split('/').includes('..') || Buffer.byteLength(value) > 1024)
-    throw invalidArgument(`source ${describe(value)} is not a valid mount source`);
+    throw invalidArgument(`source ${quoted(value)} is not a valid mount source`);
   if (!/^(\/[^,\s]*|[a-z][a-z0-9_-]{0,31}|[A-Za-z0-9.-]+:\/[^,\s]*)$/.test(value))
-    throw invalidArgument(`source ${describe(value)} must be an absolute path, a pseudo source such as "tmpfs", or host:/path`);
+    throw invalidArgument(`source ${quoted(value)} must be an absolute path, a pseudo source such as "tmpfs", or host:/path`);
   return value;
 }
 
@@ -122,7 +121,7 @@ export function validateStringMap(value: unknown, what: string, maxBytes = 64 * 
   let total = 0;
   const entries: [string, string][] = [];
   for (const [k, v] of Object.entries(value)) {
-    if (typeof v !== 'string') throw invalidArgument(`${what}: value of ${describe(k)} must be a string`);
+    if (typeof v !== 'string') throw invalidArgument(`${what}: value of ${quoted(k)} must be a string`);
     total += Buffer.byteLength(k) + Buffer.byteLength(v);
     entries.push([k, v]);
   }

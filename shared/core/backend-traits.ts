@@ -12,13 +12,12 @@ import type { Core } from './core.js';
 export interface BackendTraits {
   ownsData: boolean;
   makesFilesystem: boolean;
-  hasFilesystemType: boolean;
   sizeAlignment: number;
 }
 
 export function backendTraits(kind: BackendKind): BackendTraits {
-  const { ownsData, makesFilesystem, hasFilesystemType, sizeAlignment } = backendFor(kind);
-  return { ownsData, makesFilesystem, hasFilesystemType, sizeAlignment };
+  const { ownsData, makesFilesystem, sizeAlignment } = backendFor(kind);
+  return { ownsData, makesFilesystem, sizeAlignment };
 }
 
 /** The controller's view of a volume's health, from its backend: is its data where the catalog says? */

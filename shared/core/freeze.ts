@@ -12,7 +12,7 @@ import type { Core } from './core.js';
  * would stop the very copy being cut. Volumes staged on other nodes, or not at all, are copied as they
  * are: crash-consistent, like a single snapshot (docs/architecture.md).
  */
-export async function withFrozen<T>(core: Core, volumes: readonly VolumeRecord[], cut: () => Promise<T>): Promise<{ result: T; frozen: string[] }> {
+export async function withFrozen<T>(core: Core, volumes: readonly VolumeRecord[], cut: () => Promise<T>): Promise<T> {
   const frozen: MountRecord[] = [];
   try {
     for (const staging of await stagingsToFreeze(core, volumes)) {
@@ -21,8 +21,7 @@ export async function withFrozen<T>(core: Core, volumes: readonly VolumeRecord[]
       frozen.push(staging);
       await core.mounter.freeze(staging.path);
     }
-    const result = await cut();
-    return { result, frozen: frozen.map((r) => r.path) };
+    return await cut();
   } finally {
     await thawAll(core, frozen);
   }

@@ -1,4 +1,3 @@
-import { backendFor } from '../backends/index.js';
 import { alreadyExists, failedPrecondition, invalidArgument, notFound } from '../errors.js';
 import type { GroupSnapshotRecord, SnapshotRecord, VolumeRecord } from '../model.js';
 import { groupSnapshotIdForName, requireSameName, snapshotIdForName } from '../names.js';
@@ -6,6 +5,7 @@ import { SCHEMA_VERSION } from '../store/json-record.js';
 import { type GroupSnapshotId, type SnapshotId, validateGroupSnapshotId, validateVolumeId, type VolumeId } from '../validate.js';
 import { type Core, now } from './core.js';
 import { withFrozen } from './freeze.js';
+import { cutSnapshot, requireSnapshotable } from './snapshots.js';
 
 /** More would hold every volume's lock for as long as the copies of all of them take. */
 export const MAX_GROUP_VOLUMES = 64;
@@ -25,7 +25,7 @@ export interface GroupSnapshot {
  * group never come from two moments. The same name with the same volumes answers the existing group;
  * with other volumes it is AlreadyExists.
  */
-export async function createGroupSnapshot(core: Core, name: string, sourceVolumeIds: readonly VolumeId[]): Promise<GroupSnapshot & { frozen: string[] }> {
+export async function createGroupSnapshot(core: Core, name: string, sourceVolumeIds: readonly VolumeId[]): Promise<GroupSnapshot> {
   const id = groupSnapshotIdForName(name, 'group snapshot name');
   const sources = checkedSources(sourceVolumeIds);
   return core.catalog.lock('group', id, async () => {
@@ -34,27 +34,27 @@ export async function createGroupSnapshot(core: Core, name: string, sourceVolume
       requireSameName('group snapshot', existing, name);
       if (!sameSet(existing.sourceVolumeIds, sources))
         throw alreadyExists(`group snapshot ${id} already exists with source volumes ${existing.sourceVolumeIds.join(', ')}`);
-      return { ...(await withMembers(core, existing)), frozen: [] };
+      return withMembers(core, existing);
     }
     const sorted = [...sources].sort();
     // Node locks before catalog locks, as everywhere (shared/store/node-state.ts): no unstage while frozen.
     return withEach(sorted, (v, next) => core.nodeState.lockVolume(v, next), () =>
       withEach(sorted, (v, next) => core.catalog.lock('volume', v, next), async () => {
         const volumes = await Promise.all(sources.map((v) => core.catalog.requireVolume(v)));
-        for (const v of volumes) if (!backendFor(v.backend).ownsData) throw invalidArgument(`volume ${v.id} is ${v.backend}: twinvol does not own its data and cannot snapshot it`);
+        for (const v of volumes) requireSnapshotable(v);
         const plan = volumes.map((volume) => ({ volume, member: snapshotIdForName(`${id}/${volume.id}`, 'member snapshot name') }));
         const members = plan.map((p) => p.member);
         await removeStaleMembers(core, id, members);
         const createdAt = now();
         const cut = withFrozen(core, volumes, () => cutAll(core, id, plan, createdAt));
         // A failed cut leaves no members behind (a killed one leaves them for the retry to remove).
-        const { result: snapshots, frozen } = await cut.catch(async (err: unknown) => {
+        const snapshots = await cut.catch(async (err: unknown) => {
           await removeStaleMembers(core, id, members).catch(() => undefined);
           throw err;
         });
         const group: GroupSnapshotRecord = { schema: SCHEMA_VERSION, id, ...(name !== id ? { name } : {}), sourceVolumeIds: sources, members, createdAt };
         await core.catalog.putGroup(group);
-        return { group, snapshots, frozen };
+        return { group, snapshots };
       }),
     );
   });
@@ -82,15 +82,6 @@ export async function deleteGroupSnapshot(core: Core, id: GroupSnapshotId, snaps
     for (const member of group.members) await core.catalog.lock('snapshot', member, () => core.catalog.removeEntry('snapshots', member));
     await core.catalog.removeGroup(id);
   });
-}
-
-/**
- * A snapshot cut with a group is the group's: deleting it alone would leave the group short. Members
- * of a group whose record was never written (an attempt a crash cut short) are anyone's to delete.
- */
-export async function requireNotInGroup(core: Core, snapshot: SnapshotRecord): Promise<void> {
-  if (snapshot.groupId && (await core.catalog.getGroup(snapshot.groupId)))
-    throw failedPrecondition(`snapshot ${snapshot.id} belongs to group snapshot ${snapshot.groupId}: delete the group`);
 }
 
 function checkedSources(ids: readonly VolumeId[]): VolumeId[] {
@@ -130,21 +121,7 @@ async function removeStaleMembers(core: Core, id: GroupSnapshotId, members: read
 
 async function cutAll(core: Core, id: GroupSnapshotId, plan: readonly { volume: VolumeRecord; member: SnapshotId }[], createdAt: string): Promise<SnapshotRecord[]> {
   const snapshots: SnapshotRecord[] = [];
-  for (const { volume, member } of plan) {
-    const snapshot: SnapshotRecord = {
-      schema: SCHEMA_VERSION,
-      id: member,
-      name: `${id}/${volume.id}`,
-      sourceVolumeId: volume.id,
-      groupId: id,
-      backend: volume.backend,
-      fsType: volume.fsType,
-      sizeBytes: volume.capacityBytes,
-      createdAt,
-    };
-    await core.catalog.createEntry('snapshots', snapshot, (workDir) => backendFor(volume.backend).snapshot(volume, workDir, core));
-    snapshots.push(snapshot);
-  }
+  for (const { volume, member } of plan) snapshots.push(await cutSnapshot(core, volume, member, { name: `${id}/${volume.id}`, createdAt, groupId: id }));
   return snapshots;
 }
 

@@ -1,7 +1,5 @@
 import type { Core } from './core.js';
 
-export { thawAbandonedFreezes } from './freeze.js';
-
 export interface SweepReport {
   /** Work entries removed: `<purpose>@<entity>@<id>@<hex>` names under the data root's .work/. */
   removed: string[];

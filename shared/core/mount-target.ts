@@ -66,8 +66,8 @@ export async function removeMountPoint(path: string): Promise<string | undefined
     if (errnoCode(err) === 'ENOENT') return undefined;
     throw err;
   }
-  const mounted = mountAt(path);
-  if (mounted) return `left ${path} alone: it holds a mount twinvol did not make, ${describeMount(mounted)}`;
+  const foreign = foreignMountAt(path);
+  if (foreign) return foreign;
   if (st.isFile() && st.size === 0) {
     await unlink(path).catch((err: unknown) => {
       if (errnoCode(err) !== 'ENOENT') throw err;
@@ -108,6 +108,12 @@ export async function isStaleMount(path: string): Promise<boolean> {
   }
 }
 
+/** What a teardown says of a mount it finds at `path` without a record of making it, if there is one. */
+export function foreignMountAt(path: string): string | undefined {
+  const mounted = mountAt(path);
+  return mounted && `left ${path} alone: it holds a mount twinvol did not make, ${describeMount(mounted)}`;
+}
+
 /**
  * Unmounts what is mounted at `path` if it no longer answers (a FUSE daemon gone, an NFS handle
  * gone), whoever made it: after a plugin restart that lost its records, such a mount keeps kubelet
@@ -116,4 +122,3 @@ export async function isStaleMount(path: string): Promise<boolean> {
 export async function unmountIfDead(core: Core, path: string): Promise<void> {
   if (mountAt(path) && (await isStaleMount(path))) await core.mounter.unmountAll(path);
 }
-

@@ -1,11 +1,10 @@
 import { backendFor } from '../backends/index.js';
-import { alreadyExists, invalidArgument, notFound } from '../errors.js';
-import type { SnapshotRecord } from '../model.js';
+import { alreadyExists, failedPrecondition, invalidArgument, notFound } from '../errors.js';
+import type { SnapshotRecord, VolumeRecord } from '../model.js';
 import { SCHEMA_VERSION } from '../store/json-record.js';
 import { requireSameName, snapshotIdForName } from '../names.js';
-import { isValidId, type SnapshotId, validateSnapshotId, validateVolumeId, type VolumeId } from '../validate.js';
+import { type GroupSnapshotId, isValidId, type SnapshotId, validateSnapshotId, validateVolumeId, type VolumeId } from '../validate.js';
 import { type Core, now } from './core.js';
-import { requireNotInGroup } from './group-snapshots.js';
 
 export interface CreateSnapshotResult {
   snapshot: SnapshotRecord;
@@ -33,21 +32,45 @@ export async function createSnapshot(core: Core, name: string, sourceVolumeId: V
     // Held while copying, so the source cannot be deleted or grown halfway through the copy.
     return core.catalog.lock('volume', sourceVolumeId, async () => {
       const volume = await core.catalog.requireVolume(sourceVolumeId);
-      if (!backendFor(volume.backend).ownsData) throw invalidArgument(`volume ${volume.id} is static: twinvol does not own its data and cannot snapshot it`);
-      const snapshot: SnapshotRecord = {
-        schema: SCHEMA_VERSION,
-        id,
-        ...(name !== id ? { name } : {}),
-        sourceVolumeId,
-        backend: volume.backend,
-        fsType: volume.fsType,
-        sizeBytes: volume.capacityBytes,
-        createdAt: now(),
-      };
-      await core.catalog.createEntry('snapshots', snapshot, (workDir) => backendFor(volume.backend).snapshot(volume, workDir, core));
-      return { snapshot, created: true };
+      requireSnapshotable(volume);
+      return { snapshot: await cutSnapshot(core, volume, id, { name, createdAt: now() }), created: true };
     });
   });
+}
+
+/** A snapshot copies data twinvol owns; a static volume's data is someone else's. */
+export function requireSnapshotable(volume: VolumeRecord): void {
+  if (!backendFor(volume.backend).ownsData) throw invalidArgument(`volume ${volume.id} is ${volume.backend}: twinvol does not own its data and cannot snapshot it`);
+}
+
+/**
+ * Copies a volume (whose lock the caller holds) into a new snapshot entry: built in the work area,
+ * its record written last, renamed into place (shared/store/catalog.ts createEntry). A name equal to
+ * the id is not kept.
+ */
+export async function cutSnapshot(core: Core, volume: VolumeRecord, id: SnapshotId, fields: { name: string; createdAt: string; groupId?: GroupSnapshotId }): Promise<SnapshotRecord> {
+  const snapshot: SnapshotRecord = {
+    schema: SCHEMA_VERSION,
+    id,
+    ...(fields.name !== id ? { name: fields.name } : {}),
+    sourceVolumeId: volume.id,
+    ...(fields.groupId ? { groupId: fields.groupId } : {}),
+    backend: volume.backend,
+    fsType: volume.fsType,
+    sizeBytes: volume.capacityBytes,
+    createdAt: fields.createdAt,
+  };
+  await core.catalog.createEntry('snapshots', snapshot, (workDir) => backendFor(volume.backend).snapshot(volume, workDir, core));
+  return snapshot;
+}
+
+/**
+ * A snapshot cut with a group is the group's: deleting it alone would leave the group short. Members
+ * of a group whose record was never written (an attempt a crash cut short) are anyone's to delete.
+ */
+async function requireNotInGroup(core: Core, snapshot: SnapshotRecord): Promise<void> {
+  if (snapshot.groupId && (await core.catalog.getGroup(snapshot.groupId)))
+    throw failedPrecondition(`snapshot ${snapshot.id} belongs to group snapshot ${snapshot.groupId}: delete the group`);
 }
 
 /** Deletes a snapshot and its copy. Unknown ids are fine: delete is retried. A group's member is refused. */

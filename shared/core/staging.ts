@@ -10,7 +10,7 @@ import { attach, attachmentOf, detach, markNodeUse, requireAttachedTo } from './
 import { type Claims, refuseContradiction } from './contradiction.js';
 import { type Core, implicitStagingPath, now } from './core.js';
 import { sameFlags } from './mount-flags.js';
-import { checkedPathUnder, isStaleMount, makeMountPoint, removeMountPoint, unmountIfDead } from './mount-target.js';
+import { checkedPathUnder, foreignMountAt, isStaleMount, makeMountPoint, removeMountPoint, unmountIfDead } from './mount-target.js';
 
 export interface StageOptions {
   readonly: boolean;
@@ -168,8 +168,7 @@ export async function unstage(core: Core, stagingPath: string, opts: TeardownOpt
         if (!(await core.nodeState.listForVolume(id)).some((r) => r.kind === 'stage')) await markNodeUse(core, id, core.config.nodeName, false);
       });
     }
-    const foreign = mountAt(path);
-    return foreign ? `left ${path} alone: it holds a mount twinvol did not make, ${describeMount(foreign)}` : undefined;
+    return foreignMountAt(path);
   }
   await core.nodeState.lockVolume(record.volumeId, () => unstageLocked(core, record));
 }
@@ -206,4 +205,3 @@ export function requireSameVolume(record: MountRecord | undefined, path: string,
   if (record && opts.volumeId !== undefined && record.volumeId !== opts.volumeId)
     throw invalidArgument(`${path} holds volume ${record.volumeId}, not ${opts.volumeId}`);
 }
-

@@ -79,7 +79,7 @@ export class NodeState {
   /**
    * Freeze markers: an empty file under frozen/ named like the staging's mount record, made before
    * `fsfreeze --freeze` and removed after the thaw. A process killed in between leaves the marker, and
-   * the next start (shared/core/housekeeping.ts) thaws what it names; a frozen filesystem blocks every
+   * the next server start (thawAbandonedFreezes, shared/core/freeze.ts) thaws what it names; a frozen filesystem blocks every
    * writer on the node until someone does.
    */
   async markFrozen(record: MountRecord): Promise<void> {
