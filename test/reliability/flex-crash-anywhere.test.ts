@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { RECORD_SCHEMAS } from '../../shared/store/record-schemas.js';
@@ -86,6 +86,5 @@ describe(`crash at any point of a FlexVolume life (seed ${SEED}, ${TRIALS} trial
     }
     // Some calls finish before their kill; over many trials a good share must really cut one short.
     if (TRIALS >= 30) expect(killed).toBeGreaterThanOrEqual(Math.ceil(TRIALS / 3));
-    writeFileSync(join(s.root, 'trials-done'), `${TRIALS} trials, ${killed} calls cut short`);
   });
 });

@@ -1,9 +1,7 @@
 import { mkdirSync, readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FLEX_BIN } from '../helpers/flex-runner.js';
-import { runFlex } from '../helpers/flex-runner.js';
-import { flexOptions, mountOptions, podNamed } from '../helpers/flex-runner.js';
+import { flexOptions, mountOptions, podNamed, runFlex } from '../helpers/flex-runner.js';
 import { deviceMountPath, podVolumeDir } from '../helpers/kubelet-paths.js';
 import { loopsLeftUnder, mountsUnder } from '../helpers/scratch.js';
 import { outcome } from '../csi/helpers/client.js';
@@ -47,7 +45,6 @@ afterAll(async () => {
 
 describe(`load: ${WORKERS} FlexVolume and ${WORKERS} CSI workers for ${SECONDS} s on ${VOLUMES.length} shared volumes`, () => {
   it('every reply is valid, nothing is lost, state converges, memory stays bounded', { timeout: (SECONDS + 180) * 1000 }, async () => {
-    expect(FLEX_BIN).toBeTruthy();
     const until = Date.now() + SECONDS * 1000;
     const wrong: string[] = [];
     let calls = 0;

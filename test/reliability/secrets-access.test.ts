@@ -1,6 +1,6 @@
 import { lstatSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { wrappedTool } from '../helpers/tool-wrapper.js';
 import { flexOptions, flexSession, mountOptions, podNamed } from '../helpers/flex-runner.js';
 import { deviceMountPath, podVolumeDir } from '../helpers/kubelet-paths.js';
@@ -35,75 +35,70 @@ const holding = (paths: string[]) => paths.filter((p) => [SENTINEL, SENTINEL_B64
 
 describe('secrets and access: CSI', () => {
   const tools = createScratch('tools', '/tmp/twinvol-test-secret-tools-');
+  // In afterAll rather than a finally: a test that times out never reaches its finally.
+  afterAll(() => tools.cleanup());
   const wrapped = ['mount', 'losetup', 'mkfs.ext4', 'cp', 'blkid'].map((t) => wrappedTool(tools.root, t));
   const csi = useCsiServer({ env: { PATH: `${wrapped.map((w) => w.dir).join(':')}:/usr/sbin:/usr/bin:/sbin:/bin` } });
 
   it('a whole life with secrets everywhere leaves them in no log, record, reply or argv', async () => {
-    try {
-      const cap = mountCap('ext4');
-      const replies: unknown[] = [];
-      const keep = <T>(r: T): T => (replies.push(r), r);
-      keep(await csi.ctl('CreateVolume', { name: 'sec', volume_capabilities: [cap], capacity_range: size(32 * MiB), secrets }));
-      keep(await csi.ctl('ControllerPublishVolume', { volume_id: 'sec', node_id: 'node-a', volume_capability: cap, secrets }));
-      const staging = stagingPath(csi.s.kubeletDir, 'sec');
-      const target = targetPath(csi.s.kubeletDir, 'pod-sec', 'sec');
-      mkdirSync(staging, { recursive: true });
-      mkdirSync(dirname(target), { recursive: true });
-      keep(await csi.node('NodeStageVolume', { volume_id: 'sec', staging_target_path: staging, volume_capability: cap, secrets }));
-      keep(await csi.node('NodePublishVolume', { volume_id: 'sec', staging_target_path: staging, target_path: target, volume_capability: cap, secrets }));
-      keep(await csi.ctl('CreateSnapshot', { name: 'sec-snap', source_volume_id: 'sec', secrets }));
-      keep(await csi.ctl('ControllerExpandVolume', { volume_id: 'sec', capacity_range: size(64 * MiB), secrets }));
-      // Online ext4 growth may be refused on this host (docs/architecture.md, Known limits): the
-      // answer, whichever it is, must not carry the secret.
-      keep(await csi.node('NodeExpandVolume', { volume_id: 'sec', volume_path: target, secrets }).catch((e: Error) => e.message));
-      // A refused call with a secret: the refusal must not quote it either.
-      const refused = await csi.ctl('CreateVolume', { name: 'sec2', volume_capabilities: [cap], parameters: { backend: 'nope' }, secrets }).catch((e: Error) => e.message);
-      expect(refused).toContain('backend "nope" is unknown');
-      expect(refused).not.toContain(SENTINEL);
-      keep(await csi.node('NodeUnpublishVolume', { volume_id: 'sec', target_path: target }));
-      keep(await csi.node('NodeUnstageVolume', { volume_id: 'sec', staging_target_path: staging }));
-      keep(await csi.ctl('ControllerUnpublishVolume', { volume_id: 'sec', node_id: 'node-a', secrets }));
-      keep(await csi.ctl('DeleteSnapshot', { snapshot_id: 'sec-snap', secrets }));
-      keep(await csi.ctl('DeleteVolume', { volume_id: 'sec', secrets }));
+    const cap = mountCap('ext4');
+    const replies: unknown[] = [];
+    const keep = <T>(r: T): T => (replies.push(r), r);
+    keep(await csi.ctl('CreateVolume', { name: 'sec', volume_capabilities: [cap], capacity_range: size(32 * MiB), secrets }));
+    keep(await csi.ctl('ControllerPublishVolume', { volume_id: 'sec', node_id: 'node-a', volume_capability: cap, secrets }));
+    const staging = stagingPath(csi.s.kubeletDir, 'sec');
+    const target = targetPath(csi.s.kubeletDir, 'pod-sec', 'sec');
+    mkdirSync(staging, { recursive: true });
+    mkdirSync(dirname(target), { recursive: true });
+    keep(await csi.node('NodeStageVolume', { volume_id: 'sec', staging_target_path: staging, volume_capability: cap, secrets }));
+    keep(await csi.node('NodePublishVolume', { volume_id: 'sec', staging_target_path: staging, target_path: target, volume_capability: cap, secrets }));
+    keep(await csi.ctl('CreateSnapshot', { name: 'sec-snap', source_volume_id: 'sec', secrets }));
+    keep(await csi.ctl('ControllerExpandVolume', { volume_id: 'sec', capacity_range: size(64 * MiB), secrets }));
+    // Online ext4 growth may be refused on this host (docs/architecture.md, Known limits): the
+    // answer, whichever it is, must not carry the secret.
+    keep(await csi.node('NodeExpandVolume', { volume_id: 'sec', volume_path: target, secrets }).catch((e: Error) => e.message));
+    // A refused call with a secret: the refusal must not quote it either.
+    const refused = await csi.ctl('CreateVolume', { name: 'sec2', volume_capabilities: [cap], parameters: { backend: 'nope' }, secrets }).catch((e: Error) => e.message);
+    expect(refused).toContain('backend "nope" is unknown');
+    expect(refused).not.toContain(SENTINEL);
+    keep(await csi.node('NodeUnpublishVolume', { volume_id: 'sec', target_path: target }));
+    keep(await csi.node('NodeUnstageVolume', { volume_id: 'sec', staging_target_path: staging }));
+    keep(await csi.ctl('ControllerUnpublishVolume', { volume_id: 'sec', node_id: 'node-a', secrets }));
+    keep(await csi.ctl('DeleteSnapshot', { snapshot_id: 'sec-snap', secrets }));
+    keep(await csi.ctl('DeleteVolume', { volume_id: 'sec', secrets }));
 
-      expect(JSON.stringify(replies)).not.toContain(SENTINEL);
-      expect(csi.server.logLines().join('\n')).not.toContain(SENTINEL);
-      expect(holding([...files(csi.s.stateDir, volumeData), ...files(csi.s.dataRoot, volumeData)])).toEqual([]);
-      const argv = wrapped.flatMap((w) => w.calls());
-      expect(argv.length).toBeGreaterThan(4);
-      expect(argv.filter((a) => a.includes(SENTINEL))).toEqual([]);
-    } finally {
-      tools.cleanup();
-    }
+    expect(JSON.stringify(replies)).not.toContain(SENTINEL);
+    expect(csi.server.logLines().join('\n')).not.toContain(SENTINEL);
+    expect(holding([...files(csi.s.stateDir, volumeData), ...files(csi.s.dataRoot, volumeData)])).toEqual([]);
+    const argv = wrapped.flatMap((w) => w.calls());
+    expect(argv.length).toBeGreaterThan(4);
+    expect(argv.filter((a) => a.includes(SENTINEL))).toEqual([]);
   });
 });
 
 describe('secrets and access: FlexVolume and the state it writes', () => {
   const s = createScratch('node-a');
+  afterAll(() => s.cleanup());
   const { ok } = flexSession(() => s.env);
 
   it('a whole life with kubernetes.io/secret/* options leaves them nowhere; records and their dirs are private', async () => {
-    try {
-      const opts = flexOptions('pv-sec', { volumeId: 'fsec', createIfMissing: 'true', size: '16Mi', backend: 'dir', 'kubernetes.io/secret/password': SENTINEL_B64 });
-      const replies = [await ok('attach', opts, 'node-a')];
-      const global = deviceMountPath(s.kubeletDir, 'pv-sec');
-      replies.push(await ok('mountdevice', global, '', opts));
-      const dir = podVolumeDir(s.kubeletDir, 'uid-sec', 'pv-sec');
-      replies.push(await ok('mount', dir, mountOptions('pv-sec', podNamed('uid-sec'), { volumeId: 'fsec', 'kubernetes.io/secret/password': SENTINEL_B64 })));
-      replies.push(await ok('unmount', dir), await ok('unmountdevice', global), await ok('detach', 'pv-sec', 'node-a'));
-      expect(JSON.stringify(replies)).not.toContain(SENTINEL_B64);
-      const written = [...files(s.stateDir, volumeData), ...files(s.dataRoot, volumeData)];
-      expect(written.some((p) => p.endsWith('flex.log'))).toBe(true);
-      expect(holding(written)).toEqual([]);
+    const opts = flexOptions('pv-sec', { volumeId: 'fsec', createIfMissing: 'true', size: '16Mi', backend: 'dir', 'kubernetes.io/secret/password': SENTINEL_B64 });
+    const replies = [await ok('attach', opts, 'node-a')];
+    const global = deviceMountPath(s.kubeletDir, 'pv-sec');
+    replies.push(await ok('mountdevice', global, '', opts));
+    const dir = podVolumeDir(s.kubeletDir, 'uid-sec', 'pv-sec');
+    replies.push(await ok('mount', dir, mountOptions('pv-sec', podNamed('uid-sec'), { volumeId: 'fsec', 'kubernetes.io/secret/password': SENTINEL_B64 })));
+    replies.push(await ok('unmount', dir), await ok('unmountdevice', global), await ok('detach', 'pv-sec', 'node-a'));
+    expect(JSON.stringify(replies)).not.toContain(SENTINEL_B64);
+    const written = [...files(s.stateDir, volumeData), ...files(s.dataRoot, volumeData)];
+    expect(written.some((p) => p.endsWith('flex.log'))).toBe(true);
+    expect(holding(written)).toEqual([]);
 
-      // Records and the directories that hold them: nobody but root reads them.
-      const records = written.filter((p) => p.endsWith('.json'));
-      expect(records.length).toBeGreaterThan(1);
-      for (const p of records) expect({ p, mode: (lstatSync(p).mode & 0o077).toString(8) }).toEqual({ p, mode: '0' });
-      for (const d of ['volumes', 'pvs', 'nodes'].map((n) => join(s.dataRoot, n)).concat(join(s.stateDir, 'mounts')))
-        expect({ d, mode: (lstatSync(d).mode & 0o077).toString(8) }).toEqual({ d, mode: '0' });
-    } finally {
-      s.cleanup();
-    }
+    // Records and the directories that hold them: nobody but root reads them.
+    const records = written.filter((p) => p.endsWith('.json'));
+    expect(records.length).toBeGreaterThan(1);
+    for (const p of records) expect({ p, mode: (lstatSync(p).mode & 0o077).toString(8) }).toEqual({ p, mode: '0' });
+    for (const d of ['volumes', 'pvs', 'nodes'].map((n) => join(s.dataRoot, n)).concat(join(s.stateDir, 'mounts')))
+      expect({ d, mode: (lstatSync(d).mode & 0o077).toString(8) }).toEqual({ d, mode: '0' });
   });
 });

@@ -1,3 +1,4 @@
+import { mkdir } from 'node:fs/promises';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Core } from '../../shared/core/core.js';
 import { createGroupSnapshot, deleteGroupSnapshot, getGroupSnapshot, MAX_GROUP_VOLUMES } from '../../shared/core/group-snapshots.js';
@@ -40,10 +41,7 @@ describe('createGroupSnapshot', () => {
   it('redoes every member of an attempt a crash cut short, so no group mixes two moments', async () => {
     // What a killed attempt leaves: the first member cut, no group record.
     const stale = snapshotIdForName('g/a');
-    await core.catalog.createEntry('snapshots', { schema: SCHEMA_VERSION, id: stale, name: 'g/a', sourceVolumeId: vid('a'), groupId: gid, backend: 'dir', fsType: '', sizeBytes: 1, createdAt: '2026-01-01T00:00:00.000Z' }, async (dir) => {
-      const { mkdir } = await import('node:fs/promises');
-      await mkdir(`${dir}/data`);
-    });
+    await core.catalog.createEntry('snapshots', { schema: SCHEMA_VERSION, id: stale, name: 'g/a', sourceVolumeId: vid('a'), groupId: gid, backend: 'dir', fsType: '', sizeBytes: 1, createdAt: '2026-01-01T00:00:00.000Z' }, (dir) => mkdir(`${dir}/data`).then(() => undefined));
     // Not the group's yet: anyone may delete it, and the retry replaces it.
     const made = await createGroupSnapshot(core, 'g', [vid('a'), vid('b')]);
     expect(made.snapshots.map((m) => m.createdAt)).toEqual([made.group.createdAt, made.group.createdAt]);
