@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Catalog } from '../../shared/store/catalog.js';
 import { killStalled, stallingTool, untilStalled } from '../helpers/stalling-tool.js';
-import { wrappedTool } from '../helpers/tool-wrapper.js';
+import { realTool, wrappedTool } from '../helpers/tool-wrapper.js';
 import { outcome } from './helpers/client.js';
 import { MiB, mountCap, size, stagingPath } from './helpers/requests.js';
 import { createCsiScratch, type CsiScratch } from './helpers/scratch.js';
@@ -89,7 +89,7 @@ describe('a CSI server killed while a group snapshot holds a filesystem frozen',
     await first.stop();
 
     // The freeze itself is real; the wrapper then stops, and the server is killed before any thaw.
-    const real = ['/usr/sbin/fsfreeze', '/sbin/fsfreeze'].find((p) => existsSync(p));
+    const real = realTool('fsfreeze');
     const marker = join(s.root, 'frozen-by');
     const freeze = wrappedTool(s.root, 'fsfreeze', `if [ "$1" = --freeze ]; then ${real} "$@"; echo $$ > '${marker}'; exec sleep 60; fi`);
     const server = await launch({ PATH: `${freeze.dir}:/usr/sbin:/usr/bin:/sbin:/bin` });
@@ -98,7 +98,7 @@ describe('a CSI server killed while a group snapshot holds a filesystem frozen',
     try {
       await untilStalled(stall, 'the freeze');
       // Frozen for real: a second freeze is refused as busy (a write would hang the test instead).
-      expect(spawnSync(real ?? 'fsfreeze', ['--freeze', staging], { encoding: 'utf8' }).stderr).toMatch(/busy/i);
+      expect(spawnSync(real, ['--freeze', staging], { encoding: 'utf8' }).stderr).toMatch(/busy/i);
     } finally {
       server.child.kill('SIGKILL');
       killStalled(stall);

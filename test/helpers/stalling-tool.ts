@@ -1,5 +1,6 @@
-import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { wrappedTool } from './tool-wrapper.js';
 
 export interface StallingTool {
   /** A directory to put first on the PATH of the process under test. */
@@ -14,17 +15,9 @@ export interface StallingTool {
  * as when a node dies or the process is OOM-killed. Other calls pass through to the real tool.
  */
 export function stallingTool(root: string, tool: string, whenFirstArg: string): StallingTool {
-  const dir = join(root, `stall-${tool}`);
   const marker = join(root, `${tool}-stalled`);
-  mkdirSync(dir, { recursive: true });
   rmSync(marker, { force: true });
-  const real = [`/usr/sbin/${tool}`, `/sbin/${tool}`, `/usr/bin/${tool}`, `/bin/${tool}`].find((p) => existsSync(p));
-  if (!real) throw new Error(`${tool} is not installed`);
-  writeFileSync(
-    join(dir, tool),
-    `#!/bin/sh\nif [ "$1" = '${whenFirstArg}' ]; then echo $$ > '${marker}'; exec sleep 60; fi\nexec ${real} "$@"\n`,
-  );
-  chmodSync(join(dir, tool), 0o755);
+  const { dir } = wrappedTool(root, tool, `if [ "$1" = '${whenFirstArg}' ]; then echo $$ > '${marker}'; exec sleep 60; fi`);
   return { dir, marker };
 }
 

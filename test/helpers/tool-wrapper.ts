@@ -17,9 +17,14 @@ export function wrappedTool(root: string, tool: string, before = ''): WrappedToo
   const dir = join(root, `wrap-${tool}`);
   const log = join(root, `${tool}-calls.log`);
   mkdirSync(dir, { recursive: true });
-  const real = [`/usr/sbin/${tool}`, `/sbin/${tool}`, `/usr/bin/${tool}`, `/bin/${tool}`].find((p) => existsSync(p));
-  if (!real) throw new Error(`${tool} is not installed`);
-  writeFileSync(join(dir, tool), `#!/bin/sh\necho "$*" >> '${log}'\n${before}\nexec ${real} "$@"\n`);
+  writeFileSync(join(dir, tool), `#!/bin/sh\necho "$*" >> '${log}'\n${before}\nexec ${realTool(tool)} "$@"\n`);
   chmodSync(join(dir, tool), 0o755);
   return { dir, calls: () => (existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter(Boolean) : []) };
+}
+
+/** Where the real `tool` is installed, for a wrapper (or a test) to call it past any PATH shim. */
+export function realTool(tool: string): string {
+  const real = [`/usr/sbin/${tool}`, `/sbin/${tool}`, `/usr/bin/${tool}`, `/bin/${tool}`].find((p) => existsSync(p));
+  if (!real) throw new Error(`${tool} is not installed`);
+  return real;
 }
