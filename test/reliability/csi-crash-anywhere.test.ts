@@ -18,7 +18,7 @@ import { seededRandom, suiteSeed } from '../helpers/seeded-random.js';
  * is in the volume. Short mode: 4 trials with a fixed seed; test:long: 100 (TWINVOL_CRASH_TRIALS).
  */
 const LONG = process.env.TWINVOL_LONG === '1';
-const TRIALS = Number(process.env.TWINVOL_CRASH_TRIALS ?? (LONG ? 100 : 4));
+const TRIALS = Number(process.env.TWINVOL_CRASH_TRIALS ?? (LONG ? 500 : 4));
 const SEED = suiteSeed();
 
 const s = createCsiScratch('node-a');
