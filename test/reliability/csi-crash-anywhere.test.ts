@@ -20,6 +20,8 @@ import { seededRandom, suiteSeed } from '../helpers/seeded-random.js';
 const LONG = process.env.TWINVOL_LONG === '1';
 const TRIALS = Number(process.env.TWINVOL_CRASH_TRIALS ?? (LONG ? 500 : 4));
 const SEED = suiteSeed();
+/** Every life keeps its file, so 500 lives must fit the 32 MiB volume: 500 x 16 KiB is 8 MiB (64 KiB filled it). */
+const LIFE_BYTES = 16 * 1024;
 
 const s = createCsiScratch('node-a');
 let server: RunningCsi | undefined;
@@ -71,7 +73,7 @@ describe(`crash at any point of a CSI life (seed ${SEED}, ${TRIALS} trials)`, ()
         expect(`${method}: ${o.code} ${o.message}`, label).toBe(`${method}: OK `);
         if (method === 'NodePublishVolume') {
           for (const [name, sum] of written) expect(fileSha256(join(target, name)), `${label}: ${name}`).toBe(sum);
-          written.set(`life-${trial}.bin`, writeRandomFile(join(target, `life-${trial}.bin`), 64 * 1024));
+          written.set(`life-${trial}.bin`, writeRandomFile(join(target, `life-${trial}.bin`), LIFE_BYTES));
         }
       }
       expect(mountsUnder(s.kubeletDir), label).toEqual([]);

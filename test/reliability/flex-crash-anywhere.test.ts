@@ -20,6 +20,8 @@ import { seededRandom, suiteSeed } from '../helpers/seeded-random.js';
 const LONG = process.env.TWINVOL_LONG === '1';
 const TRIALS = Number(process.env.TWINVOL_CRASH_TRIALS ?? (LONG ? 500 : 8));
 const SEED = suiteSeed();
+/** Every life keeps its file, so 500 lives must fit the 32 MiB volume: 500 x 16 KiB is 8 MiB (64 KiB filled it). */
+const LIFE_BYTES = 16 * 1024;
 
 const s = createScratch('node-a');
 afterAll(() => s.cleanup());
@@ -74,7 +76,7 @@ describe(`crash at any point of a FlexVolume life (seed ${SEED}, ${TRIALS} trial
         // Inside the pod: every earlier life's data is there, and this life adds its own.
         if (argv[0] === 'mount') {
           for (const [name, sum] of written) expect(fileSha256(join(dir, name)), `${label}: ${name}`).toBe(sum);
-          written.set(`life-${trial}.bin`, writeRandomFile(join(dir, `life-${trial}.bin`), 64 * 1024));
+          written.set(`life-${trial}.bin`, writeRandomFile(join(dir, `life-${trial}.bin`), LIFE_BYTES));
         }
       }
       expect(mountsUnder(s.kubeletDir), label).toEqual([]);
