@@ -120,7 +120,7 @@ export const VERBS: Record<FlexVerb, VerbSpec> = {
     handler: async (ctx) => {
       // kubelet's device mount path ends in the PV's name (.../mounts/<pv>): the volume attach recorded
       // for it lets the core clear this node's mark even when a reboot took the node's records.
-      const volumeId = await volumeIdOfDevicePath(ctx.core, arg(ctx, 0));
+      const volumeId = await volumeIdOfKubeletPath(ctx.core, arg(ctx, 0));
       // Something twinvol did not make is left where it is, and the reply's message names it.
       const left = await unstage(ctx.core, arg(ctx, 0), volumeId ? { volumeId } : {});
       return success(left ? { message: left } : {});
@@ -144,7 +144,10 @@ export const VERBS: Record<FlexVerb, VerbSpec> = {
     arity: 1,
     usage: 'unmount <podVolumeDir>',
     handler: async (ctx) => {
-      const left = await unpublish(ctx.core, arg(ctx, 0));
+      // A pod dir ends in the PV's name too (or, for an inline volume, the pod's own name for it): a
+      // guess, for releasing the attachment a mount without attach made when a reboot took its records.
+      const guessedVolumeId = await volumeIdOfKubeletPath(ctx.core, arg(ctx, 0));
+      const left = await unpublish(ctx.core, arg(ctx, 0), guessedVolumeId ? { guessedVolumeId } : {});
       return success(left ? { message: left } : {});
     },
   },
@@ -174,8 +177,8 @@ export const VERBS: Record<FlexVerb, VerbSpec> = {
   },
 };
 
-/** The volume whose PV names the last part of a device mount path, when attach recorded one. */
-async function volumeIdOfDevicePath(core: Core, path: string): Promise<VolumeId | undefined> {
+/** The volume whose PV names the last part of a kubelet path (device mount path, pod dir), when a call recorded one. */
+async function volumeIdOfKubeletPath(core: Core, path: string): Promise<VolumeId | undefined> {
   const pv = path.split('/').pop() ?? '';
   return isValidPvName(pv) ? core.catalog.pvVolume(pv) : undefined;
 }

@@ -40,6 +40,12 @@ export interface Attachment {
    * unstage (or an administrator's `twinvol volume release`) removes it.
    */
   fenced?: boolean;
+  /**
+   * Made by an implicit staging (a FlexVolume mount without attach, a CSI inline volume), for which no
+   * detach ever comes: released with that staging, or, once a reboot took the node's records with its
+   * mounts, by the first teardown that finds the node holding nothing of the volume.
+   */
+  implicit?: boolean;
 }
 
 export interface ContentSource {

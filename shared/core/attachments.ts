@@ -22,6 +22,8 @@ export interface AttachOptions {
   registeredNodesOnly?: boolean;
   /** What the request says of the volume: may repeat the catalog, never contradict it. */
   claims?: Claims;
+  /** Made by an implicit staging, not an attach step (see Attachment.implicit). */
+  implicit?: boolean;
 }
 
 /**
@@ -41,9 +43,12 @@ export async function attach(core: Core, id: VolumeId, node: NodeId, opts: Attac
     if (mine) {
       if (mine.readonly !== opts.readonly)
         throw alreadyExists(`volume ${id} is already attached to node ${node} ${mine.readonly ? 'read-only' : 'read-write'}`);
-      if (!mine.fenced) return mine;
-      // Attached again where it is still staged: the fence becomes the attachment it was.
-      const { fenced: _, ...again } = mine;
+      const implicit = Boolean(mine.implicit && opts.implicit);
+      if (!mine.fenced && Boolean(mine.implicit) === implicit) return mine;
+      // Attached again where it is still staged: the fence becomes the attachment it was. An attach
+      // step over an implicit staging's attachment makes it that step's, for its detach to release.
+      const { fenced: _, implicit: __, ...plain } = mine;
+      const again: Attachment = implicit ? { ...plain, implicit } : plain;
       await core.catalog.updateVolumeUnlocked({ ...volume, attachments: volume.attachments.map((a) => (a === mine ? again : a)) });
       return again;
     }
@@ -61,7 +66,7 @@ export async function attach(core: Core, id: VolumeId, node: NodeId, opts: Attac
       throw failedPrecondition(`volume ${id} is attached to node ${writer.node}; a ${volume.backend} volume is shared between nodes read-only only`);
     if (opts.maxVolumesPerNode && counted >= opts.maxVolumesPerNode)
       throw resourceExhausted(`node ${node} already holds ${counted} volumes, its limit`);
-    const attachment: Attachment = { node, readonly: opts.readonly, at: now(), via: opts.via };
+    const attachment: Attachment = { node, readonly: opts.readonly, at: now(), via: opts.via, ...(opts.implicit ? { implicit: true } : {}) };
     await core.catalog.updateVolumeUnlocked({ ...volume, attachments: [...volume.attachments, attachment] });
     return attachment;
   });
@@ -111,6 +116,20 @@ export async function releaseAttachment(core: Core, id: VolumeId, node: NodeId):
     const volume = await core.catalog.requireVolume(id);
     if (!volume.attachments.some((a) => a.node === node)) return false;
     await core.catalog.updateVolumeUnlocked({ ...volume, attachments: volume.attachments.filter((a) => a.node !== node) });
+    return true;
+  });
+}
+
+/**
+ * Removes the node's attachment if an implicit staging made it (Attachment.implicit), fenced or not:
+ * the caller has found that nothing of that staging is left. Returns whether it did.
+ */
+export async function releaseImplicitAttachment(core: Core, id: VolumeId, node: NodeId): Promise<boolean> {
+  return core.catalog.lock('volume', id, async () => {
+    const volume = await core.catalog.getVolume(id);
+    const mine = volume?.attachments.find((a) => a.node === node);
+    if (!volume || !mine?.implicit) return false;
+    await core.catalog.updateVolumeUnlocked({ ...volume, attachments: volume.attachments.filter((a) => a !== mine) });
     return true;
   });
 }

@@ -11,7 +11,7 @@ import { type Claims, refuseContradiction } from './contradiction.js';
 import { type Core, implicitStagingPath, now } from './core.js';
 import { bindFlagsFor, filesystemFlags, sameFlags } from './mount-flags.js';
 import { checkedPathUnder, isStaleMount, makeMountPoint, removeMountPoint, unmountIfDead } from './mount-target.js';
-import { requireSameVolume, stageLocked, type TeardownOptions, unstageLocked } from './staging.js';
+import { releaseOrphanedAttachment, requireSameVolume, stageLocked, type TeardownOptions, unstageLocked } from './staging.js';
 
 export interface PublishOptions {
   readonly: boolean;
@@ -152,7 +152,8 @@ async function stagingFor(
  * path without a record loses at most an empty mount point (what a call cut short after the unmount
  * leaves) and a dead mount (nothing is reachable through it, and kubelet cannot clean the pod up
  * while it is there); a live foreign mount or a file with data stays, named in the answer. When the last pod of
- * an implicitly staged volume leaves, the staging goes too, with the attachment it stood for.
+ * an implicitly staged volume leaves, the staging goes too, with the attachment it stood for; after a
+ * reboot, that attachment goes with the first unpublish that finds nothing of the volume left.
  */
 export async function unpublish(core: Core, targetPath: string, opts: TeardownOptions = {}): Promise<string | undefined> {
   const target = await checkedPathUnder(targetPath, core.config.kubeletDir, 'target path');
@@ -160,6 +161,8 @@ export async function unpublish(core: Core, targetPath: string, opts: TeardownOp
   requireSameVolume(record, target, opts);
   if (!record) {
     await unmountIfDead(core, target);
+    const id = opts.volumeId ?? opts.guessedVolumeId;
+    if (id) await releaseOrphanedAttachment(core, id);
     return removeMountPoint(target);
   }
   return core.nodeState.lockVolume(record.volumeId, async () => {

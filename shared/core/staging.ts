@@ -6,7 +6,7 @@ import { mountAt } from '../mountinfo.js';
 import { SCHEMA_VERSION } from '../store/json-record.js';
 import { validateVolumeId, type VolumeId } from '../validate.js';
 import { type AccessRequest, requireAccess } from './access.js';
-import { attach, attachmentOf, detach, markNodeUse, requireAttachedTo } from './attachments.js';
+import { attach, attachmentOf, detach, markNodeUse, releaseImplicitAttachment, requireAttachedTo } from './attachments.js';
 import { type Claims, refuseContradiction } from './contradiction.js';
 import { type Core, implicitStagingPath, now } from './core.js';
 import { sameFlags } from './mount-flags.js';
@@ -81,7 +81,7 @@ export async function stageLocked(core: Core, id: VolumeId, path: string, opts: 
   }
   // Implicit staging stands in for the attach step the caller does not have, exclusivity included.
   const attachedByThisCall = Boolean(opts.implicit) && !attachmentOf(volume, core.config.nodeName);
-  if (opts.implicit) await attach(core, id, core.config.nodeName, { readonly: false, via: opts.via ?? 'flex' });
+  if (opts.implicit) await attach(core, id, core.config.nodeName, { readonly: false, via: opts.via ?? 'flex', implicit: true });
   // Marked before anything is set up on the node: from here until the last unstage, a detach fences
   // the volume rather than freeing it for another node (shared/core/attachments.ts detach).
   if (!attachmentOf(volume, core.config.nodeName)?.inUse) await markNodeUse(core, id, core.config.nodeName, true);
@@ -198,6 +198,24 @@ async function liveUsersOf(core: Core, stagingRecord: MountRecord): Promise<Moun
 export interface TeardownOptions {
   /** The volume the caller means (CSI names it; FlexVolume's unmount names only the path). */
   volumeId?: VolumeId;
+  /**
+   * The volume a caller that cannot name it guesses from the path (FlexVolume: the PV a kubelet path
+   * ends in, which for an inline volume is only the pod's name for it). Never held against a record;
+   * used only when the node has no record of the path, to release what a reboot left orphaned.
+   */
+  guessedVolumeId?: VolumeId;
+}
+
+/**
+ * After a reboot the node's records are gone with the mounts they described, and a teardown finds
+ * none: an attachment an implicit staging made (no detach ever comes for it) is released once the
+ * node holds nothing of the volume, as that staging's last unpublish would have done. Whichever
+ * volume the caller names, releasing such an attachment is right: nothing on this node stands for it.
+ */
+export async function releaseOrphanedAttachment(core: Core, id: VolumeId): Promise<void> {
+  await core.nodeState.lockVolume(id, async () => {
+    if (!(await core.nodeState.listForVolume(id)).length) await releaseImplicitAttachment(core, id, core.config.nodeName);
+  });
 }
 
 /** A path that holds another volume's mount is never torn down in this volume's name. */

@@ -27,7 +27,7 @@ const schema = z.number().check(z.int(), z.positive());
 
 const accessRequest = z.strictObject({ scope: z.enum(ACCESS_SCOPES), raw: z.boolean(), readerOnly: z.boolean(), singleWriter: z.boolean(), fsType: z.string() });
 
-const attachment = z.strictObject({ node: nodeId, readonly: z.boolean(), at: timestamp, via: origin, inUse: z.optional(z.boolean()), fenced: z.optional(z.boolean()) });
+const attachment = z.strictObject({ node: nodeId, readonly: z.boolean(), at: timestamp, via: origin, inUse: z.optional(z.boolean()), fenced: z.optional(z.boolean()), implicit: z.optional(z.boolean()) });
 
 const volumeRecord = z.strictObject({
   schema,
