@@ -1,12 +1,12 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { mountAt } from '../../shared/mountinfo.js';
 import { expectSuccess, flexOptions, mountOptions, reconstructedOptions, flexSession, podNamed } from '../helpers/flex-runner.js';
 import { deviceMountPath, podVolumeDir } from '../helpers/kubelet-paths.js';
-import { createScratch, loopsLeftUnder, loopsUnder, mountsUnder, type Scratch } from '../helpers/scratch.js';
+import { createScratch, loopsLeftUnder, mountsUnder, type Scratch } from '../helpers/scratch.js';
 
 let s: Scratch;
 beforeEach(() => {
@@ -187,7 +187,8 @@ describe('static volumes', () => {
   });
 });
 
-describe('kubelet restarts and node reboots', () => {
+// Node reboots: test/reliability/reboot-flex.test.ts and reboot-half-flex.test.ts.
+describe('kubelet restarts', () => {
   it('tears down from records alone, and resolves reconstructed options through the PV record', async () => {
     await createVolume('vol-r', '--size', '32Mi');
     const opts = flexOptions('pv-r', { volumeId: 'vol-r' });
@@ -205,29 +206,6 @@ describe('kubelet restarts and node reboots', () => {
     await ok('detach', 'pv-r', 'node-a');
     expect(catalogRecord('vol-r').attachments).toEqual([]);
     expect(mountsUnder(s.root)).toEqual([]);
-  });
-
-  it('heals after a reboot: node state, mounts and loop devices gone, data intact', async () => {
-    await createVolume('vol-b', '--size', '32Mi');
-    const opts = flexOptions('pv-b', { volumeId: 'vol-b' });
-    const before = await attachAndMount('pv-b', opts, 'uid-b');
-    writeFileSync(join(before.dir, 'survives.txt'), 'on the image');
-    execFileSync('sync');
-    // The reboot: the kernel forgets mounts and loop devices, the tmpfs state dir is empty.
-    await releaseMountsAndLoops(s.root);
-    rmSync(s.stateDir, { recursive: true, force: true });
-
-    // kubelet tears down what it remembers, then mounts again (the attachment is cluster state and persists).
-    await ok('unmount', before.dir);
-    await ok('unmountdevice', before.global);
-    const wait = await ok('waitforattach', '', opts);
-    await ok('mountdevice', before.global, String(wait.reply.device), opts);
-    const dir = podVolumeDir(s.kubeletDir, 'uid-b2', 'pv-b');
-    await ok('mount', dir, mountOptions('pv-b', pod('uid-b2')));
-    expect(readFileSync(join(dir, 'survives.txt'), 'utf8')).toBe('on the image');
-    await unmountAndDetach('pv-b', before.global, dir);
-    expect(mountsUnder(s.root)).toEqual([]);
-    expect(await loopsLeftUnder(s.root)).toEqual([]);
   });
 });
 
@@ -307,11 +285,3 @@ function hasCapSysResource(): boolean {
   const line = readFileSync('/proc/self/status', 'utf8').split('\n').find((l) => l.startsWith('CapEff:')) ?? '';
   return (BigInt(`0x${line.split(/\s+/)[1] ?? '0'}`) & (1n << 24n)) !== 0n;
 }
-
-/** A reboot as the kernel sees it: the loop devices are gone before anything runs again. */
-async function releaseMountsAndLoops(root: string): Promise<void> {
-  for (const m of mountsUnder(root)) execFileSync('umount', ['-l', m]);
-  for (const d of loopsUnder(root)) execFileSync('losetup', ['-d', d]);
-  expect(await loopsLeftUnder(root), 'the kernel never released the loop devices').toEqual([]);
-}
-

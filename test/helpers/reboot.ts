@@ -60,3 +60,10 @@ export function expectPodData(view: PodView, sum: string, label = ''): void {
   expect(view.raw ? deviceSha256(view.path, DATA_BYTES) : fileSha256(join(view.path, DATA_FILE)), `${label} ${view.path}`).toBe(sum);
   if (view.readonly && !view.raw) expect(() => writeFileSync(join(view.path, 'probe'), 'x'), `${label} ${view.path} is read-only`).toThrow(/EROFS|read-only/);
 }
+
+/** Fresh data where each pod sees its volume, then `sync`: what a reboot must not lose. The checksums, in order. */
+export function syncedPodData(views: PodView[]): string[] {
+  const sums = views.map(writePodData);
+  execFileSync('sync');
+  return sums;
+}
