@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { alreadyExists, errnoCode, notFound, TwinvolError } from '../errors.js';
 import type { GroupSnapshotRecord, NodeRecord, PvRecord, SnapshotRecord, VolumeRecord } from '../model.js';
 import { validateGroupSnapshotId, validateNodeName, validatePvName, validateSnapshotId, validateVolumeId, type VolumeId } from '../validate.js';
-import { readRecord, removeRecord, SCHEMA_VERSION, writeRecord } from './json-record.js';
+import { readRecord, removeRecord, SCHEMA_VERSION, writeLockedRecord, writeRecord } from './json-record.js';
 import { RECORD_SCHEMAS } from './record-schemas.js';
 import { type LockOptions, withLock } from './lock.js';
 import { type Entity, WorkArea, type WorkEntry } from './work-area.js';
@@ -123,7 +123,7 @@ export class Catalog {
 
   /** Writes a volume record; the caller holds the volume's lock. */
   updateVolumeUnlocked(record: VolumeRecord): Promise<void> {
-    return writeRecord(join(this.volumeDir(record.id), 'volume.json'), record);
+    return writeLockedRecord(join(this.volumeDir(record.id), 'volume.json'), record);
   }
 
   /**

@@ -1,5 +1,5 @@
-import { mkdir, readFile, rm } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
 import writeFileAtomic from 'write-file-atomic';
 import type { ZodMiniType } from 'zod/mini';
 import { errnoCode, internal, systemError } from '../errors.js';
@@ -48,7 +48,8 @@ export async function readRecord<T extends Versioned>(path: string, schema: ZodM
 /**
  * Writes a record in one atomic step: a temporary file beside it, fsync, rename. A crash at any point
  * leaves either the old record or the new one, never a mix; write-file-atomic also serialises writers
- * to the same path inside one process and cleans its temporary file on failure.
+ * to the same path inside one process and cleans its temporary file on failure. A SIGKILL, though,
+ * leaves that temporary file: `writeLockedRecord` and `removeRecord` sweep it.
  */
 export async function writeRecord<T extends Versioned>(path: string, record: T): Promise<void> {
   try {
@@ -60,6 +61,33 @@ export async function writeRecord<T extends Versioned>(path: string, record: T):
   }
 }
 
+/**
+ * `writeRecord` for a record whose every writer holds its lock (the caller does now): any temporary
+ * file of it that exists is a killed writer's, and goes first. The crash suite
+ * (test/reliability/flex-crash-anywhere.test.ts) found them left by a mount killed mid-write.
+ */
+export async function writeLockedRecord<T extends Versioned>(path: string, record: T): Promise<void> {
+  await removeDeadTemps(path);
+  await writeRecord(path, record);
+}
+
+/** Removes a record and any temporary file a killed writer left of it; the caller holds its lock. */
 export async function removeRecord(path: string): Promise<void> {
   await rm(path, { force: true });
+  await removeDeadTemps(path);
+}
+
+/** write-file-atomic names its temporary file `<record>.<decimal number>` (node_modules/write-file-atomic/lib/index.js). */
+const TEMP_SUFFIX = /^\.\d{1,10}$/;
+
+async function removeDeadTemps(path: string): Promise<void> {
+  const name = basename(path);
+  let names: string[];
+  try {
+    names = await readdir(dirname(path));
+  } catch (err) {
+    if (errnoCode(err) === 'ENOENT') return;
+    throw systemError(err, dirname(path)) ?? err;
+  }
+  for (const n of names) if (n.startsWith(name) && TEMP_SUFFIX.test(n.slice(name.length))) await rm(join(dirname(path), n), { force: true });
 }

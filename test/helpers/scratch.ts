@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { readMounts } from '../../shared/mountinfo.js';
 
@@ -99,4 +99,16 @@ export function releaseUnder(root: string): void {
     }
   }
   rmSync(root, { recursive: true, force: true });
+}
+
+/**
+ * What a finished volume life must not leave in the scratch's state: a mount record, or a temporary
+ * record file (`<record>.<number>`, write-file-atomic's) of the volume's catalog record or of any mount
+ * record. Empty when clean.
+ */
+export function recordLeftovers(s: Scratch, volumeId: string): string[] {
+  const list = (dir: string) => (existsSync(dir) ? readdirSync(dir).map((n) => join(dir, n)) : []);
+  const mountRecords = list(join(s.stateDir, 'mounts'));
+  const catalogTemps = list(join(s.dataRoot, 'volumes', volumeId)).filter((p) => /\.json\.\d+$/.test(p));
+  return [...mountRecords, ...catalogTemps];
 }

@@ -2,7 +2,7 @@ import { mkdirSync, readdirSync, existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Catalog } from '../../shared/store/catalog.js';
-import { loopsLeftUnder, mountsUnder } from '../helpers/scratch.js';
+import { loopsLeftUnder, mountsUnder, recordLeftovers } from '../helpers/scratch.js';
 import { outcome } from '../csi/helpers/client.js';
 import { fileSha256, writeRandomFile } from '../csi/helpers/data.js';
 import { MiB, mountCap, size, stagingPath, targetPath } from '../csi/helpers/requests.js';
@@ -83,6 +83,7 @@ describe(`crash at any point of a CSI life (seed ${SEED}, ${TRIALS} trials)`, ()
       expect(await catalog.listSnapshotIds(), label).toEqual([]);
       const work = join(s.dataRoot, '.work');
       expect(existsSync(work) ? readdirSync(work) : [], label).toEqual([]);
+      expect(recordLeftovers(s, 'vol'), label).toEqual([]);
     }
     // Some RPCs answer before their kill; over many trials a good share must really cut one short.
     if (TRIALS >= 30) expect(cut).toBeGreaterThanOrEqual(Math.ceil(TRIALS / 3));

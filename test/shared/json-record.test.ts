@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import * as z from 'zod/mini';
-import { readRecord, removeRecord, SCHEMA_VERSION, type Versioned, writeRecord } from '../../shared/store/json-record.js';
+import { readRecord, removeRecord, SCHEMA_VERSION, type Versioned, writeLockedRecord, writeRecord } from '../../shared/store/json-record.js';
 import { RECORD_SCHEMAS } from '../../shared/store/record-schemas.js';
 import { expectRejects } from './expect-error.js';
 
@@ -18,6 +18,30 @@ beforeEach(() => {
   dir = mkdtempSync('/tmp/twinvol-test-record-');
 });
 afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+describe("a killed writer's temporary file (SIGKILL skips write-file-atomic's cleanup)", () => {
+  // What the FlexVolume crash suite found after a mount killed mid-write: `<record>.<number>` beside it.
+  const leftovers = ['rec.json.1158888644', 'rec.json.7'];
+  const strangers = ['rec.json.bak', 'rec.json.12x', 'other.json.1158888644', 'rec.json.12345678901'];
+  beforeEach(() => {
+    for (const n of [...leftovers, ...strangers]) writeFileSync(join(dir, n), '{"schema":');
+  });
+
+  it('goes when the record is written again under its lock; other files stay', async () => {
+    await writeLockedRecord<Rec>(join(dir, 'rec.json'), { schema: 1, name: 'again' });
+    expect(readdirSync(dir).sort()).toEqual(['rec.json', ...strangers].sort());
+  });
+
+  it('goes when the record is removed; other files stay', async () => {
+    writeFileSync(join(dir, 'rec.json'), '{}');
+    await removeRecord(join(dir, 'rec.json'));
+    expect(readdirSync(dir).sort()).toEqual([...strangers].sort());
+  });
+
+  it('removing a record whose directory is gone is fine', async () => {
+    await expect(removeRecord(join(dir, 'gone', 'rec.json'))).resolves.toBeUndefined();
+  });
+});
 
 describe('writeRecord / readRecord', () => {
   it('round-trips a record, making parent directories, as pretty JSON with a final newline and mode 0600', async () => {
