@@ -25,8 +25,13 @@ export interface RunOptions {
 type Observer = (record: SpawnRecord) => void;
 const observers = new Set<Observer>();
 const spawned: SpawnRecord[] = [];
+/**
+ * A FlexVolume call spawns a handful of tools and logs them all (flex/dispatch.ts); a CSI server runs
+ * for months and spawns on every stage, so the log keeps only the latest: observers see every spawn.
+ */
+export const SPAWN_LOG_LIMIT = 256;
 
-/** Every spawn this process made, in order. */
+/** The latest spawns this process made (at most SPAWN_LOG_LIMIT), in order. */
 export function spawnLog(): readonly SpawnRecord[] {
   return spawned;
 }
@@ -89,6 +94,7 @@ export function run(command: string, args: readonly string[], options: RunOption
       errOut.destroy();
       const record: SpawnRecord = { command, args, exitCode, durationMs: performance.now() - started };
       spawned.push(record);
+      if (spawned.length > SPAWN_LOG_LIMIT) spawned.splice(0, spawned.length - SPAWN_LOG_LIMIT);
       for (const observer of observers) observer(record);
       const outcome: RunResult = { ...record, stdout: text(stdout), stderr: text(stderr) };
       if (failure) reject(failure);

@@ -1,7 +1,7 @@
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { CommandError, observeSpawns, run, type SpawnRecord, spawnLog } from '../../shared/runner.js';
+import { CommandError, observeSpawns, run, SPAWN_LOG_LIMIT, type SpawnRecord, spawnLog } from '../../shared/runner.js';
 import { expectRejects } from './expect-error.js';
 
 const opts = { timeoutMs: 10_000 };
@@ -89,14 +89,13 @@ describe('run', () => {
 
   it('records each spawn in order and tells observers, until they unsubscribe', async () => {
     const seen: SpawnRecord[] = [];
-    const before = spawnLog().length;
     const stop = observeSpawns((r) => seen.push(r));
     await run('true', ['a'], opts);
     await run('sh', ['-c', 'exit 5'], opts).catch(() => undefined);
     stop();
     await run('true', ['after'], opts);
 
-    const logged = spawnLog().slice(before);
+    const logged = spawnLog().slice(-3);
     expect(logged.map((r) => [r.command, r.args, r.exitCode])).toEqual([
       ['true', ['a'], 0],
       ['sh', ['-c', 'exit 5'], 5],
@@ -104,5 +103,12 @@ describe('run', () => {
     ]);
     expect(seen).toEqual(logged.slice(0, 2));
     for (const r of logged) expect(r.durationMs).toBeGreaterThanOrEqual(0);
+  });
+
+  it('keeps only the latest SPAWN_LOG_LIMIT spawns, so a long-running server does not grow', async () => {
+    for (let i = 0; i < SPAWN_LOG_LIMIT + 10; i++) await run('true', [`n${i}`], opts);
+    expect(spawnLog()).toHaveLength(SPAWN_LOG_LIMIT);
+    expect(spawnLog().at(-1)?.args).toEqual([`n${SPAWN_LOG_LIMIT + 9}`]);
+    expect(spawnLog().at(0)?.args).toEqual(['n10']);
   });
 });
