@@ -29,13 +29,15 @@ export function contradiction(
   implied: Readonly<Record<string, string>> = {},
 ): string | undefined {
   const refused = (key: string) => `${what} ${quoted(key, 64)} does not match volume ${volume.id}: what is mounted comes from the catalog, not the request`;
+  // Only the table's own keys: "__proto__" or "constructor" must not reach Object.prototype's members.
+  const described = (key: string) => (Object.hasOwn(DESCRIBED, key.toLowerCase()) ? DESCRIBED[key.toLowerCase()] : undefined);
   for (const [key, value] of Object.entries(claims)) {
-    const own = DESCRIBED[key.toLowerCase()];
+    const own = described(key);
     if (own && value !== '' && own(volume) !== value) return refused(key);
   }
   for (const [key, value] of Object.entries(implied)) {
-    const own = DESCRIBED[key.toLowerCase()]?.(volume);
-    if (own && value !== '' && !(key in claims) && own !== value) return refused(key);
+    const own = described(key)?.(volume);
+    if (own && value !== '' && !Object.hasOwn(claims, key) && own !== value) return refused(key);
   }
   return undefined;
 }

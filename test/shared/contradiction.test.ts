@@ -46,4 +46,13 @@ describe('contradiction: a request may repeat the catalog, never contradict it',
       `volume_context key "${key}" does not match volume scratch: what is mounted comes from the catalog, not the request`,
     );
   });
+
+  // Found by test/fuzz/csi-requests.test.ts: a volume_context key "__proto__" reached the prototype of
+  // the table of described keys and was called (INTERNAL "own is not a function"); "constructor" was
+  // refused as a contradiction of a property no volume has.
+  it.each(['__proto__', 'constructor', 'CONSTRUCTOR'])('takes the key %s as one it does not know', (key) => {
+    const claims: Record<string, string> = Object.fromEntries([[key, 'x']]);
+    expect(contradiction(tmpfs, claims, 'volume_context key')).toBeUndefined();
+    expect(contradiction(tmpfs, {}, 'option', claims)).toBeUndefined();
+  });
 });
