@@ -2,7 +2,7 @@
 // CommonJS, because kubelet runs the FlexVolume file under its bare name (no .mjs, no package.json
 // beside it) and Node only treats such a file as ESM when told to.
 import { build } from 'esbuild';
-import { chmod, mkdir, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { gzipSync } from 'node:zlib';
 
@@ -58,16 +58,20 @@ await mkdir('dist', { recursive: true });
 await writeFile('dist/package.json', '{ "type": "commonjs" }\n');
 for (const entry of entries) {
   if (only.length && !only.includes(entry.out)) continue;
-  await rm(entry.out, { force: true });
+  // Built beside the bundle and renamed over it: a test run spawning the bundle while another run
+  // (test/global-setup.ts) rebuilds it finds the old one or the new one, never none (ENOENT).
+  const temporary = `${entry.out}.${process.pid}.tmp`;
+  await rm(temporary, { force: true });
   await mkdir(dirname(entry.out), { recursive: true });
   await build({
     ...common,
     entryPoints: [entry.in],
-    outfile: entry.out,
+    outfile: temporary,
     minify: Boolean(entry.lean),
     minifySyntax: true,
     plugins: entry.plugins ? await entry.plugins() : [],
     banner: { js: entry.lean ? shebang : `${shebang}\n${importMetaShim}` },
   });
-  await chmod(entry.out, 0o755);
+  await chmod(temporary, 0o755);
+  await rename(temporary, entry.out);
 }
