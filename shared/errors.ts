@@ -81,6 +81,19 @@ export function systemError(err: unknown, file?: string): TwinvolError | undefin
   return new TwinvolError(known.code ?? 'Internal', `cannot ${action}${path ? ` ${path}${dest}` : ''}: ${known.meaning} (${code}); ${known.hint}`);
 }
 
+/** The C library's words for the errnos a tool's failure is worth naming by (strerror, as coreutils print it). */
+const STRERROR: Record<string, string> = { 'No space left on device': 'ENOSPC', 'Disk quota exceeded': 'EDQUOT' };
+
+/**
+ * What `systemError` says of a system call's failure, for one a tool reported in its output instead
+ * (cp: "error writing '...': No space left on device"): the operation, the files and what to do.
+ * Undefined when the output names no errno worth it.
+ */
+export function systemErrorInOutput(output: string, syscall: string, path: string, dest?: string): TwinvolError | undefined {
+  const code = Object.entries(STRERROR).find(([words]) => output.includes(words))?.[1];
+  return code === undefined ? undefined : systemError({ code, syscall, path, ...(dest === undefined ? {} : { dest }) });
+}
+
 export function errnoCode(err: unknown): string | undefined {
   return typeof err === 'object' && err !== null && 'code' in err && typeof err.code === 'string'
     ? err.code

@@ -1,4 +1,4 @@
-import { failedPrecondition } from './errors.js';
+import { failedPrecondition, resourceExhausted, systemErrorInOutput } from './errors.js';
 import { type MountEntry, mountAt, readMounts } from './mountinfo.js';
 import { CHILD_FD_PATH, type MountTarget, type PinnedTarget, pinTarget, requireWithin, whereIs } from './pinned-target.js';
 import { CommandError, run } from './runner.js';
@@ -128,8 +128,17 @@ export class Mounter {
   }
 
   async loopAttach(image: string): Promise<string> {
-    const r = await this.exec('losetup', ['--find', '--show', '--', image]);
-    return r.stdout.trim();
+    try {
+      const r = await this.exec('losetup', ['--find', '--show', '--', image]);
+      return r.stdout.trim();
+    } catch (err) {
+      // Every loop device is bound (and the kernel makes no more): not twinvol's fault, and not final.
+      if (err instanceof CommandError && /cannot find an unused loop device/.test(err.result.stderr))
+        throw resourceExhausted(
+          `no free loop device on this node for ${image} (losetup: cannot find an unused loop device); detach the ones no longer used (losetup --list names their files) or allow more (the loop module's max_loop), then retry`,
+        );
+      throw err;
+    }
   }
 
   async loopDetach(device: string): Promise<void> {
@@ -152,11 +161,25 @@ export class Mounter {
 
   /** Sparse-aware copy; reflink where the filesystem can share extents. */
   async copySparse(from: string, to: string): Promise<void> {
-    await this.exec('cp', ['--reflink=auto', '--sparse=always', '--', from, to]);
+    await this.copy(['--reflink=auto', '--sparse=always', '--', from, to], from, to);
   }
 
   async copyTree(from: string, to: string): Promise<void> {
-    await this.exec('cp', ['-a', '--reflink=auto', '--sparse=always', '--', `${from}/.`, to]);
+    await this.copy(['-a', '--reflink=auto', '--sparse=always', '--', `${from}/.`, to], from, to);
+  }
+
+  /**
+   * cp, whose running out of space (a clone, a restore, a snapshot into a full data root) is said as
+   * a full filesystem is everywhere else (shared/errors.ts systemError): ResourceExhausted, the files
+   * named, what to do. It was an Internal error quoting cp, which said neither that the disk was full
+   * nor what to do about it (test/reliability/exhaustion.test.ts).
+   */
+  private async copy(args: readonly string[], from: string, to: string): Promise<void> {
+    try {
+      await this.exec('cp', args);
+    } catch (err) {
+      throw (err instanceof CommandError && systemErrorInOutput(err.result.stderr, 'copyfile', from, to)) || err;
+    }
   }
 }
 
