@@ -85,23 +85,27 @@ export async function stageLocked(core: Core, id: VolumeId, path: string, opts: 
   // Marked before anything is set up on the node: from here until the last unstage, a detach fences
   // the volume rather than freeing it for another node (shared/core/attachments.ts detach).
   if (!attachmentOf(volume, core.config.nodeName)?.inUse) await markNodeUse(core, id, core.config.nodeName, true);
-  if (opts.block) {
-    await core.nodeState.put(stageRecord(id, path, opts));
-    return { volume, device: await backend.nodeAttach(volume, core) };
-  }
-  if (!mounted) {
-    await makeMountPoint(path, 'dir');
-    await core.nodeState.put(stageRecord(id, path, opts));
-    let filled: boolean;
-    try {
-      filled = await backend.stage(volume, { path, within: opts.implicit ? core.config.stateDir : core.config.kubeletDir }, opts.readonly, core, opts.mountFlags);
-    } catch (err) {
-      // A mount that did happen stays, with its record, for unstage; otherwise undo what this call made.
-      if (!mountAt(path)) await dropStaging(core, { volumeId: id, path, implicit: opts.implicit }, attachedByThisCall).catch(() => undefined);
-      throw err;
+  let filled = false;
+  try {
+    if (opts.block) {
+      await core.nodeState.put(stageRecord(id, path, opts));
+      return { volume, device: await backend.nodeAttach(volume, core) };
     }
-    if (volume.fsResizePending && filled) await core.catalog.updateVolume(id, (v) => ({ ...v, fsResizePending: undefined }));
+    if (!mounted) {
+      await makeMountPoint(path, 'dir');
+      await core.nodeState.put(stageRecord(id, path, opts));
+      filled = await backend.stage(volume, { path, within: opts.implicit ? core.config.stateDir : core.config.kubeletDir }, opts.readonly, core, opts.mountFlags);
+    }
+  } catch (err) {
+    // What did get set up (a mount; a raw block staging's device) stays, with its record, for unstage;
+    // otherwise this call undoes all it made, the in-use mark included. A record that could not be
+    // written (a full state dir) or a device that could not be had (no free loop device) once left
+    // that mark behind: with no staging for an unstage to find, a detach then fenced the volume.
+    const setUp = opts.block ? backend.attachedDevice(volume, core) !== undefined : mountAt(path) !== undefined;
+    if (!setUp) await dropStaging(core, { volumeId: id, path, implicit: opts.implicit }, attachedByThisCall).catch(() => undefined);
+    throw err;
   }
+  if (volume.fsResizePending && filled) await core.catalog.updateVolume(id, (v) => ({ ...v, fsResizePending: undefined }));
   return { volume, device: backend.attachedDevice(volume, core) ?? '' };
 }
 
