@@ -66,6 +66,8 @@ export function validatePathUnder(value: unknown, root: string, what: string): s
   if (value.includes('\0')) throw invalidArgument(`${what} contains a NUL byte`);
   if (Buffer.byteLength(value) > 4096) throw invalidArgument(`${what} is longer than 4096 bytes`);
   if (!posix.isAbsolute(value)) throw invalidArgument(`${what} ${quoted(value)} must be an absolute path`);
+  // Past NAME_MAX the kernel answers ENAMETOOLONG deep inside a verb, as if twinvol were at fault.
+  if (value.split('/').some((part) => Buffer.byteLength(part) > 255)) throw invalidArgument(`${what} ${quoted(value)} has a component longer than 255 bytes`);
   const trimmed = value.length > 1 ? value.replace(/\/+$/, '') : value;
   if (posix.normalize(trimmed) !== trimmed || trimmed.split('/').includes('..'))
     throw invalidArgument(`${what} ${quoted(value)} is not a normalised path`);

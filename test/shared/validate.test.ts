@@ -104,6 +104,14 @@ describe('validatePathUnder', () => {
     bad('/var/lib/kubelet/a\0b', 'NUL byte');
     bad(`/var/lib/kubelet/${'a'.repeat(4096)}`, 'longer than 4096 bytes');
   });
+
+  // Found by test/fuzz/csi-requests.test.ts: a 300-byte component reached realpath, whose ENAMETOOLONG
+  // came back as INTERNAL, though the caller's path was at fault.
+  it('refuses a path component longer than a file name can be (255 bytes), counting bytes', () => {
+    expect(ok(`/var/lib/kubelet/pods/${'a'.repeat(255)}/mount`)).toBe(`/var/lib/kubelet/pods/${'a'.repeat(255)}/mount`);
+    bad(`/var/lib/kubelet/pods/${'a'.repeat(256)}/mount`, 'has a component longer than 255 bytes');
+    bad(`/var/lib/kubelet/${'\u00e9'.repeat(128)}`, 'has a component longer than 255 bytes');
+  });
 });
 
 describe('validateMountOptions', () => {
