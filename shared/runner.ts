@@ -119,10 +119,27 @@ function text(chunks: readonly Buffer[]): string {
   return Buffer.concat(chunks).toString('utf8').replace(/\n$/, '');
 }
 
+/** How much of a failed tool's output its error keeps: the last lines, bounded in bytes too. */
+export const ERROR_DETAIL_LINES = 20;
+export const ERROR_DETAIL_BYTES = 4096;
+
+/**
+ * The tail of a failed tool's output: its last ERROR_DETAIL_LINES lines, then at most
+ * ERROR_DETAIL_BYTES of those. The last lines, because tools explain at the end; 20 of them, because
+ * the reason is not always last (mkfs.xfs prints "Filesystem must be larger than 300MB." and then its
+ * whole usage: keeping 3 lines hid the reason). Lines are joined with "; " so the message stays one line.
+ */
+export function errorDetail(output: string): string {
+  const lines = output.trim().split('\n').map((l) => l.trim()).filter(Boolean).slice(-ERROR_DETAIL_LINES);
+  let detail = lines.join('; ');
+  if (Buffer.byteLength(detail) > ERROR_DETAIL_BYTES) detail = `...${Buffer.from(detail).subarray(-ERROR_DETAIL_BYTES).toString('utf8').replace(/^\uFFFD+/, '')}`;
+  return detail;
+}
+
 /** A tool that ran and failed; the message carries its stderr, which is where mount(8) and friends explain. */
 export class CommandError extends TwinvolError {
   constructor(readonly result: RunResult) {
-    const detail = (result.stderr || result.stdout).trim().split('\n').slice(-3).join('; ');
+    const detail = errorDetail(result.stderr || result.stdout);
     super('Internal', `${result.command} ${result.args.join(' ')} failed with exit code ${result.exitCode}${detail ? `: ${detail}` : ''}`);
   }
 }

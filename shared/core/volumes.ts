@@ -2,7 +2,7 @@ import { backendFor } from '../backends/index.js';
 import { alreadyExists, failedPrecondition, invalidArgument, notFound, outOfRange } from '../errors.js';
 import type { AccessScope, BackendKind, ContentSource, Origin, VolumeRecord } from '../model.js';
 import { BACKEND_KINDS } from '../model.js';
-import { parseSize } from '../size.js';
+import { parseSize, requireFilesystemFits } from '../size.js';
 import { SCHEMA_VERSION } from '../store/json-record.js';
 import { validateVolumeId, type VolumeId } from '../validate.js';
 import { idForName, requireSameName } from '../names.js';
@@ -111,6 +111,9 @@ export async function createVolume(core: Core, spec: CreateVolumeSpec): Promise<
         throw alreadyExists(`volume ${wanted.id} already exists, and is not reachable from any of the requisite topologies`);
       return { volume: existing, created: false };
     }
+    // A new blank filesystem: refused up front with mkfs's reason rather than from deep inside the
+    // first stage (shared/size.ts). A repeat is answered above; a copy holds its source's filesystem.
+    if (backendFor(wanted.backend).makesFilesystem && wanted.fsType && !wanted.contentSource) requireFilesystemFits(wanted.fsType, wanted.capacityBytes);
     const topology = placeVolume(core, requirement);
     if (topology) wanted.topology = topology;
     const from = await populateSource(core, wanted);

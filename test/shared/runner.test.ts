@@ -61,8 +61,14 @@ describe('run', () => {
     expect(err.result).toMatchObject({ command: 'sh', exitCode: 32, stdout: '', stderr: 'first line\nmount: /x: permission denied.' });
   });
 
-  it('keeps only the last three lines of a long stderr, and falls back to stdout', async () => {
-    await expectRejects(run('sh', ['-c', 'printf "1\\n2\\n3\\n4\\n5\\n" >&2; exit 1'], opts), 'Internal', /exit code 1: 3; 4; 5$/);
+  // mkfs.xfs explains ("Filesystem must be larger than 300MB.") and then prints 18 lines of usage:
+  // the three lines once kept hid the reason (issue 11).
+  it('keeps the last 20 lines of a long stderr, at most 4 KiB of them, and falls back to stdout', async () => {
+    const e = await expectRejects(run('sh', ['-c', 'seq 1 25 >&2; exit 1'], opts), 'Internal', /exit code 1: 6; 7; 8; .*; 24; 25$/);
+    expect(e.message).not.toMatch(/: 5; /);
+    const long = await expectRejects(run('sh', ['-c', 'for i in $(seq 1 20); do printf "%0500d\\n" $i; done >&2; exit 1'], opts), 'Internal');
+    expect(long.message).toMatch(/exit code 1: \.\.\.[0-9; ]+; 0{497}020$/);
+    expect(Buffer.byteLength(long.message.split('exit code 1: ')[1] ?? '')).toBeLessThanOrEqual(4096 + 3);
     await expectRejects(run('sh', ['-c', 'echo only-stdout; exit 4'], opts), 'Internal', /exit code 4: only-stdout$/);
     await expectRejects(run('false', [], opts), 'Internal', /^false\s+failed with exit code 1$/);
   });

@@ -50,9 +50,19 @@ describe('createVolume', () => {
   });
 
   it('uses the requested fsType, and refuses unsupported ones', async () => {
-    expect((await createVolume(core, block('blk-x', { fsType: 'xfs' }))).volume.fsType).toBe('xfs');
+    expect((await createVolume(core, block('blk-x', { fsType: 'xfs', capacityBytes: 300 * MiB }))).volume.fsType).toBe('xfs');
     await expectRejects(createVolume(core, block('blk-b', { fsType: 'btrfs' })), 'InvalidArgument', 'fsType "btrfs" is not supported');
     expect(await core.catalog.getVolume('blk-b')).toBeUndefined();
+  });
+
+  // mkfs.xfs (xfsprogs 6.1) refuses below 300 MiB, mkfs.ext4 below 104 KiB: refused before any file is made.
+  it.each([
+    ['xfs', 300 * MiB - 1, /too small for xfs: mkfs.xfs refuses a filesystem smaller than 300 MiB; ask for at least 300Mi/],
+    ['ext4', 100 * 1024, /too small for ext4: .* ask for at least 104Ki/],
+  ])('refuses a blank %s volume below what mkfs formats', async (fsType, capacityBytes, reason) => {
+    await expectRejects(createVolume(core, block('blk-small', { fsType, capacityBytes })), 'InvalidArgument', reason);
+    expect(await core.catalog.getVolume('blk-small')).toBeUndefined();
+    expect(workLeftovers()).toEqual([]);
   });
 
   it('creates a dir volume as a world-writable data directory', async () => {
