@@ -1,5 +1,5 @@
-import { accessMismatch, type AccessRequest, type AccessScope, invalidArgument, parseGid, validateMountOptions, type VolumeShape } from '../shared/index.js';
-import type { AccessModeName, VolumeCapability } from './csi-types.js';
+import { accessMismatch, type DriverCapabilities, type AccessRequest, type AccessScope, invalidArgument, parseGid, validateMountOptions, type VolumeShape } from '../shared/index.js';
+import type { AccessModeName, ControllerCapabilityName, NodeCapabilityName, VolumeCapability } from './csi-types.js';
 
 /** A volume capability, checked and reduced to what the core understands. */
 export interface Capability {
@@ -64,4 +64,18 @@ export function accessRequestOf(cap: Capability): AccessRequest {
 /** Why `cap` does not fit the volume, or undefined when it does: the core's one rule. */
 export function mismatch(volume: VolumeShape, cap: Capability): string | undefined {
   return accessMismatch(volume, accessRequestOf(cap));
+}
+
+/**
+ * What a server fronting one FlexVolume driver (--backends exec) offers: exactly what the driver's
+ * init reports. attach: ControllerPublish and NodeStage (attach, waitforattach, mountdevice);
+ * requiresFSResize: expansion (expandvolume, expandfs); fsGroup: the driver takes the pod's group.
+ * Registration (CreateVolume) is always there; snapshots never are: FlexVolume has none.
+ */
+export function execControllerCapabilities(driver: DriverCapabilities): ControllerCapabilityName[] {
+  return ['CREATE_DELETE_VOLUME', ...(driver.attach ? (['PUBLISH_UNPUBLISH_VOLUME', 'PUBLISH_READONLY'] as const) : []), ...(driver.requiresFSResize ? (['EXPAND_VOLUME'] as const) : [])];
+}
+
+export function execNodeCapabilities(driver: DriverCapabilities): NodeCapabilityName[] {
+  return [...(driver.attach ? (['STAGE_UNSTAGE_VOLUME'] as const) : []), ...(driver.requiresFSResize ? (['EXPAND_VOLUME'] as const) : []), ...(driver.fsGroup ? (['VOLUME_MOUNT_GROUP'] as const) : [])];
 }

@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { type ConfigOverrides, DATA_ROOT_SCOPES } from '../shared/index.js';
+import { type ConfigOverrides, DATA_ROOT_SCOPES, DEFAULT_PLUGIN_DIR, parseDriverName } from '../shared/index.js';
 import type { Mode } from './context.js';
 import { socketPathOf } from './endpoint.js';
 
@@ -16,6 +16,14 @@ export const USAGE = `Usage: twinvol-csi --endpoint unix:///path/csi.sock [optio
                                node's own, and volumes report it as their accessible_topology
   --state-dir <dir>            node-scope records (TWINVOL_STATE_DIR)
   --kubelet-dir <dir>          kubelet root; targets must lie below it (TWINVOL_KUBELET_DIR)
+  --backends all|exec          exec: serve only the volumes of one FlexVolume driver (--flex-driver),
+                               advertising exactly what its init reports (default: all)
+  --flex-driver <vendor/name>  the FlexVolume driver volumes without a "driver" key belong to
+  --flex-plugin-dir <dir>      where FlexVolume drivers live, as kubelet's --volume-plugin-dir
+                               (default: /usr/libexec/kubernetes/kubelet-plugins/volume/exec)
+  --flex-timeout-ms <n>        deadline of each driver call (default: the config's commandTimeoutMs)
+  --flex-lenient <vendor/name> read that driver's replies leniently (the last JSON object); repeatable
+  --flex-exec local|host       run drivers here, or in pid 1's namespaces (nsenter) (default: local)
   -h, --help                   this text
 `;
 
@@ -30,6 +38,19 @@ export interface Flags {
   maxVolumesPerNode: number;
   /** Handed to loadConfig; --node-id becomes the node name the core records attachments under. */
   overrides: ConfigOverrides;
+  /** Third-party FlexVolume drivers (shared/backends/exec*.ts). */
+  exec: ExecFlags;
+}
+
+export interface ExecFlags {
+  /** --backends exec: this server fronts one driver and nothing else. */
+  only: boolean;
+  driver?: string;
+  pluginDir: string;
+  /** Undefined: the config's commandTimeoutMs. */
+  timeoutMs?: number;
+  lenient: string[];
+  execIn: 'local' | 'host';
 }
 
 const MODES: readonly Mode[] = ['controller', 'node', 'all'];
@@ -53,6 +74,12 @@ export function parseFlags(argv: readonly string[], env: Readonly<Record<string,
         'data-root-scope': { type: 'string' },
         'state-dir': { type: 'string' },
         'kubelet-dir': { type: 'string' },
+        backends: { type: 'string', default: 'all' },
+        'flex-driver': { type: 'string' },
+        'flex-plugin-dir': { type: 'string', default: DEFAULT_PLUGIN_DIR },
+        'flex-timeout-ms': { type: 'string' },
+        'flex-lenient': { type: 'string', multiple: true, default: [] },
+        'flex-exec': { type: 'string', default: 'local' },
         help: { type: 'boolean', short: 'h', default: false },
       },
     }));
@@ -79,6 +106,7 @@ export function parseFlags(argv: readonly string[], env: Readonly<Record<string,
   return {
     help,
     socketPath,
+    exec: execFlags(values),
     mode,
     driverName: values['driver-name'],
     maxVolumesPerNode: Number(max),
@@ -89,5 +117,33 @@ export function parseFlags(argv: readonly string[], env: Readonly<Record<string,
       stateDir: values['state-dir'],
       kubeletDir: values['kubelet-dir'],
     },
+  };
+}
+
+function execFlags(values: { backends: string; 'flex-driver'?: string; 'flex-plugin-dir': string; 'flex-timeout-ms'?: string; 'flex-lenient': string[]; 'flex-exec': string }): ExecFlags {
+  if (values.backends !== 'all' && values.backends !== 'exec') throw new UsageError('--backends must be all or exec');
+  const only = values.backends === 'exec';
+  const driver = values['flex-driver'];
+  if (only && driver === undefined) throw new UsageError('--backends exec needs --flex-driver <vendor>/<name>');
+  const named = (v: string, flag: string) => {
+    try {
+      return parseDriverName(v, flag).full;
+    } catch (err) {
+      throw new UsageError(err instanceof Error ? err.message : String(err));
+    }
+  };
+  const dir = values['flex-plugin-dir'];
+  if (!dir.startsWith('/')) throw new UsageError('--flex-plugin-dir must be an absolute path');
+  const timeout = values['flex-timeout-ms'];
+  if (timeout !== undefined && !/^[0-9]{3,9}$/.test(timeout)) throw new UsageError('--flex-timeout-ms must be a whole number of at least 100');
+  const execIn = values['flex-exec'];
+  if (execIn !== 'local' && execIn !== 'host') throw new UsageError('--flex-exec must be local or host');
+  return {
+    only,
+    ...(driver !== undefined ? { driver: named(driver, '--flex-driver') } : {}),
+    pluginDir: dir.replace(/\/+$/, '') || '/',
+    ...(timeout !== undefined ? { timeoutMs: Number(timeout) } : {}),
+    lenient: values['flex-lenient'].map((v) => named(v, '--flex-lenient')),
+    execIn,
   };
 }

@@ -30,6 +30,7 @@ async function main(): Promise<void> {
     socketPath: flags.socketPath,
     config,
     log,
+    exec: flags.exec,
     settings: {
       driverName: flags.driverName,
       vendorVersion: VENDOR_VERSION,

@@ -27,5 +27,7 @@ export const CREATE_KEYS = ['backend', 'fsType', 'source', 'mountOptions'] as co
 
 /** What CreateVolume hands back, and what a later NodeStage may see again unchanged. */
 export function volumeContextOf(volume: VolumeRecord): StringMap {
+  // An exec volume's context is its PV's flexVolume fields (driver, options), as a static PV gives them.
+  if (volume.backend === 'exec') return { ...volume.parameters, backend: 'exec', ...(volume.fsType ? { fsType: volume.fsType } : {}) };
   return { backend: volume.backend, ...(volume.fsType ? { fsType: volume.fsType } : {}) };
 }

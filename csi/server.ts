@@ -1,8 +1,10 @@
 import { chmod, rm } from 'node:fs/promises';
 import { Server, ServerCredentials } from '@grpc/grpc-js';
-import { type Config, type Core, type Logger, openCore, registerNode, sweepAbandonedWork, thawAbandonedFreezes } from '../shared/index.js';
+import { type Config, type Core, DEFAULT_PLUGIN_DIR, ExecVolumes, type Logger, openCore, parseDriverName, registerNode, sweepAbandonedWork, thawAbandonedFreezes } from '../shared/index.js';
 import { type ServiceContext, servesController, servesNode, type Settings } from './context.js';
 import { controllerService } from './controller.js';
+import { ExecService } from './exec-service.js';
+import type { ExecFlags } from './flags.js';
 import { packageDefinitionFromText, serviceDefinition } from './definition.js';
 import { groupControllerService } from './group-controller.js';
 import { prepareSocket } from './endpoint.js';
@@ -18,6 +20,8 @@ export interface ServerOptions {
   settings: Settings;
   config: Config;
   log: Logger;
+  /** Third-party FlexVolume drivers (--flex-* flags); absent: the defaults, exec volumes routed by their records. */
+  exec?: ExecFlags;
 }
 
 export interface RunningServer {
@@ -44,7 +48,15 @@ async function sweepWork(core: Core, log: Logger): Promise<void> {
   }
 }
 
-export async function startServer({ socketPath, settings, config, log }: ServerOptions): Promise<RunningServer> {
+/** The exec backend's side of the server: drivers found and run as the flags say (shared/backends/exec*.ts). */
+function execServiceOf(ctx: ServiceContext, flags: ExecFlags | undefined, config: Config, log: Logger): ExecService {
+  const f: ExecFlags = flags ?? { only: false, pluginDir: DEFAULT_PLUGIN_DIR, lenient: [], execIn: 'local' };
+  const timeoutMs = f.timeoutMs ?? config.commandTimeoutMs;
+  const volumes = new ExecVolumes({ pluginDir: f.pluginDir, timeoutMs, lenient: f.lenient, execIn: f.execIn }, config.commandTimeoutMs, (level, message, fields) => log[level](message, fields));
+  return new ExecService(ctx, { volumes, only: f.only, ...(f.driver !== undefined ? { driver: parseDriverName(f.driver) } : {}) });
+}
+
+export async function startServer({ socketPath, settings, config, log, exec }: ServerOptions): Promise<RunningServer> {
   const roles: Role[] = [...(servesController(settings.mode) ? ['controller' as const] : []), ...(servesNode(settings.mode) ? ['node' as const] : [])];
   const tools = checkTools(roles);
   if (tools.missing.length) log.error('required tools are missing; Probe will fail', { missing: tools.missing });
@@ -59,12 +71,15 @@ export async function startServer({ socketPath, settings, config, log }: ServerO
   // Well above any request within REQUEST_LIMITS (shared/validate.ts), well below grpc-js's 4 MiB default.
   const server = new Server({ 'grpc.max_receive_message_length': 1024 * 1024 });
   // Services this mode does not serve are absent, so grpc-js answers their calls UNIMPLEMENTED.
-  server.addService(serviceDefinition(definition, 'Identity'), identityService(ctx));
+  // Exec volumes take their own path through each service; the rest the built-in one (csi/exec-service.ts).
+  const execService = execServiceOf(ctx, exec, config, log);
+  server.addService(serviceDefinition(definition, 'Identity'), execService.identity(identityService(ctx)));
   if (servesController(settings.mode)) {
-    server.addService(serviceDefinition(definition, 'Controller'), controllerService(ctx));
-    server.addService(serviceDefinition(definition, 'GroupController'), groupControllerService(ctx));
+    server.addService(serviceDefinition(definition, 'Controller'), execService.controller(controllerService(ctx)));
+    // FlexVolume has no snapshots: a server fronting one driver offers no group controller.
+    if (!exec?.only) server.addService(serviceDefinition(definition, 'GroupController'), groupControllerService(ctx));
   }
-  if (servesNode(settings.mode)) server.addService(serviceDefinition(definition, 'Node'), nodeService(ctx));
+  if (servesNode(settings.mode)) server.addService(serviceDefinition(definition, 'Node'), execService.node(nodeService(ctx)));
 
   await prepareSocket(socketPath);
   // The socket is born 0600 (no moment where others could connect), and chmod makes sure of it.

@@ -74,3 +74,10 @@ export { mountsOf, publish, type PublishOptions, unpublish } from './core/publis
 export { createSnapshot, deleteSnapshot, getSnapshot, listSnapshots, type SnapshotFilter } from './core/snapshots.js';
 export { nodeAttach, stage, type StageOptions, unstage } from './core/staging.js';
 export { createVolume, type CreateVolumeSpec, deleteVolume, expandVolume, listVolumes, validateBackend } from './core/volumes.js';
+
+// The exec backend: third-party FlexVolume drivers behind the CSI server. exec-volumes.ts runs them
+// through execa; only the CSI server imports it, so the FlexVolume executable's bundle never holds it.
+export { type DriverName, EXEC_KEYS, type ExecVolume, execVolumeOf, execVolumeOfRecord, parseDriverName } from './backends/exec.js';
+export { DEFAULT_PLUGIN_DIR, type FlexLog, type FlexSettings, scrub } from './backends/exec-driver.js';
+export type { DriverCapabilities } from './backends/exec-reply.js';
+export { type Done, type ExecPublish, ExecVolumes, isMountPoint, type PodInfo } from './backends/exec-volumes.js';

@@ -1,7 +1,8 @@
 import type { Versioned } from './store/json-record.js';
 import type { GroupSnapshotId, NodeId, SnapshotId, VolumeId } from './validate.js';
 
-export const BACKEND_KINDS = ['dir', 'block', 'static'] as const;
+// exec: a third-party FlexVolume driver's volume, served by the CSI server (shared/backends/exec.ts).
+export const BACKEND_KINDS = ['dir', 'block', 'static', 'exec'] as const;
 export type BackendKind = (typeof BACKEND_KINDS)[number];
 
 /** single-node: attached to at most one node at a time (enforced across both front ends). */

@@ -1,0 +1,123 @@
+import { open, unlink } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { execa } from 'execa';
+import { toolEnv } from '../runner.js';
+
+/**
+ * Runs one third-party FlexVolume driver call. This is the one place execa is used, and only the CSI
+ * server reaches it: the FlexVolume executable (flex/main.ts) never does, so its start-up stays lean
+ * (test/exec/bundle.test.ts checks the bundle).
+ *
+ * Why not shared/runner.ts: that runner is for twinvol's own tools; a driver is someone else's program
+ * that may hang, fork, or leave a daemon behind, and kubelet's contract with it differs (one combined
+ * output, the reply judged by its JSON, not its exit code alone).
+ *
+ * - Output: stdout and stderr both go to ONE unlinked temporary file (the same open file description,
+ *   so the two streams interleave in the order written, as Go's CombinedOutput gives kubelet). No pipe
+ *   exists for a daemon the driver leaves behind (FUSE helpers do) to hold open, so the call ends when
+ *   the driver exits, never when the last holder of a pipe goes.
+ * - Deadline: execa's `timeout` stops the driver (SIGTERM, SIGKILL `forceKillAfterDelay` later); the
+ *   driver runs as the leader of its own process group (`detached`), and the whole group is killed as
+ *   soon as the call settles past its deadline, so nothing it started (a hung `mount`) lives on.
+ * - A driver that exits normally keeps what it deliberately left running in its group (a FUSE daemon
+ *   serving the mount it just made; killing it would break the mount), but that cannot delay the reply.
+ */
+export interface DriverRunOptions {
+  timeoutMs: number;
+  /** After SIGTERM at the deadline, how long before SIGKILL. */
+  graceMs: number;
+  /** Words put before the driver's path (nsenter for `--flex-exec host`). */
+  prefix?: readonly string[];
+}
+
+export interface DriverRun {
+  /** -1 when killed by a signal or never started. */
+  exitCode: number;
+  signal?: string;
+  timedOut: boolean;
+  /** Combined stdout and stderr, in order, capped at OUTPUT_CAP bytes. */
+  output: string;
+  /** Why the driver could not be started at all. */
+  startError?: string;
+  durationMs: number;
+  pid?: number;
+}
+
+const OUTPUT_CAP = 4 * 2 ** 20;
+let sequence = 0;
+
+export async function runDriver(executable: string, args: readonly string[], opts: DriverRunOptions): Promise<DriverRun> {
+  const started = performance.now();
+  const outPath = join(tmpdir(), `twinvol-flex-${process.pid}-${++sequence}-${Math.random().toString(36).slice(2)}.out`);
+  const out = await open(outPath, 'wx+', 0o600);
+  try {
+    // Unlinked at once: the driver and its descendants write to the open file, which goes with the last fd.
+    await unlink(outPath);
+    const [file, ...rest] = [...(opts.prefix ?? []), executable, ...args];
+    if (file === undefined) throw new Error('no command');
+    const subprocess = execa(file, rest, {
+      stdin: 'ignore',
+      stdout: descriptor(out.fd),
+      stderr: descriptor(out.fd),
+      detached: true,
+      timeout: opts.timeoutMs,
+      killSignal: 'SIGTERM',
+      forceKillAfterDelay: opts.graceMs,
+      reject: false,
+      extendEnv: false,
+      env: plainEnv(),
+    });
+    const pid = subprocess.pid;
+    const result = await subprocess;
+    if (result.timedOut && pid !== undefined) killGroup(pid);
+    const output = await readAll(out);
+    const spawnFailed = result.failed && result.exitCode === undefined && result.signal === undefined && !result.timedOut;
+    return {
+      exitCode: result.exitCode ?? -1,
+      ...(result.signal ? { signal: result.signal } : {}),
+      timedOut: result.timedOut,
+      output,
+      ...(spawnFailed ? { startError: result.shortMessage } : {}),
+      durationMs: performance.now() - started,
+      ...(pid !== undefined ? { pid } : {}),
+    };
+  } finally {
+    await out.close();
+  }
+}
+
+/**
+ * execa's types list only the literals 3 to 9 as descriptor numbers, but at run time a single number
+ * is handed to child_process.spawn as it is (execa lib/stdio/type.js: "native"), whatever its value.
+ */
+function descriptor(fd: number): 3 {
+  return fd as 3;
+}
+
+/** kubelet's drivers see a PATH with the sbin directories (shared/runner.ts toolEnv), as strings only. */
+function plainEnv(): Record<string, string> {
+  return Object.fromEntries(Object.entries(toolEnv()).filter((e): e is [string, string] => e[1] !== undefined));
+}
+
+/** SIGKILL to every process still in the driver's group (ESRCH: none left). */
+function killGroup(pid: number): void {
+  try {
+    process.kill(-pid, 'SIGKILL');
+  } catch {
+    // The group is already empty.
+  }
+}
+
+async function readAll(fh: import('node:fs/promises').FileHandle): Promise<string> {
+  const { size } = await fh.stat();
+  const length = Math.min(size, OUTPUT_CAP);
+  const buf = Buffer.alloc(length);
+  let offset = 0;
+  while (offset < length) {
+    const { bytesRead } = await fh.read(buf, offset, length - offset, offset);
+    if (bytesRead === 0) break;
+    offset += bytesRead;
+  }
+  return buf.subarray(0, offset).toString('utf8');
+}

@@ -1,0 +1,105 @@
+import { failedPrecondition, invalidArgument, unimplemented } from '../errors.js';
+import type { VolumeRecord } from '../model.js';
+import { quoted } from '../validate.js';
+import { type Backend, withoutDevice } from './backend.js';
+
+/**
+ * The exec backend: a volume served by a third-party FlexVolume driver that the CSI server runs as
+ * kubelet would (shared/backends/exec-driver.ts, exec-volumes.ts). This module is only what the core
+ * needs to keep such a volume in its catalog: FlexVolume has no provisioning, so creating one records
+ * the driver and its options and makes nothing on storage, and deleting one forgets it and touches
+ * nothing. It imports no process runner, so registering it here keeps execa out of everything the
+ * FlexVolume executable loads.
+ */
+
+/** `<vendor>/<name>`, as a PV's flexVolume.driver names it; kubelet finds it at `<vendor>~<name>/<name>`. */
+export interface DriverName {
+  vendor: string;
+  name: string;
+  /** "vendor/name" */
+  full: string;
+}
+
+// kubelet's prober takes any directory name with one "~"; a path segment must still stay a segment.
+const PART = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
+
+export function parseDriverName(value: unknown, what = 'driver'): DriverName {
+  const text = typeof value === 'string' ? value : '';
+  const [vendor, name, ...rest] = text.split('/');
+  if (rest.length || vendor === undefined || name === undefined || !PART.test(vendor) || !PART.test(name) || vendor.includes('~') || name.includes('~'))
+    throw invalidArgument(`${what} ${quoted(String(value), 64)} must be <vendor>/<name> (letters, digits, ".", "_", "-")`);
+  return { vendor, name, full: `${vendor}/${name}` };
+}
+
+/** The keys an exec volume's parameters or volume context use for twinvol; every other key is the driver's. */
+export const EXEC_KEYS = ['backend', 'driver', 'fsType'] as const;
+
+/** What twinvol knows of an exec volume: the driver, and the PV options handed to it verbatim. */
+export interface ExecVolume {
+  id: string;
+  driver: DriverName;
+  /** The PV's flexVolume.options, passed to the driver as they are. */
+  options: Record<string, string>;
+  /** The PV's flexVolume.fsType ("" when none): kubelet's kubernetes.io/fsType. */
+  fsType: string;
+}
+
+/** An exec volume from its catalog record, or from a static PV's volume attributes (the same keys). */
+export function execVolumeOf(id: string, map: Readonly<Record<string, string>>, fsType = map.fsType ?? ''): ExecVolume {
+  const driver = parseDriverName(map.driver, 'parameter driver');
+  const options: Record<string, string> = {};
+  for (const [k, v] of Object.entries(map)) if (!(EXEC_KEYS as readonly string[]).includes(k)) options[k] = v;
+  return { id, driver, options, fsType };
+}
+
+export function execVolumeOfRecord(volume: VolumeRecord): ExecVolume {
+  return execVolumeOf(volume.id, volume.parameters, volume.fsType);
+}
+
+function refuse(volume: VolumeRecord): never {
+  throw failedPrecondition(`volume ${volume.id} is served by its FlexVolume driver ${volume.parameters.driver ?? ''} through the CSI server's exec backend`);
+}
+
+export const execBackend: Backend = {
+  kind: 'exec',
+  hasDevice: false,
+  hasFilesystemType: true,
+  // The driver decides who may use its volumes; twinvol records no attachments for them.
+  nodeSharing: 'read-write',
+  expandsOnNode: false,
+  ownsData: false,
+  makesFilesystem: false,
+  sizeAlignment: 1,
+
+  describe(spec) {
+    if (spec.source !== undefined || (spec.mountOptions !== undefined && spec.mountOptions.length > 0))
+      throw invalidArgument('source and mountOptions belong to static volumes; an exec volume passes its options to its driver');
+    const fsType = spec.fsType ?? '';
+    if (fsType !== '' && !/^[a-z0-9][a-z0-9._-]{0,31}$/.test(fsType)) throw invalidArgument(`fsType ${quoted(fsType)} is not a filesystem type name`);
+    return { fsType };
+  },
+
+  async condition() {
+    return { abnormal: false, message: 'exec volume: its storage is its FlexVolume driver\'s' };
+  },
+
+  // Registration only: FlexVolume has no provisioning, so there is nothing to make.
+  async populate(_workDir, _volume, _ctx, from) {
+    if (from) throw unimplemented('exec volumes cannot be made from a snapshot or another volume');
+  },
+
+  async snapshot() {
+    throw unimplemented('exec volumes have no snapshots: their data is their driver\'s');
+  },
+
+  ...withoutDevice,
+
+  async stage(volume) {
+    refuse(volume);
+  },
+
+  async expand() {},
+  async expandOnNode(volume) {
+    refuse(volume);
+  },
+};

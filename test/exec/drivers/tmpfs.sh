@@ -1,0 +1,49 @@
+#!/bin/bash
+# A non-attachable FlexVolume driver: mount puts a tmpfs on the pod's directory, unmount takes it
+# away. Installed under several names, each a quirk seen in real drivers:
+#   tmpfs   well behaved (checks before it mounts)
+#   noise   Python-style warnings and the argv on stderr, a traceback after the JSON
+#   exit1   answers Success with exit code 1
+#   stack   mounts again on a repeated mount (never checks)
+#   hang    hangs in mount, with a child, past any deadline
+#   daemon  leaves a daemon holding its stdout after answering
+# Pids of anything left running go to pids.log; argv to calls.log (see loop.sh).
+set -u
+here=$(dirname "$0")
+name=$(basename "$0")
+{ printf '%s' "$name"; for a in "$@"; do printf '\x1f%s' "$a"; done; printf '\x1e'; } >>"$here/calls.log"
+ok() { printf '{"status":"Success"%s}\n' "${1:+,$1}"; exit 0; }
+fail() { printf '{"status":"Failure","message":%s}\n' "$(jq -Rn --arg m "$1" '$m')"; exit 1; }
+
+case "${1:-}" in
+init) ok '"capabilities":{"attach":false,"requiresFSResize":false}' ;;
+mount)
+  target=$2
+  case "$name" in
+  hang)
+    sleep 300 & echo $! >>"$here/pids.log"
+    echo $$ >>"$here/pids.log"
+    wait ;;
+  noise)
+    echo "/usr/lib/python3/dist-packages/requests/__init__.py:89: RequestsDependencyWarning: urllib3 (1.26) doesn't match a supported version!" >&2
+    echo "debug: called with $*" >&2 ;;
+  esac
+  if [ "$name" != stack ] && mountpoint -q "$target"; then ok; fi
+  mkdir -p "$target"
+  mount -t tmpfs -o size=8m tmpfs "$target" || fail "mount failed"
+  case "$name" in
+  noise)
+    printf '{"status":"Success"}\n'
+    printf 'Traceback (most recent call last):\n  File "/opt/driver.py", line 12, in <module>\n    cleanup({"tmp": 1})\nOSError: [Errno 2] No such file\n' >&2
+    exit 0 ;;
+  exit1) printf '{"status":"Success"}\n'; exit 1 ;;
+  daemon)
+    sleep 300 & echo $! >>"$here/pids.log"
+    ok ;;
+  esac
+  ok ;;
+unmount)
+  umount "$2" 2>/dev/null || fail "umount $2 failed"
+  ok ;;
+*) printf '{"status":"Not supported"}\n'; exit 1 ;;
+esac

@@ -1,0 +1,140 @@
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { afterAll, beforeAll } from 'vitest';
+import { type CsiClient, type ServiceCall, serviceCall } from '../csi/helpers/client.js';
+import { createCsiScratch, type CsiScratch } from '../csi/helpers/scratch.js';
+import { launchCsi, type RunningCsi } from '../csi/helpers/server.js';
+
+/** The test drivers: each script is installed under the names that select its behaviour (see the scripts). */
+const SCRIPTS: Record<string, string> = {
+  loop: 'loop.sh',
+  loopempty: 'loop.sh',
+  tmpfs: 'tmpfs.sh',
+  noise: 'tmpfs.sh',
+  exit1: 'tmpfs.sh',
+  stack: 'tmpfs.sh',
+  hang: 'tmpfs.sh',
+  daemon: 'tmpfs.sh',
+};
+export type TestDriver = keyof typeof SCRIPTS;
+export const VENDOR = 'acme';
+const DRIVERS_DIR = resolve(import.meta.dirname, 'drivers');
+
+export interface ExecSuite {
+  readonly s: CsiScratch;
+  readonly server: RunningCsi;
+  readonly client: CsiClient;
+  /** kubelet's --volume-plugin-dir for this suite. */
+  readonly pluginDir: string;
+  identity: ServiceCall<'Identity'>;
+  ctl: ServiceCall<'Controller'>;
+  node: ServiceCall<'Node'>;
+  /** Every call the driver logged so far, as its argv (verb first). */
+  calls(driver: TestDriver): string[][];
+  /** Pids the driver logged of processes it left running or hung in. */
+  pids(driver: TestDriver): number[];
+  driverPath(driver: TestDriver): string;
+}
+
+/** Installs the test drivers where kubelet would find them: <dir>/<vendor>~<name>/<name>. */
+export function installDrivers(pluginDir: string): void {
+  for (const [name, script] of Object.entries(SCRIPTS)) {
+    const dir = join(pluginDir, `${VENDOR}~${name}`);
+    mkdirSync(dir, { recursive: true });
+    copyFileSync(join(DRIVERS_DIR, script), join(dir, name));
+    execFileSync('chmod', ['755', join(dir, name)]);
+  }
+}
+
+/**
+ * One scratch world with the test drivers installed and a CSI server pointed at them. `args(pluginDir)`
+ * gives further flags. afterAll stops the server, kills what the drivers left running, and unmounts,
+ * detaches and deletes everything, whether the tests passed or not.
+ */
+export function useExecServer(args: (pluginDir: string) => string[] = () => []): ExecSuite {
+  let scratch: CsiScratch | undefined;
+  let running: RunningCsi | undefined;
+  const need = <T>(v: T | undefined): T => {
+    if (v === undefined) throw new Error('the exec fixture is not started (used outside a test?)');
+    return v;
+  };
+  const pluginDir = () => join(need(scratch).root, 'plugins');
+  const driverDir = (driver: TestDriver) => join(pluginDir(), `${VENDOR}~${driver}`);
+  const readLog = (driver: TestDriver, file: string) => {
+    const path = join(driverDir(driver), file);
+    return existsSync(path) ? readFileSync(path, 'utf8') : '';
+  };
+  const suite: ExecSuite = {
+    identity: serviceCall(() => need(running).client, 'Identity'),
+    ctl: serviceCall(() => need(running).client, 'Controller'),
+    node: serviceCall(() => need(running).client, 'Node'),
+    get s() {
+      return need(scratch);
+    },
+    get server() {
+      return need(running);
+    },
+    get client() {
+      return need(running).client;
+    },
+    get pluginDir() {
+      return pluginDir();
+    },
+    calls: (driver) =>
+      readLog(driver, 'calls.log')
+        .split('\x1e')
+        .filter(Boolean)
+        .map((call) => call.split('\x1f').slice(1)),
+    pids: (driver) => readLog(driver, 'pids.log').split('\n').filter(Boolean).map(Number),
+    driverPath: (driver) => join(driverDir(driver), driver),
+  };
+  beforeAll(async () => {
+    scratch = createCsiScratch('node-a');
+    installDrivers(pluginDir());
+    running = await launchCsi(scratch, { args: ['--flex-plugin-dir', pluginDir(), ...args(pluginDir())] });
+  });
+  afterAll(async () => {
+    await running?.stop();
+    if (scratch) {
+      for (const driver of Object.keys(SCRIPTS)) for (const pid of suite.pids(driver)) killQuietly(pid);
+      scratch.cleanup();
+    }
+  });
+  return suite;
+}
+
+function killQuietly(pid: number): void {
+  try {
+    process.kill(pid, 'SIGKILL');
+  } catch {
+    // gone already
+  }
+}
+
+/** The process is gone (or a zombie nobody has reaped yet: it runs nothing). */
+export function processGone(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z');
+  } catch {
+    return true;
+  }
+}
+
+/** Waits (bounded) for `cond`: the kernel tears processes down asynchronously. */
+export async function eventually(cond: () => boolean, deadlineMs = 10_000): Promise<boolean> {
+  const end = Date.now() + deadlineMs;
+  while (!cond()) {
+    if (Date.now() > end) return false;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  return true;
+}
+
+/** The options JSON kubelet passes (the argument at `index` of a call). */
+export function optionsOf(call: string[] | undefined, index: number): Record<string, string> {
+  const text = call?.[index];
+  if (text === undefined) throw new Error(`no argument ${index} in ${JSON.stringify(call)}`);
+  return JSON.parse(text) as Record<string, string>;
+}
