@@ -190,9 +190,10 @@ function readLenient(verb: string, done: Finished): ReadReply {
     quirks.push(`empty output (exit code ${done.exitCode}) read as Not supported`);
     return { outcome: { kind: 'not-supported' }, quirks };
   }
-  const objects = jsonObjectsIn(done.output);
+  // The last object that carries a status: a traceback after the reply may hold a dict that is JSON too.
+  const objects = jsonObjectsIn(done.output).filter((o) => Object.keys(o.value).some((k) => k.toLowerCase() === 'status'));
   const last = objects.at(-1);
-  if (!last) return { outcome: { kind: 'failure', message: `${verb}: no JSON object in the driver's output (exit code ${done.exitCode}): ${excerpt(done.output)}` }, quirks };
+  if (!last) return { outcome: { kind: 'failure', message: `${verb}: no JSON status object in the driver's output (exit code ${done.exitCode}): ${excerpt(done.output)}` }, quirks };
   const rest = (done.output.slice(0, last.start) + done.output.slice(last.end)).trim();
   if (rest) quirks.push(`output around the reply: ${excerpt(rest)}`);
   let status: DriverStatus;
