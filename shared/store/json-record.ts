@@ -19,6 +19,12 @@ export interface Versioned {
 }
 
 /**
+ * What to do about a record that is not one: it was not half written (writes are atomic), so it was
+ * changed by hand, by another program or by damage, and only an operator can tell which.
+ */
+const REPAIR = 'twinvol writes its records whole, so something else changed this one: restore it from a backup, or move it aside if what it describes is gone';
+
+/**
  * Reads one record and parses it with its schema (shared/store/record-schemas.ts). A missing file is
  * `undefined`; anything else that is not a record of this version is an error naming the file and
  * what is wrong, because atomic writes mean it was changed by something other than this twinvol.
@@ -35,13 +41,13 @@ export async function readRecord<T extends Versioned>(path: string, schema: ZodM
   try {
     value = JSON.parse(text);
   } catch {
-    throw internal(`state record ${path} is corrupt (not JSON)`);
+    throw internal(`state record ${path} is corrupt (not JSON); ${REPAIR}`);
   }
   const version = typeof value === 'object' && value !== null && 'schema' in value ? value.schema : undefined;
-  if (typeof version !== 'number') throw internal(`state record ${path} has no schema version`);
-  if (version > SCHEMA_VERSION) throw internal(`state record ${path} was written by a newer twinvol (schema ${version})`);
+  if (typeof version !== 'number') throw internal(`state record ${path} has no schema version; ${REPAIR}`);
+  if (version > SCHEMA_VERSION) throw internal(`state record ${path} was written by a newer twinvol (schema ${version}); run that version of twinvol, or a newer one, here`);
   const parsed = schema.safeParse(value);
-  if (!parsed.success) throw internal(`state record ${path} does not parse: ${describeIssues(parsed.error)}`);
+  if (!parsed.success) throw internal(`state record ${path} does not parse: ${describeIssues(parsed.error)}; ${REPAIR}`);
   return parsed.data;
 }
 
