@@ -62,6 +62,13 @@ export async function publish(core: Core, id: VolumeId, targetPath: string, opts
       await core.mounter.unmountAll(target);
     }
 
+    // Storage gone from under a staging (its image deleted, the loop device detached lazily) still
+    // mounts and reads, from what the kernel holds open; what a pod writes there is lost with the
+    // last unmount. It was published all the same: now it is refused, saying why.
+    const health = await backendFor(volume.backend).condition(volume, core);
+    if (health.abnormal)
+      throw failedPrecondition(`${health.message}: not publishing it, since what a pod wrote there would be lost; unstage it, then restore its data (from a snapshot, say) or delete it`);
+
     // The mount point first: a target that cannot be made must not leave a staging behind.
     await makeMountPoint(target, opts.block ? 'file' : 'dir');
     let madeStaging: MountRecord | undefined;
