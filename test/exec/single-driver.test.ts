@@ -1,0 +1,54 @@
+import { readFileSync, writeFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { readMounts } from '../../shared/mountinfo.js';
+import { outcome } from '../csi/helpers/client.js';
+import { mountCap, targetPath } from '../csi/helpers/requests.js';
+import { useExecServer } from './helpers.js';
+
+/**
+ * One twinvol CSI deployment per legacy driver (--backends exec --flex-driver vendor/name): the server
+ * offers exactly what the driver's init reports, re-read when the driver file changes.
+ */
+const tmpfs = useExecServer(() => ['--backends', 'exec', '--flex-driver', 'acme/tmpfs']);
+const loop = useExecServer(() => ['--backends', 'exec', '--flex-driver', 'acme/loop']);
+
+const controllerCaps = async (csi: typeof tmpfs) => (await csi.ctl('ControllerGetCapabilities', {})).capabilities.map((c) => c.rpc.type).sort();
+const nodeCaps = async (csi: typeof tmpfs) => (await csi.node('NodeGetCapabilities', {})).capabilities.map((c) => c.rpc.type).sort();
+
+describe('exec backend: a server fronting one driver', () => {
+  it('a non-attachable driver: registration and mounts only, no attach, no stage, no snapshots, no expansion', async () => {
+    expect(await controllerCaps(tmpfs)).toEqual(['CREATE_DELETE_VOLUME']);
+    // init left fsGroup to kubelet's default (true): the driver takes the pod's group.
+    expect(await nodeCaps(tmpfs)).toEqual(['VOLUME_MOUNT_GROUP']);
+    const plugin = (await tmpfs.identity('GetPluginCapabilities', {})).capabilities;
+    expect(plugin).toEqual([{ service: { type: 'CONTROLLER_SERVICE' }, type: 'service' }]);
+    expect((await outcome(tmpfs.client.call('GroupController', 'GroupControllerGetCapabilities', {}))).code).toBe('UNIMPLEMENTED');
+  });
+
+  it('CreateVolume without a backend or driver registers a volume of the fronted driver, which then mounts', async () => {
+    const created = await tmpfs.ctl('CreateVolume', { name: 'one', parameters: { share: 'team-a' }, volume_capabilities: [mountCap()] });
+    expect(created.volume.volume_context).toEqual({ backend: 'exec', driver: 'acme/tmpfs', share: 'team-a' });
+    const refused = await outcome(tmpfs.ctl('CreateVolume', { name: 'two', parameters: { driver: 'acme/loop' }, volume_capabilities: [mountCap()] }));
+    expect(refused).toEqual({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('this server fronts acme/tmpfs') });
+    const target = targetPath(tmpfs.s.kubeletDir, 'uid-one', 'one');
+    await tmpfs.node('NodePublishVolume', { volume_id: 'one', target_path: target, volume_capability: mountCap(), volume_context: created.volume.volume_context });
+    expect(readMounts().filter((m) => m.mountPoint === target)).toHaveLength(1);
+    const mount = tmpfs.calls('tmpfs').find((c) => c[0] === 'mount');
+    expect(JSON.parse(mount?.[2] ?? '{}')).toMatchObject({ share: 'team-a', 'kubernetes.io/pvOrVolumeName': 'one' });
+    await tmpfs.node('NodeUnpublishVolume', { volume_id: 'one', target_path: target });
+    await tmpfs.ctl('DeleteVolume', { volume_id: 'one' });
+  });
+
+  it('an attachable driver: publish and stage; init runs again when the driver file changes', async () => {
+    expect(await controllerCaps(loop)).toEqual(['CREATE_DELETE_VOLUME', 'PUBLISH_READONLY', 'PUBLISH_UNPUBLISH_VOLUME']);
+    expect(await nodeCaps(loop)).toEqual(['STAGE_UNSTAGE_VOLUME', 'VOLUME_MOUNT_GROUP']);
+    await nodeCaps(loop);
+    expect(loop.calls('loop').filter((c) => c[0] === 'init')).toHaveLength(1);
+    // A new version of the driver that resizes: kubelet's prober would re-init it, and so does twinvol.
+    const path = loop.driverPath('loop');
+    writeFileSync(path, readFileSync(path, 'utf8').replace('"requiresFSResize":false', '"requiresFSResize":true'));
+    expect(await nodeCaps(loop)).toEqual(['EXPAND_VOLUME', 'STAGE_UNSTAGE_VOLUME', 'VOLUME_MOUNT_GROUP']);
+    expect(await controllerCaps(loop)).toEqual(['CREATE_DELETE_VOLUME', 'EXPAND_VOLUME', 'PUBLISH_READONLY', 'PUBLISH_UNPUBLISH_VOLUME']);
+    expect(loop.calls('loop').filter((c) => c[0] === 'init')).toHaveLength(2);
+  });
+});
