@@ -1,0 +1,222 @@
+import { existsSync, mkdirSync, readdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { mountAt } from '../../shared/mountinfo.js';
+import { NodeState } from '../../shared/store/node-state.js';
+import { expectCode } from '../csi/helpers/client.js';
+import { deviceSha256, writeRandomDevice } from '../csi/helpers/data.js';
+import { blockCap, MiB, mountCap, size, stagingPath, targetPath } from '../csi/helpers/requests.js';
+import type { CsiScratch } from '../csi/helpers/scratch.js';
+import { useCsiWorld } from '../helpers/csi-world.js';
+import { expectSuccess, flexOptions } from '../helpers/flex-runner.js';
+import { digestsUnder, fillUp, smallTmpfs } from '../helpers/full-fs.js';
+import { deviceMountPath } from '../helpers/kubelet-paths.js';
+import { expectNodeClean, volumesInCatalog } from '../helpers/reboot.js';
+import { loopsUnder, mountsUnder } from '../helpers/scratch.js';
+import { type FailingTool, failingTool } from '../helpers/tool-wrapper.js';
+
+// Resources running out, through the front ends (issue 8, suite 3): the data root full during a
+// create, a blank one, a clone and a restore; no free loop device; the state dir full during a stage
+// or publish. Each time the answer names the file (or the device) and says what to do, nothing is
+// left half made, what was there before is untouched, and the same call succeeds once the resource is
+// back. The core's own answers on a full data root (out of inodes, a record, the admin CLI) are
+// test/shared/exhaustion.test.ts. Small tmpfs mounts stand in for the full disks; the scratch's
+// cleanup unmounts them and detaches every loop device, whatever the outcome.
+
+const world = useCsiWorld();
+
+const NO_SPACE = '\\(ENOSPC\\); free space \\(df\\) or inodes \\(df -i\\) there, then retry$';
+const workEntry = (s: CsiScratch, id: string) => `${s.dataRoot}/\\.work/new@volumes@${id}@[0-9a-f]{8}`;
+
+/** What a failed create must leave: the catalog as it was, and nothing being built in .work/. */
+function expectNothingHalfMade(s: CsiScratch, volumes: string[], records: Record<string, string>, label: string): Promise<void> {
+  const work = join(s.dataRoot, '.work');
+  expect(existsSync(work) ? readdirSync(work) : [], `${label}: .work/`).toEqual([]);
+  expect(digestsUnder(s.dataRoot, CATALOG_NOISE), `${label}: the catalog's files`).toEqual(records);
+  return volumesInCatalog(s).then((ids) => expect(ids, `${label}: volumes`).toEqual(volumes));
+}
+/** Not the catalog's content: the test's filler, transient locks, entries being built. */
+const CATALOG_NOISE = /^(filler-|locks$|\.work$)/;
+
+const blockVolume = (name: string, extra: { volume_content_source?: object } = {}) => ({
+  name,
+  volume_capabilities: [mountCap()],
+  parameters: { backend: 'block' },
+  capacity_range: size(8 * MiB),
+  ...extra,
+});
+
+describe('the data root runs out of space', () => {
+  it('CreateVolume blank, from a snapshot and as a clone: RESOURCE_EXHAUSTED naming the file, nothing half made, done once space is freed', async () => {
+    const w = await world((s) => void smallTmpfs(s.dataRoot, 'size=24m'));
+    const { s, ctl } = w;
+    await ctl('CreateVolume', blockVolume('src'));
+    // 4 MiB of data in the source's image: what a clone and a restore must copy (sparse, the rest costs nothing).
+    const image = join(s.dataRoot, 'volumes/src/image.img');
+    const data = writeRandomDevice(image, 4 * MiB);
+    await ctl('CreateSnapshot', { name: 'snap', source_volume_id: 'src' });
+    const records = digestsUnder(s.dataRoot, CATALOG_NOISE);
+    expect(Object.keys(records)).toEqual(['nodes/node-a.json', 'snapshots/snap/image.img', 'snapshots/snap/snapshot.json', 'volumes/src/image.img', 'volumes/src/volume.json']);
+
+    // Room for a record, not for a copy.
+    let free = fillUp(s.dataRoot, MiB);
+    const copies = [
+      ['clone', blockVolume('clone', { volume_content_source: { volume: { volume_id: 'src' } } }), 'volumes/src'],
+      ['restored', blockVolume('restored', { volume_content_source: { snapshot: { snapshot_id: 'snap' } } }), 'snapshots/snap'],
+    ] as const;
+    for (const [id, request, from] of copies) {
+      const message = await expectCode(ctl('CreateVolume', request), 'RESOURCE_EXHAUSTED');
+      expect(message).toMatch(new RegExp(`^cannot copy ${s.dataRoot}/${from}/image\\.img to ${workEntry(s, id)}/image\\.img: no space or no free inodes left on its filesystem ${NO_SPACE}`));
+      await expectNothingHalfMade(s, ['src'], records, `CreateVolume ${id}`);
+    }
+    free();
+
+    // Not a byte left: even the blank volume's record does not fit.
+    free = fillUp(s.dataRoot);
+    const message = await expectCode(ctl('CreateVolume', blockVolume('blank')), 'RESOURCE_EXHAUSTED');
+    expect(message).toMatch(new RegExp(`^cannot write ${workEntry(s, 'blank')}/volume\\.json: .*${NO_SPACE}`));
+    await expectNothingHalfMade(s, ['src'], records, 'CreateVolume blank');
+    // A FlexVolume PV that creates its volume on first use says the same as a Failure.
+    const attach = () => w.flex('attach', flexOptions('pv-f', { volumeId: 'f', createIfMissing: 'true', size: '8Mi', backend: 'block' }), 'node-a');
+    const refused = await attach();
+    expect(refused.exitCode).toBe(1);
+    expect(refused.reply).toEqual({ status: 'Failure', message: expect.stringMatching(new RegExp(`^cannot write ${workEntry(s, 'f')}/volume\\.json: .*${NO_SPACE}`)) });
+    await expectNothingHalfMade(s, ['src'], records, 'FlexVolume attach with createIfMissing');
+    free();
+
+    // Space is back: the very same calls succeed, and the copies hold the source's data.
+    for (const [, request] of copies) await ctl('CreateVolume', request);
+    await ctl('CreateVolume', blockVolume('blank'));
+    expectSuccess(await attach());
+    expect(await volumesInCatalog(s)).toEqual(['blank', 'clone', 'f', 'restored', 'src']);
+    for (const id of ['clone', 'restored']) expect(deviceSha256(join(s.dataRoot, 'volumes', id, 'image.img'), 4 * MiB), id).toBe(data);
+    expect(digestsUnder(join(s.dataRoot, 'volumes/src'))).toEqual({ 'image.img': records['volumes/src/image.img'], 'volume.json': records['volumes/src/volume.json'] });
+  });
+});
+
+describe('no free loop device', () => {
+  // What util-linux 2.38's losetup says, exit code 1, when --find finds no unused device.
+  const noLoopDevice = (s: CsiScratch) => failingTool(s.root, 'losetup', '--find', 'losetup: cannot find an unused loop device');
+  const RUN_OUT = /^no free loop device on this node for \S+\/volumes\/\S+\/image\.img \(losetup: cannot find an unused loop device\); .*then retry$/;
+
+  it('NodeStageVolume (filesystem and raw block) fails, stages nothing, changes no fence; it stages once a device is free', async () => {
+    let losetup: FailingTool | undefined;
+    const w = await world((s) => (losetup = noLoopDevice(s)).dir);
+    if (!losetup) throw new Error('losetup was not wrapped');
+    const { s, ctl, node } = w;
+    const uses = [
+      { id: 'fs', cap: mountCap() },
+      { id: 'raw', cap: blockCap() },
+    ];
+    for (const { id, cap } of uses) {
+      await ctl('CreateVolume', { name: id, volume_capabilities: [cap], parameters: { backend: 'block' }, capacity_range: size(32 * MiB) });
+      await ctl('ControllerPublishVolume', { volume_id: id, node_id: 'node-a', volume_capability: cap });
+      mkdirSync(stagingPath(s.kubeletDir, id), { recursive: true });
+    }
+    const catalog = digestsUnder(s.dataRoot, CATALOG_NOISE);
+    for (const { id, cap } of uses) {
+      const staging = stagingPath(s.kubeletDir, id);
+      const message = await expectCode(node('NodeStageVolume', { volume_id: id, staging_target_path: staging, volume_capability: cap }), 'RESOURCE_EXHAUSTED');
+      expect(message).toMatch(RUN_OUT);
+      expect(mountAt(staging), `${id}: a mount`).toBeUndefined();
+      expect(await new NodeState(s.stateDir).listAll(), `${id}: mount records`).toEqual([]);
+      // The attachment carries no in-use mark: a detach now frees the volume instead of fencing it.
+      expect(digestsUnder(s.dataRoot, CATALOG_NOISE), `${id}: the catalog`).toEqual(catalog);
+    }
+    expect(losetup.calls().filter((c) => c.includes('--find'))).toHaveLength(2);
+    expect(loopsUnder(s.root)).toEqual([]);
+
+    losetup.remove();
+    for (const { id, cap } of uses) {
+      const staging = stagingPath(s.kubeletDir, id);
+      await node('NodeStageVolume', { volume_id: id, staging_target_path: staging, volume_capability: cap });
+      await node('NodeUnstageVolume', { volume_id: id, staging_target_path: staging });
+      await ctl('ControllerUnpublishVolume', { volume_id: id, node_id: 'node-a' });
+    }
+    await expectNodeClean(s);
+  });
+
+  it('FlexVolume waitforattach and mountdevice answer Failure, change nothing, and succeed once a device is free', async () => {
+    let losetup: FailingTool | undefined;
+    const w = await world((s) => (losetup = noLoopDevice(s)).dir);
+    if (!losetup) throw new Error('losetup was not wrapped');
+    const { s } = w;
+    const options = flexOptions('pv-b', { volumeId: 'b', createIfMissing: 'true', size: '32Mi', backend: 'block' });
+    const global = deviceMountPath(s.kubeletDir, 'pv-b');
+    expectSuccess(await w.flex('attach', options, 'node-a'));
+    const catalog = digestsUnder(s.dataRoot, CATALOG_NOISE);
+    for (const argv of [['waitforattach', '', options], ['mountdevice', global, '', options]]) {
+      const r = await w.flex(...argv);
+      expect(r.exitCode, r.output).toBe(1);
+      expect(r.reply).toEqual({ status: 'Failure', message: expect.stringMatching(RUN_OUT) });
+      expect(await new NodeState(s.stateDir).listAll(), `${argv[0]}: mount records`).toEqual([]);
+      expect(digestsUnder(s.dataRoot, CATALOG_NOISE), `${argv[0]}: the catalog`).toEqual(catalog);
+    }
+    expect(mountAt(global)).toBeUndefined();
+
+    losetup.remove();
+    const device = expectSuccess(await w.flex('waitforattach', '', options)).reply.device;
+    expect(device).toMatch(/^\/dev\/loop\d+$/);
+    expectSuccess(await w.flex('mountdevice', global, String(device), options));
+    expect(mountAt(global)?.source).toBe(device);
+    expectSuccess(await w.flex('unmountdevice', global));
+    expectSuccess(await w.flex('detach', 'pv-b', 'node-a'));
+    await expectNodeClean(s);
+  });
+});
+
+describe('the state dir runs out of space', () => {
+  it('NodeStageVolume, NodePublishVolume and FlexVolume mountdevice: RESOURCE_EXHAUSTED / Failure naming the record; earlier records whole; done once space is freed', async () => {
+    const w = await world((s) => void smallTmpfs(s.stateDir, 'size=1m'));
+    const { s, ctl, node } = w;
+    const cap = mountCap();
+    for (const id of ['a', 'b']) {
+      await ctl('CreateVolume', { name: id, volume_capabilities: [cap], parameters: { backend: 'dir' }, capacity_range: size(MiB) });
+      await ctl('ControllerPublishVolume', { volume_id: id, node_id: 'node-a', volume_capability: cap });
+      mkdirSync(stagingPath(s.kubeletDir, id), { recursive: true });
+    }
+    const stage = (id: string) => node('NodeStageVolume', { volume_id: id, staging_target_path: stagingPath(s.kubeletDir, id), volume_capability: cap });
+    const publish = (id: string, pod: string) => {
+      mkdirSync(dirname(targetPath(s.kubeletDir, pod, id)), { recursive: true });
+      return node('NodePublishVolume', { volume_id: id, staging_target_path: stagingPath(s.kubeletDir, id), target_path: targetPath(s.kubeletDir, pod, id), volume_capability: cap });
+    };
+    await stage('a');
+    await publish('a', 'pod-1');
+    const records = digestsUnder(join(s.stateDir, 'mounts'));
+    expect(Object.keys(records)).toHaveLength(2);
+    const catalog = digestsUnder(s.dataRoot, CATALOG_NOISE);
+    const flexOpts = flexOptions('pv-c', { volumeId: 'c', createIfMissing: 'true', size: '1Mi', backend: 'dir' });
+    const flexGlobal = deviceMountPath(s.kubeletDir, 'pv-c');
+    expectSuccess(await w.flex('attach', flexOpts, 'node-a'));
+    const catalogWithC = digestsUnder(s.dataRoot, CATALOG_NOISE);
+
+    const free = fillUp(s.stateDir);
+    const record = (id: string) => `${s.stateDir}/mounts/${id}@[0-9a-f]{32}\\.json`;
+    expect(await expectCode(stage('b'), 'RESOURCE_EXHAUSTED')).toMatch(new RegExp(`^cannot write ${record('b')}: .*${NO_SPACE}`));
+    expect(await expectCode(publish('a', 'pod-2'), 'RESOURCE_EXHAUSTED')).toMatch(new RegExp(`^cannot write ${record('a')}: .*${NO_SPACE}`));
+    const r = await w.flex('mountdevice', flexGlobal, '', flexOpts);
+    expect(r.exitCode, r.output).toBe(1);
+    expect(r.reply).toEqual({ status: 'Failure', message: expect.stringMatching(new RegExp(`^cannot write ${record('c')}: .*${NO_SPACE}`)) });
+
+    // Nothing half done: no mount, no target left behind, the earlier records whole, no in-use mark in
+    // the catalog (a detach now would fence b and c on this node for good).
+    for (const path of [stagingPath(s.kubeletDir, 'b'), targetPath(s.kubeletDir, 'pod-2', 'a'), flexGlobal]) expect(mountAt(path), path).toBeUndefined();
+    expect(existsSync(targetPath(s.kubeletDir, 'pod-2', 'a'))).toBe(false);
+    expect(digestsUnder(join(s.stateDir, 'mounts'))).toEqual(records);
+    expect(mountAt(targetPath(s.kubeletDir, 'pod-1', 'a'))?.root).toMatch(/\/volumes\/a\/data$/);
+    expect(digestsUnder(s.dataRoot, CATALOG_NOISE)).toEqual(catalogWithC);
+    expect(catalogWithC['volumes/a/volume.json']).toBe(catalog['volumes/a/volume.json']);
+
+    free();
+    await stage('b');
+    await publish('a', 'pod-2');
+    expectSuccess(await w.flex('mountdevice', flexGlobal, '', flexOpts));
+    expect(await new NodeState(s.stateDir).listAll()).toHaveLength(5);
+    for (const [id, pod] of [['a', 'pod-1'], ['a', 'pod-2']]) await node('NodeUnpublishVolume', { volume_id: id!, target_path: targetPath(s.kubeletDir, pod!, id!) });
+    for (const id of ['a', 'b']) await node('NodeUnstageVolume', { volume_id: id, staging_target_path: stagingPath(s.kubeletDir, id) });
+    expectSuccess(await w.flex('unmountdevice', flexGlobal));
+    // The small state dir is the test's own mount: the kubelet dir is where twinvol's would be.
+    expect(mountsUnder(s.kubeletDir)).toEqual([]);
+    expect(await new NodeState(s.stateDir).listAll()).toEqual([]);
+  });
+});
