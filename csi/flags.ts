@@ -7,7 +7,8 @@ export const USAGE = `Usage: twinvol-csi --endpoint unix:///path/csi.sock [optio
 
   --endpoint <ep>              unix:///path or an absolute path (default: $CSI_ENDPOINT)
   --mode controller|node|all   services to serve (default: all)
-  --node-id <id>               this node's id (default: the configured node name)
+  --node-id <id>               this node's name as kubelet knows it (spec.nodeName); required by
+                               --mode node and all, unless TWINVOL_NODE_NAME is set
   --driver-name <name>         plugin name (default: csi.twinvol.io)
   --max-volumes-per-node <n>   reported by NodeGetInfo and enforced at ControllerPublish (default: 0, no limit)
   --data-root <dir>            catalog and volume data (TWINVOL_DATA_ROOT)
@@ -25,6 +26,7 @@ export const USAGE = `Usage: twinvol-csi --endpoint unix:///path/csi.sock [optio
   --flex-lenient <vendor/name> read that driver's replies leniently (the last JSON object); repeatable
   --flex-exec local|host       run drivers here, or in pid 1's namespaces (nsenter) (default: local)
   -h, --help                   this text
+  --version                    print the version
 `;
 
 /** A mistake on the command line: reported on stderr with exit code 2. */
@@ -32,6 +34,7 @@ export class UsageError extends Error {}
 
 export interface Flags {
   help: boolean;
+  version: boolean;
   socketPath: string;
   mode: Mode;
   driverName: string;
@@ -54,6 +57,7 @@ export interface ExecFlags {
 }
 
 const MODES: readonly Mode[] = ['controller', 'node', 'all'];
+const MAX_SOCKET_PATH_BYTES = 107;
 /** Domain style, at most 63 characters, alphanumeric at both ends (CSI GetPluginInfo). */
 const DRIVER_NAME = /^[A-Za-z0-9](?:[A-Za-z0-9.-]{0,61}[A-Za-z0-9])?$/;
 
@@ -81,14 +85,15 @@ export function parseFlags(argv: readonly string[], env: Readonly<Record<string,
         'flex-lenient': { type: 'string', multiple: true, default: [] },
         'flex-exec': { type: 'string', default: 'local' },
         help: { type: 'boolean', short: 'h', default: false },
+        version: { type: 'boolean', default: false },
       },
     }));
   } catch (err) {
     throw new UsageError(err instanceof Error ? err.message : String(err));
   }
-  const help = values.help;
+  const { help, version } = values;
   const endpoint = values.endpoint ?? env.CSI_ENDPOINT;
-  if (!endpoint && !help) throw new UsageError('--endpoint (or CSI_ENDPOINT) is required');
+  if (!endpoint && !help && !version) throw new UsageError('--endpoint (or CSI_ENDPOINT) is required');
   const mode = values.mode as Mode;
   if (!MODES.includes(mode)) throw new UsageError(`--mode must be one of ${MODES.join(', ')}`);
   if (!DRIVER_NAME.test(values['driver-name'])) throw new UsageError('--driver-name must be a domain-style name of at most 63 characters');
@@ -103,8 +108,12 @@ export function parseFlags(argv: readonly string[], env: Readonly<Record<string,
   } catch (err) {
     throw new UsageError(err instanceof Error ? err.message : String(err));
   }
+  // sun_path holds 108 bytes with its terminating NUL; a longer path cannot be bound at all.
+  if (Buffer.byteLength(socketPath) > MAX_SOCKET_PATH_BYTES)
+    throw new UsageError(`--endpoint socket path is ${Buffer.byteLength(socketPath)} bytes; a unix socket path holds at most ${MAX_SOCKET_PATH_BYTES}`);
   return {
     help,
+    version,
     socketPath,
     exec: execFlags(values),
     mode,
@@ -146,4 +155,14 @@ function execFlags(values: { backends: string; 'flex-driver'?: string; 'flex-plu
     lenient: values['flex-lenient'].map((v) => named(v, '--flex-lenient')),
     execIn,
   };
+}
+
+/**
+ * A node server records attachments and registers topology under its node id; one that guessed the
+ * host name (which need not be kubelet's node name) would answer for a node that is not there.
+ * Checked after every other flag and the config, so a more specific mistake is reported first.
+ */
+export function requireNodeId(flags: Flags, env: Readonly<Record<string, string | undefined>>): void {
+  if (flags.mode !== 'controller' && !flags.overrides.nodeName && !env.TWINVOL_NODE_NAME)
+    throw new UsageError(`--mode ${flags.mode} needs --node-id (kubelet's node name, e.g. from the downward API's spec.nodeName) or TWINVOL_NODE_NAME`);
 }

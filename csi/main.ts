@@ -1,16 +1,29 @@
 // The CSI server: one long-running process serving Identity plus Controller and/or Node over a unix
 // socket. Start-up stays lean (node:util parseArgs, no yargs) because liveness probes and restarts
 // wait on it.
-import { loadConfig, Logger, stderrSink } from '../shared/index.js';
-import { parseFlags, USAGE } from './flags.js';
+import { logVerbosity, setLogger, setLogVerbosity } from '@grpc/grpc-js';
+import { asTwinvolError, loadConfig, Logger, stderrSink } from '../shared/index.js';
+import { parseFlags, requireNodeId, USAGE, UsageError } from './flags.js';
 import { type RunningServer, startServer } from './server.js';
 import { VENDOR_VERSION } from './version.js';
 
 const log = new Logger(stderrSink, { component: 'twinvol-csi' });
 
-function exitWithUsage(message: string): never {
-  process.stderr.write(`twinvol-csi: ${message}\n${USAGE}`);
-  process.exit(2);
+// grpc-js prints its own lines ("E No address added out of total 1 resolved") on stderr; a failed
+// start is reported below as one line of ours, and once serving its errors go into our JSON log.
+setLogVerbosity(logVerbosity.NONE);
+
+/** A start-up that cannot go on: one line on stderr (the orchestrator shows the last one), then exit. */
+function exitWith(code: number, message: string): never {
+  process.stderr.write(`twinvol-csi: ${message.replace(/\s+/g, ' ').trim()}\n`);
+  process.exit(code);
+}
+
+/** grpc-js's "No address added out of total 1 resolved errors: [listen EACCES: ...]", as its reason. */
+function startFailure(err: unknown, endpoint: string): string {
+  const message = asTwinvolError(err).message;
+  const listen = /^No address added out of total \d+ resolved errors: \[(.*)\]$/s.exec(message);
+  return listen ? `cannot listen on ${endpoint}: ${listen[1]}` : `cannot start: ${message}`;
 }
 
 async function main(): Promise<void> {
@@ -18,27 +31,39 @@ async function main(): Promise<void> {
   let config;
   try {
     flags = parseFlags(process.argv.slice(2), process.env);
-    if (flags.help) {
-      process.stdout.write(USAGE);
+    if (flags.help || flags.version) {
+      process.stdout.write(flags.help ? USAGE : `twinvol-csi ${VENDOR_VERSION}\n`);
       return;
     }
     config = loadConfig(process.env, flags.overrides);
+    requireNodeId(flags, process.env);
   } catch (err) {
-    exitWithUsage(err instanceof Error ? err.message : String(err));
+    const usage = err instanceof UsageError;
+    exitWith(2, `${usage ? err.message : asTwinvolError(err).message} (see: twinvol-csi --help)`);
   }
-  const server: RunningServer = await startServer({
-    socketPath: flags.socketPath,
-    config,
-    log,
-    exec: flags.exec,
-    settings: {
-      driverName: flags.driverName,
-      vendorVersion: VENDOR_VERSION,
-      mode: flags.mode,
-      nodeId: config.nodeName,
-      maxVolumesPerNode: flags.maxVolumesPerNode,
-    },
-  });
+  // Checked before anything is created: otherwise the first mkdir or bind fails with a raw EACCES.
+  const uid = process.getuid?.() ?? 0;
+  if (uid !== 0) exitWith(1, `must run as root (it mounts filesystems and attaches loop devices); running as uid ${uid}`);
+  let server: RunningServer;
+  try {
+    server = await startServer({
+      socketPath: flags.socketPath,
+      config,
+      log,
+      exec: flags.exec,
+      settings: {
+        driverName: flags.driverName,
+        vendorVersion: VENDOR_VERSION,
+        mode: flags.mode,
+        nodeId: config.nodeName,
+        maxVolumesPerNode: flags.maxVolumesPerNode,
+      },
+    });
+  } catch (err) {
+    exitWith(1, startFailure(err, `unix://${flags.socketPath}`));
+  }
+  setLogger({ error: (...args: unknown[]) => log.error('grpc-js', { message: args.map(String).join(' ') }) });
+  setLogVerbosity(logVerbosity.ERROR);
   let stopping = false;
   const shutdown = (signal: string) => {
     if (stopping) return;

@@ -128,7 +128,8 @@ describe('start-up, flags and shutdown (a fresh process each)', () => {
     const w = fresh();
     const r = await runCsiOnce(args, serverEnv(w));
     expect(r.code).toBe(2);
-    expect(r.stderr).toMatch(/^twinvol-csi: .+\nUsage: twinvol-csi/);
+    // One line, not the usage text: the orchestrator shows the last line of a failed container.
+    expect(r.stderr).toMatch(/^twinvol-csi: .+ \(see: twinvol-csi --help\)\n$/);
     expect(r.stderr).toMatch(message);
     expect(r.stdout).toBe('');
   });

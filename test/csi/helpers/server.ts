@@ -41,11 +41,15 @@ export function serverEnv(s: CsiScratch): NodeJS.ProcessEnv {
   return { PATH: '/usr/bin:/bin', TWINVOL_CONFIG: s.configPath };
 }
 
-/** Runs the bundle with `args` and collects its exit code and output (for flag and start-up checks). */
-export function runCsiOnce(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
+/**
+ * Runs the bundle with `args` and collects its exit code and output (for flag and start-up checks).
+ * `wrapper` runs it under another command (setpriv, to start it without root).
+ */
+export function runCsiOnce(args: string[], env: NodeJS.ProcessEnv, wrapper: readonly string[] = []): Promise<{ code: number | null; stdout: string; stderr: string }> {
   requireBundle();
   return new Promise((done, fail) => {
-    const child = spawn(process.execPath, [CSI_BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const [command = process.execPath, ...before] = [...wrapper, process.execPath];
+    const child = spawn(command, [...before, CSI_BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseFlags, UsageError } from '../../../csi/flags.js';
+import { parseFlags, requireNodeId, UsageError } from '../../../csi/flags.js';
 
 const EP = ['--endpoint', 'unix:///run/csi/csi.sock'];
 
@@ -18,7 +18,9 @@ describe('flags: defaults and what each flag becomes', () => {
   it('only --endpoint is needed; everything else has its documented default', () => {
     expect(parseFlags(EP, {})).toEqual({
       help: false,
+      version: false,
       socketPath: '/run/csi/csi.sock',
+      exec: { only: false, pluginDir: '/usr/libexec/kubernetes/kubelet-plugins/volume/exec', lenient: [], execIn: 'local' },
       mode: 'all',
       driverName: 'csi.twinvol.io',
       maxVolumesPerNode: 0,
@@ -48,6 +50,17 @@ describe('flags: defaults and what each flag becomes', () => {
   it('--help (or -h) needs no endpoint', () => {
     expect(parseFlags(['--help'], {})).toMatchObject({ help: true, socketPath: '' });
     expect(parseFlags(['-h'], {}).help).toBe(true);
+  });
+
+  it('--version needs no endpoint', () => {
+    expect(parseFlags(['--version'], {})).toMatchObject({ version: true, help: false, socketPath: '' });
+  });
+
+  // sun_path is 108 bytes with its NUL: the longest socket path that can be bound is 107 bytes.
+  it('a socket path of 107 bytes is the longest allowed', () => {
+    const path = `/${'s'.repeat(101)}.sock`;
+    expect(parseFlags(['--endpoint', `unix://${path}`], {}).socketPath).toBe(path);
+    expect(usageError(['--endpoint', `unix://${path}x`])).toBe('--endpoint socket path is 108 bytes; a unix socket path holds at most 107');
   });
 
   it('a 63-character driver name is the longest allowed', () => {
@@ -82,5 +95,20 @@ describe('flags: a command line that does not parse is a UsageError naming what 
 
   it.each([['-1'], ['1.5'], ['1e3'], ['ten'], ['1234567890'], ['']])('--max-volumes-per-node %j is not a whole number', (n) => {
     expect(usageError([...EP, `--max-volumes-per-node=${n}`])).toBe('--max-volumes-per-node must be a whole number');
+  });
+});
+
+describe('flags: a node server needs to be told its node id', () => {
+  const flags = (argv: string[]) => parseFlags([...EP, ...argv], {});
+  it.each([['node'], ['all']])('--mode %s without --node-id or TWINVOL_NODE_NAME is refused', (mode) => {
+    expect(() => requireNodeId(flags(['--mode', mode]), {})).toThrow(
+      new UsageError(`--mode ${mode} needs --node-id (kubelet's node name, e.g. from the downward API's spec.nodeName) or TWINVOL_NODE_NAME`),
+    );
+  });
+
+  it('--node-id, TWINVOL_NODE_NAME, or a controller (which has no node) will do', () => {
+    expect(() => requireNodeId(flags(['--mode', 'node', '--node-id', 'n1']), {})).not.toThrow();
+    expect(() => requireNodeId(flags(['--mode', 'all']), { TWINVOL_NODE_NAME: 'n1' })).not.toThrow();
+    expect(() => requireNodeId(flags(['--mode', 'controller']), {})).not.toThrow();
   });
 });
