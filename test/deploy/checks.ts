@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { join, posix } from 'node:path';
 import { parseFlags } from '../../csi/flags.js';
-import { CREATE_KEYS, pluginKeys } from '../../csi/parameters.js';
-import { validateBackend } from '../../shared/index.js';
+import { CREATE_KEYS, pluginKeys, withoutCoKeys } from '../../csi/parameters.js';
+import { execVolumeOf, validateBackend } from '../../shared/index.js';
 import { isObject, type Json, type JsonObject, type ManifestSet, nameOf, REPO } from './load.js';
 import { imageName, isPlugin, pluginFlags, workloads } from './pods.js';
 import { podProblems } from './pod-checks.js';
@@ -13,7 +13,7 @@ const pkg = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { ve
 /** What the manifests must agree with, taken from the sources that decide it. */
 export const EXPECTED = {
   /** The plugin's default --driver-name (csi/flags.ts), the name GetPluginInfo reports. */
-  driverName: parseFlags(['--endpoint', '/csi.sock'], {}).driverName,
+  driverName: parseFlags(['--endpoint', '/csi.sock', '--mode', 'controller'], {}).driverName,
   pluginImage: `ghcr.io/twinvol/twinvol:${pkg.version}`,
   sidecarRegistry: 'registry.k8s.io/sig-storage',
   /** The sidecar releases issue 11 names. */
@@ -120,10 +120,11 @@ function refused(fn: () => unknown): string | undefined {
 }
 
 /**
- * StorageClass parameters are what CreateVolume accepts (csi/parameters.ts, run for real); the exec
- * backend's, which csi/parameters.ts does not read yet, have the keys issue 9 names. Expansion is
- * allowed, and deploy/ has a block class and a dir class. The VolumeSnapshotClass has what
- * CreateSnapshot accepts (no parameters: csi/controller.ts).
+ * StorageClass parameters are what CreateVolume accepts (csi/parameters.ts, run for real), and an exec
+ * class's and an exec PV's name their FlexVolume driver as the exec backend reads it
+ * (shared/backends/exec.ts, run for real). Expansion is allowed on twinvol's own classes, and deploy/
+ * has a block class and a dir class. The VolumeSnapshotClass has what CreateSnapshot accepts (no
+ * parameters: csi/controller.ts).
  */
 export const classProblems: Check = (set) => {
   const problems: string[] = [];
@@ -131,7 +132,8 @@ export const classProblems: Check = (set) => {
   for (const sc of ofKind(all(set), 'StorageClass')) {
     const params = strings(sc.parameters);
     if (params.backend === 'exec') {
-      if (!/^[A-Za-z0-9][A-Za-z0-9._-]*\/[A-Za-z0-9][A-Za-z0-9._-]*$/.test(params.driver ?? '')) problems.push(`${nameOf(sc)}: an exec class names its driver as <vendor>/<name>`);
+      const why = refused(() => execVolumeOf('example', withoutCoKeys(params)));
+      if (why) problems.push(`${nameOf(sc)}: the exec backend would refuse its parameters: ${why}`);
       continue;
     }
     const why = refused(() => {
@@ -140,6 +142,11 @@ export const classProblems: Check = (set) => {
     });
     if (why) problems.push(`${nameOf(sc)}: CreateVolume would refuse its parameters: ${why}`);
     if (sc.allowVolumeExpansion !== true) problems.push(`${nameOf(sc)}: allowVolumeExpansion must be true`);
+  }
+  for (const pv of ofKind(all(set), 'PersistentVolume')) {
+    const attrs = strings(isObject(pv.spec) && isObject(pv.spec.csi) ? pv.spec.csi.volumeAttributes : undefined);
+    const why = attrs.backend === 'exec' ? refused(() => execVolumeOf('example', attrs)) : undefined;
+    if (why) problems.push(`${nameOf(pv)}: the exec backend would refuse its volume attributes: ${why}`);
   }
   for (const b of ['block', 'dir']) if (!backends.has(b)) problems.push(`no StorageClass for ${b} volumes`);
   const snapshotClasses = ofKind(base(set), 'VolumeSnapshotClass');

@@ -7,7 +7,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { consistencyProblems } from './checks.js';
 import { DEPLOY, type JsonObject, loadManifests } from './load.js';
 import { settingsKubeletDir } from './pod-checks.js';
-import { render, renderedSet, scratchCopy, writeKubeletDirOverlay } from './kustomize.js';
+import { render, renderedSet, scratchCopy, writeComponentOverlay, writeKubeletDirOverlay } from './kustomize.js';
+import { at } from './mutate.js';
+import { isPlugin, pluginFlags, workloads } from './pods.js';
 import { schemaProblems } from './schema.js';
 
 const DEFAULT_KUBELET_DIR = '/var/lib/kubelet';
@@ -79,9 +81,25 @@ describe('kubectl kustomize deploy/', () => {
     expect(consistencyProblems(renderedSet(docs))).toContainEqual(expect.stringMatching(/--kubelet-dir \/var\/lib\/kubelet is not the kubelet dir \/var\/lib\/k0s\/kubelet/));
   });
 
-  it('the exec backend example renders, and is valid', () => {
-    const docs = render(join(DEPLOY, 'examples/exec-backend'));
-    expect(docs.map((d) => d.kind).sort()).toEqual(['PersistentVolume', 'StorageClass']);
-    expect(docs.flatMap(schemaProblems)).toEqual([]);
+  it('the exec backend example, as a component of an overlay, adds its class and PV and lets both plugins run the driver', () => {
+    const scratch = scratchCopy();
+    cleanup = scratch.remove;
+    const docs = render(writeComponentOverlay(scratch.dir, 'examples/exec-backend'));
+    expect(docs).toHaveLength(loadManifests().docs.length);
+    expectSound(docs, DEFAULT_KUBELET_DIR);
+    const plugins = docs.flatMap((d) => workloads([d])).flatMap((w) => w.spec.containers.filter(isPlugin).map((c) => ({ w, flags: pluginFlags(c) })));
+    expect(plugins.map((p) => [p.w.name, p.flags.exec.execIn, p.w.spec.hostPID])).toEqual([
+      ['twinvol-controller', 'host', true],
+      ['twinvol-node', 'host', true],
+    ]);
+    // Without the host's pids, or without the driver directory on the controller, the checks say so.
+    const broken = structuredClone(docs);
+    delete at(broken.find((d) => d.kind === 'DaemonSet' && (d.metadata as JsonObject).name === 'twinvol-node') ?? {}, 'spec.template.spec').hostPID;
+    const controller = at(broken.find((d) => d.kind === 'Deployment') ?? {}, 'spec.template.spec.containers.0');
+    controller.volumeMounts = (controller.volumeMounts as JsonObject[]).filter((m) => m.name !== 'flex-plugin-dir');
+    expect(consistencyProblems(renderedSet(broken))).toEqual([
+      'Deployment/twinvol-controller: FlexVolume drivers run from /usr/libexec/kubernetes/kubelet-plugins/volume/exec, which must be the host\'s, at the same path',
+      'DaemonSet/twinvol-node: --flex-exec=host enters pid 1 of the host: hostPID must be true',
+    ]);
   });
 });

@@ -51,3 +51,12 @@ export function writeKubeletDirOverlay(dir: string, kubeletDir: string): string 
   writeFileSync(join(overlay, 'kustomization.yaml'), stringify(kustomization));
   return overlay;
 }
+
+/** An overlay over `base/` using a component of it (a path under deploy/), as an operator's own overlay would. */
+export function writeComponentOverlay(dir: string, component: string): string {
+  const overlay = join(dir, 'overlay');
+  mkdirSync(overlay);
+  const kustomization = { apiVersion: 'kustomize.config.k8s.io/v1beta1', kind: 'Kustomization', resources: ['../base'], components: [`../base/${component}`] };
+  writeFileSync(join(overlay, 'kustomization.yaml'), stringify(kustomization));
+  return overlay;
+}

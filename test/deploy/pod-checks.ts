@@ -95,14 +95,36 @@ function flexInstallerProblems(docs: readonly JsonObject[]): string[] {
 }
 
 
-/** Sockets, the kubelet dir, the node plugin's needs, the data root both sides share, leader election. */
+/**
+ * The exec backend runs FlexVolume drivers from --flex-plugin-dir on both sides (attach and detach on
+ * the controller, the rest on the node), so where exec volumes exist both plugins see that directory
+ * at the same path as the host; with --flex-exec=host the driver runs in pid 1's namespaces
+ * (shared/backends/exec-driver.ts), which needs the host's pids and privilege.
+ */
+function execProblems({ w, c, flags }: Plugin, hasExecVolumes: boolean): string[] {
+  const problems: string[] = [];
+  const say = (what: string) => problems.push(`${w.kind}/${w.name}: ${what}`);
+  const dir = flags.exec.pluginDir;
+  if ((hasExecVolumes || flags.exec.execIn === 'host') && hostPathOf(w.spec, c, dir) !== dir) say(`FlexVolume drivers run from ${dir}, which must be the host's, at the same path`);
+  if (flags.exec.execIn === 'host') {
+    if (w.spec.hostPID !== true) say('--flex-exec=host enters pid 1 of the host: hostPID must be true');
+    if (c.securityContext?.privileged !== true) say('--flex-exec=host enters the host namespaces: the plugin must be privileged');
+  }
+  return problems;
+}
+
+const isExecVolume = (d: JsonObject) =>
+  (d.kind === 'StorageClass' && isObject(d.parameters) && d.parameters.backend === 'exec') ||
+  (d.kind === 'PersistentVolume' && isObject(d.spec) && isObject(d.spec.csi) && isObject(d.spec.csi.volumeAttributes) && d.spec.csi.volumeAttributes.backend === 'exec');
+
+/** Sockets, the kubelet dir, the node plugin's needs, the data root both sides share, leader election, drivers for the exec backend. */
 export function podProblems(docs: readonly JsonObject[], driverName: string): string[] {
   const { plugins: found, problems } = plugins(docs);
   const kubeletDir = settingsKubeletDir(docs);
   const node = found.filter((p) => p.flags.mode === 'node');
   const controller = found.filter((p) => p.flags.mode === 'controller');
   if (node.length !== 1 || controller.length !== 1) problems.push(`deploy/ must run one node plugin and one controller, not ${node.length} and ${controller.length}`);
-  for (const p of found) problems.push(...socketProblems(p));
+  for (const p of found) problems.push(...socketProblems(p), ...execProblems(p, docs.some(isExecVolume)));
   for (const p of node) problems.push(...nodeProblems(p, kubeletDir, driverName));
   for (const p of controller) {
     if (p.w.kind !== 'Deployment') problems.push(`${p.w.kind}/${p.w.name}: the controller runs as a Deployment`);
