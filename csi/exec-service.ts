@@ -315,8 +315,7 @@ export class ExecService {
           const record = await this.core.catalog.requireVolume(validateVolumeId(r.volume_id, 'volume_id'));
           const path = await checkedPathUnder(r.staging_target_path || r.volume_path, kubeletDir, 'staging_target_path');
           const size = sizeFromRange(r.capacity_range, record.capacityBytes, 1);
-          // The device is the driver's to know: expandfs gets what the mount table says is at the path.
-          await volumes.expandFs(volume, '', path, size, record.capacityBytes);
+          await volumes.expandFs(volume, path, size, record.capacityBytes);
           return { capacity_bytes: String(size) };
         }, at((r) => r.volume_path)),
         (r) => this.isExecVolume(r.volume_id),

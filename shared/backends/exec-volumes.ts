@@ -1,6 +1,6 @@
 import { mkdir, realpath, rmdir } from 'node:fs/promises';
 import { errnoCode, failedPrecondition } from '../errors.js';
-import { readMounts } from '../mountinfo.js';
+import { mountAt, readMounts } from '../mountinfo.js';
 import { run } from '../runner.js';
 import type { ExecVolume } from './exec.js';
 import { type CallResult, FlexDrivers, type FlexLog, type FlexSettings } from './exec-driver.js';
@@ -187,7 +187,11 @@ export class ExecVolumes {
   }
 
   /** NodeExpandVolume: `expandfs <json> <device> <device-mount-path> <new> <old>` (expander.go NodeExpand). */
-  async expandFs(volume: ExecVolume, device: string, stagingPath: string, newSize: number, oldSize: number): Promise<void> {
+  async expandFs(volume: ExecVolume, stagingPath: string, newSize: number, oldSize: number): Promise<void> {
+    // kubelet passes the device it attached; here the mount table says what is mounted at the staging path.
+    const real = await realpath(stagingPath);
+    const source = mountAt(real)?.source ?? '';
+    const device = source.startsWith('/dev/') ? source : '';
     await this.drivers.call(volume.driver, 'expandfs', [this.optionsJson(volume, false), device, stagingPath, String(newSize), String(oldSize)]);
   }
 }

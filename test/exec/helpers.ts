@@ -10,6 +10,7 @@ import { launchCsi, type RunningCsi } from '../csi/helpers/server.js';
 const SCRIPTS: Record<string, string> = {
   loop: 'loop.sh',
   loopempty: 'loop.sh',
+  loopresize: 'loop.sh',
   tmpfs: 'tmpfs.sh',
   noise: 'tmpfs.sh',
   exit1: 'tmpfs.sh',

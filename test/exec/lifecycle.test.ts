@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readMounts } from '../../shared/mountinfo.js';
 import { outcome } from '../csi/helpers/client.js';
+import { deviceSize } from '../csi/helpers/data.js';
 import { mountCap, stagingPath, targetPath } from '../csi/helpers/requests.js';
 import { optionsOf, useExecServer } from './helpers.js';
 
@@ -101,6 +102,32 @@ describe('exec backend: an attachable driver, the whole life', () => {
     await csi.ctl('ControllerUnpublishVolume', { volume_id: 'static-pv-1', node_id: 'node-a' });
     expect(verbs(csi.calls('loop'), 'detach').at(-1)).toEqual(['detach', 'static-pv-1', 'node-a']);
     expect((await outcome(csi.ctl('ControllerUnpublishVolume', { volume_id: 'never-seen', node_id: 'node-a' }))).code).toBe('OK');
+  });
+
+  it('a driver whose init says requiresFSResize grows the volume (expandvolume) and the device on the node (expandfs)', async () => {
+    const id = 'flex-grow-1';
+    const image = join(csi.s.root, 'grow.img');
+    writeFileSync(image, '');
+    truncateSync(image, 32 * 2 ** 20);
+    const params = { backend: 'exec', driver: 'acme/loopresize', fsType: 'ext4', image };
+    const created = await csi.ctl('CreateVolume', { name: id, parameters: params, volume_capabilities: [mountCap('ext4')], capacity_range: { required_bytes: String(32 * 2 ** 20) } });
+    const ctx = created.volume.volume_context;
+    const pub = await csi.ctl('ControllerPublishVolume', { volume_id: id, node_id: 'node-a', volume_capability: mountCap('ext4'), volume_context: ctx });
+    const staging = stagingPath(csi.s.kubeletDir, id);
+    await csi.node('NodeStageVolume', { volume_id: id, staging_target_path: staging, publish_context: pub.publish_context, volume_capability: mountCap('ext4'), volume_context: ctx });
+    const device = pub.publish_context.device ?? '';
+    const grown = await csi.ctl('ControllerExpandVolume', { volume_id: id, capacity_range: { required_bytes: String(64 * 2 ** 20) } });
+    expect(grown).toMatchObject({ capacity_bytes: String(64 * 2 ** 20), node_expansion_required: true });
+    await csi.node('NodeExpandVolume', { volume_id: id, volume_path: staging, staging_target_path: staging, capacity_range: { required_bytes: String(64 * 2 ** 20) } });
+    expect(deviceSize(device)).toBe(64 * 2 ** 20);
+    const calls = csi.calls('loopresize');
+    const expandVolume = calls.find((c) => c[0] === 'expandvolume');
+    expect(expandVolume?.slice(2)).toEqual(['', String(64 * 2 ** 20), String(32 * 2 ** 20)]);
+    expect(optionsOf(expandVolume, 1)).toMatchObject({ 'kubernetes.io/pvOrVolumeName': id, image });
+    const expandFs = calls.find((c) => c[0] === 'expandfs');
+    expect(expandFs?.slice(2)).toEqual([device, staging, String(64 * 2 ** 20), String(64 * 2 ** 20)]);
+    await csi.node('NodeUnstageVolume', { volume_id: id, staging_target_path: staging });
+    await csi.ctl('ControllerUnpublishVolume', { volume_id: id, node_id: 'node-a' });
   });
 
   it('the built-in backends are untouched beside exec volumes', async () => {

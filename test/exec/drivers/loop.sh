@@ -3,7 +3,8 @@
 # over the image file named in the options, waitforattach checks it, mountdevice formats a blank
 # device and mounts it, mount answers "Not supported" (kubelet bind-mounts from the device mount
 # path), unmountdevice and detach undo. Installed under several names: "loopempty" prints nothing
-# for mount (a driver that does not know the verb). Every call's argv is logged to calls.log beside
+# for mount (a driver that does not know the verb); "loopresize" says requiresFSResize and grows
+# the image (expandvolume) and the loop device over it (expandfs). Every call's argv is logged to calls.log beside
 # the driver (fields split by \x1f, calls by \x1e) so the tests see kubelet's exact argv.
 set -u
 here=$(dirname "$0")
@@ -15,7 +16,17 @@ fail() { printf '{"status":"Failure","message":%s}\n' "$(jq -Rn --arg m "$1" '$m
 opt() { jq -r --arg k "$1" '.[$k] // empty' <<<"$2"; }
 
 case "${1:-}" in
-init) ok '"capabilities":{"attach":true,"requiresFSResize":false}' ;;
+init)
+  [ "$name" = loopresize ] && ok '"capabilities":{"attach":true,"requiresFSResize":true}'
+  ok '"capabilities":{"attach":true,"requiresFSResize":false}' ;;
+expandvolume)
+  image=$(opt image "$2")
+  truncate -s "$4" "$image" || fail "truncate failed"
+  ok ;;
+expandfs)
+  # Online ext4 growth needs CAP_SYS_RESOURCE, which a test container may lack: the device grows.
+  losetup -c "$3" || fail "resize of $3 failed"
+  ok ;;
 attach)
   image=$(opt image "$2"); pv=$(opt kubernetes.io/pvOrVolumeName "$2")
   [ -f "$image" ] || fail "no image file $image"
