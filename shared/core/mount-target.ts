@@ -1,8 +1,8 @@
 import { lstat, mkdir, open, realpath, rmdir, stat, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import { errnoCode, invalidArgument } from '../errors.js';
+import { errnoCode, failedPrecondition, invalidArgument } from '../errors.js';
 import { describeMount } from '../mounter.js';
-import { mountAt } from '../mountinfo.js';
+import { mountAt, readMounts } from '../mountinfo.js';
 import { validatePathUnder } from '../validate.js';
 import type { Core } from './core.js';
 
@@ -39,12 +39,20 @@ async function isSymlink(path: string): Promise<boolean> {
   }
 }
 
-/** Creates a mount point: a directory, or an empty file for a raw block device. Existing ones are accepted. */
+/**
+ * Creates a mount point: a directory, or an empty file for a raw block device. Existing ones are
+ * accepted, but not a directory with a mount below it (<kubelet>/pods, say): a mount over it would
+ * hide those mounts from their owners and take in whatever is made there next.
+ */
 export async function makeMountPoint(path: string, kind: 'dir' | 'file'): Promise<void> {
   if (kind === 'dir') {
     await mkdir(path, { recursive: true, mode: 0o750 });
     const st = await lstat(path);
     if (!st.isDirectory()) throw invalidArgument(`${path} exists and is not a directory`);
+    // The kernel reports mount points with symlinks resolved.
+    const real = await realpath(path);
+    const below = readMounts().find((m) => m.mountPoint.startsWith(`${real}/`));
+    if (below) throw failedPrecondition(`${path} holds a mount below it (${below.mountPoint}): not mounting over it`);
     return;
   }
   await mkdir(dirname(path), { recursive: true, mode: 0o750 });

@@ -100,4 +100,21 @@ describe('teardown of what twinvol did not make', () => {
     await unstage(core, global, { volumeId: vid('mine') });
     expect(mountAt(global)).toBeUndefined();
   });
+
+  // Found by test/fuzz/csi-requests.test.ts: NodePublishVolume at <kubelet>/pods bind-mounted a volume
+  // over every pod's directory, hiding their mounts (a later NodeGetVolumeStats of one was INTERNAL
+  // ENOENT) and sending kubelet's next mkdirs into the volume.
+  it('publish and stage never mount over a directory that holds someone\'s mount below it', async () => {
+    const below = podVolumeDir(s.kubeletDir, 'uid-1', 'pv-1');
+    foreignMount(below);
+    await createVolume(core, { id: vid('v'), backend: 'dir', capacityBytes: 2 ** 24, createdBy: 'cli' });
+    await attach(core, vid('v'), nid('node-a'), { readonly: false, via: 'cli' });
+    const staging = join(s.kubeletDir, 'plugins/twinvol/v/globalmount');
+    await stage(core, vid('v'), staging, { readonly: false });
+    const pods = join(s.kubeletDir, 'pods');
+    await expectRejects(publish(core, vid('v'), pods, { readonly: false, stagingPath: staging, via: 'csi' }), 'FailedPrecondition', `${pods} holds a mount below it (${below})`);
+    await expectRejects(stage(core, vid('v'), pods, { readonly: false }), 'FailedPrecondition', `${pods} holds a mount below it`);
+    expect(mountAt(pods)).toBeUndefined();
+    expect(readFileSync(join(below, 'theirs.txt'), 'utf8')).toBe('keep me');
+  });
 });
