@@ -1,4 +1,5 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readMounts } from '../../shared/mountinfo.js';
 import { outcome } from '../csi/helpers/client.js';
@@ -11,6 +12,7 @@ import { useExecServer } from './helpers.js';
  */
 const tmpfs = useExecServer(() => ['--backends', 'exec', '--flex-driver', 'acme/tmpfs']);
 const loop = useExecServer(() => ['--backends', 'exec', '--flex-driver', 'acme/loop']);
+const host = useExecServer(() => ['--flex-exec', 'host']);
 
 const controllerCaps = async (csi: typeof tmpfs) => (await csi.ctl('ControllerGetCapabilities', {})).capabilities.map((c) => c.rpc.type).sort();
 const nodeCaps = async (csi: typeof tmpfs) => (await csi.node('NodeGetCapabilities', {})).capabilities.map((c) => c.rpc.type).sort();
@@ -50,5 +52,20 @@ describe('exec backend: a server fronting one driver', () => {
     expect(await nodeCaps(loop)).toEqual(['EXPAND_VOLUME', 'STAGE_UNSTAGE_VOLUME', 'VOLUME_MOUNT_GROUP']);
     expect(await controllerCaps(loop)).toEqual(['CREATE_DELETE_VOLUME', 'EXPAND_VOLUME', 'PUBLISH_READONLY', 'PUBLISH_UNPUBLISH_VOLUME']);
     expect(loop.calls('loop').filter((c) => c[0] === 'init')).toHaveLength(2);
+  });
+});
+
+describe('exec backend: --flex-exec host', () => {
+  it('runs the driver through nsenter into pid 1\'s namespaces', async () => {
+    const target = targetPath(host.s.kubeletDir, 'uid-h', 'h');
+    const result = await outcome(host.node('NodePublishVolume', { volume_id: 'h', target_path: target, volume_capability: mountCap(), volume_context: { backend: 'exec', driver: 'acme/tmpfs' } }));
+    const parents = join(dirname(host.driverPath('tmpfs')), 'parents.log');
+    // Where the sandbox forbids entering pid 1's namespaces, nsenter's own refusal is the answer.
+    if (result.code === 'OK') {
+      expect(existsSync(parents) && readFileSync(parents, 'utf8')).toContain('nsenter');
+      await host.node('NodeUnpublishVolume', { volume_id: 'h', target_path: target });
+    } else {
+      expect(result.message).toContain('nsenter');
+    }
   });
 });

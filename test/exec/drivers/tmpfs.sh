@@ -12,6 +12,8 @@ set -u
 here=$(dirname "$0")
 name=$(basename "$0")
 { printf '%s' "$name"; for a in "$@"; do printf '\x1f%s' "$a"; done; printf '\x1e'; } >>"$here/calls.log"
+# Who started the driver (nsenter under --flex-exec host).
+cat "/proc/$PPID/comm" >>"$here/parents.log" 2>/dev/null
 ok() { printf '{"status":"Success"%s}\n' "${1:+,$1}"; exit 0; }
 fail() { printf '{"status":"Failure","message":%s}\n' "$(jq -Rn --arg m "$1" '$m')"; exit 1; }
 
