@@ -1,15 +1,19 @@
 import type { handleUnaryCall, sendUnaryData, ServerUnaryCall } from '@grpc/grpc-js';
 import {
+  asksForExec,
   checkedPathUnder,
   type Core,
   createVolume,
   type DriverName,
+  EXEC_BACKEND,
+  execRecordParameters,
   type ExecVolume,
   type ExecVolumes,
   execVolumeOf,
   execVolumeOfRecord,
   expandVolume,
   invalidArgument,
+  isExecVolume,
   notFound,
   type PodInfo,
   validateNodeName,
@@ -91,9 +95,9 @@ export class ExecService {
   /** The catalog says so, the request's context says so, or this server serves nothing else. */
   private async isExecVolume(id: string, context?: StringMap): Promise<boolean> {
     if (this.serving.only) return true;
-    if (context?.backend === 'exec') return true;
+    if (context && asksForExec(context)) return true;
     const record = await this.core.catalog.getVolume(validateVolumeId(id, 'volume_id'));
-    return record?.backend === 'exec';
+    return record !== undefined && isExecVolume(record);
   }
 
   /**
@@ -104,7 +108,7 @@ export class ExecService {
     const id = validateVolumeId(rawId, 'volume_id');
     const record = await this.core.catalog.getVolume(id);
     if (record) {
-      if (record.backend !== 'exec') throw invalidArgument(`volume ${id} is a ${record.backend} volume, not one of a FlexVolume driver`);
+      if (!isExecVolume(record)) throw invalidArgument(`volume ${id} is a ${record.backend} volume, not one of a FlexVolume driver`);
       return this.checked(execVolumeOfRecord(record), fsType);
     }
     const own = context ? withoutCoKeys(context) : {};
@@ -112,7 +116,7 @@ export class ExecService {
     if (own.driver === undefined) throw notFound(`volume ${id} is not known, and names no FlexVolume driver`);
     const volume = this.checked(execVolumeOf(id, own, own.fsType ?? fsType), fsType);
     if (context) {
-      await createVolume(this.core, { id, backend: 'exec', capacityBytes: 0, fsType: volume.fsType, parameters: recordParameters(own), createdBy: 'csi' });
+      await createVolume(this.core, { id, backend: EXEC_BACKEND, capacityBytes: 0, fsType: volume.fsType, parameters: execRecordParameters(own), createdBy: 'csi' });
     }
     return volume;
   }
@@ -167,7 +171,7 @@ export class ExecService {
           describe: (r) => ({ name: r.name, backend: 'exec' }),
           exclusiveOn: (r) => `volume/${r.name}`,
         }),
-        async (r) => this.serving.only || r.parameters.backend === 'exec',
+        async (r) => this.serving.only || asksForExec(r.parameters),
       ),
       ControllerPublishVolume: routed(
         builtIn.ControllerPublishVolume,
@@ -216,11 +220,11 @@ export class ExecService {
     const { volume: record } = await createVolume(this.core, {
       id,
       name: r.name,
-      backend: 'exec',
+      backend: EXEC_BACKEND,
       capacityBytes: sizeFromRange(r.capacity_range, 0, 1),
       fsType: volume.fsType,
       access: caps.some((c) => c.scope === 'multi-node') ? 'multi-node' : 'single-node',
-      parameters: recordParameters(params),
+      parameters: execRecordParameters(params),
       createdBy: 'csi',
       accessRequests: caps.map(accessRequestOf),
     });
@@ -322,11 +326,6 @@ export class ExecService {
       ),
     };
   }
-}
-
-/** What the catalog keeps as an exec volume's parameters: its driver and options (fsType has its own field). */
-function recordParameters(map: StringMap): StringMap {
-  return { ...Object.fromEntries(Object.entries(map).filter(([k]) => k !== 'fsType')), backend: 'exec' };
 }
 
 /** CSI pod info (podInfoOnMount) as kubelet's pod keys; absent when the CO sends none. */

@@ -1,4 +1,4 @@
-import { invalidArgument, validateStringMap, type VolumeRecord } from '../shared/index.js';
+import { execVolumeContext, invalidArgument, validateStringMap, type VolumeRecord } from '../shared/index.js';
 import type { StringMap } from './csi-types.js';
 
 /**
@@ -28,6 +28,7 @@ export const CREATE_KEYS = ['backend', 'fsType', 'source', 'mountOptions'] as co
 /** What CreateVolume hands back, and what a later NodeStage may see again unchanged. */
 export function volumeContextOf(volume: VolumeRecord): StringMap {
   // An exec volume's context is its PV's flexVolume fields (driver, options), as a static PV gives them.
-  if (volume.backend === 'exec') return { ...volume.parameters, backend: 'exec', ...(volume.fsType ? { fsType: volume.fsType } : {}) };
+  const exec = execVolumeContext(volume);
+  if (exec) return exec;
   return { backend: volume.backend, ...(volume.fsType ? { fsType: volume.fsType } : {}) };
 }

@@ -16,12 +16,12 @@ import { build } from 'esbuild';
 const calls = Number(process.argv[2] ?? 50);
 const rounds = Number(process.argv[3] ?? 7);
 
-// The sources are TypeScript: bundle the three entry points into one module to import.
+// The sources are TypeScript: bundle what is measured, through the core's public entry, into one module.
 const scratch = mkdtempSync('/tmp/twinvol-bench-execa-');
 const bundle = join(scratch, 'contenders.mjs');
 const result = await build({
   stdin: {
-    contents: "export { run } from './shared/runner.ts'; export { runDriver } from './shared/backends/exec-run.ts'; export { execa } from 'execa';",
+    contents: "export { run, runDriver } from './shared/index.js'; export { execa } from 'execa';",
     resolveDir: resolve('.'),
     loader: 'ts',
   },

@@ -27,7 +27,7 @@ export {
   unimplemented,
 } from './errors.js';
 export { fileSink, type LogFields, Logger, type LogSink, redact, stderrSink } from './log.js';
-export { spawnLog, toolEnv } from './runner.js';
+export { run, spawnLog, toolEnv } from './runner.js';
 
 // The model, ids and input validation.
 export type { AccessRequest, AccessScope, Attachment, BackendKind, ContentSource, GroupSnapshotRecord, NodeRecord, Origin, SnapshotRecord, VolumeRecord } from './model.js';
@@ -77,7 +77,20 @@ export { createVolume, type CreateVolumeSpec, deleteVolume, expandVolume, listVo
 
 // The exec backend: third-party FlexVolume drivers behind the CSI server. exec-volumes.ts runs them
 // through execa; only the CSI server imports it, so the FlexVolume executable's bundle never holds it.
-export { type DriverName, EXEC_KEYS, type ExecVolume, execVolumeOf, execVolumeOfRecord, parseDriverName } from './backends/exec.js';
+export {
+  asksForExec,
+  type DriverName,
+  EXEC_BACKEND,
+  EXEC_KEYS,
+  execRecordParameters,
+  type ExecVolume,
+  execVolumeContext,
+  execVolumeOf,
+  execVolumeOfRecord,
+  isExecVolume,
+  parseDriverName,
+} from './backends/exec.js';
+export { type DriverRun, runDriver } from './backends/exec-run.js';
 export { DEFAULT_PLUGIN_DIR, type FlexLog, type FlexSettings, scrub } from './backends/exec-driver.js';
 export type { DriverCapabilities } from './backends/exec-reply.js';
 export { type Done, type ExecPublish, ExecVolumes, isMountPoint, type PodInfo } from './backends/exec-volumes.js';

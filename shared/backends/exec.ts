@@ -56,12 +56,39 @@ export function execVolumeOfRecord(volume: VolumeRecord): ExecVolume {
   return execVolumeOf(volume.id, volume.parameters, volume.fsType);
 }
 
+/** The catalog's name of this backend, for records and contexts the core writes. */
+export const EXEC_BACKEND = 'exec';
+
+/** The volume is a FlexVolume driver's (the front ends ask rather than compare names: shared/core/backend-traits.ts). */
+export function isExecVolume(volume: Pick<VolumeRecord, 'backend'>): boolean {
+  return volume.backend === EXEC_BACKEND;
+}
+
+/** A CreateVolume's parameters or a static PV's volume attributes ask for an exec volume. */
+export function asksForExec(map: Readonly<Record<string, string>>): boolean {
+  return map.backend === EXEC_BACKEND;
+}
+
+/**
+ * What an exec volume's CSI volume_context is: its PV's flexVolume fields (driver, options, fsType),
+ * the same keys a static PV's volumeAttributes give; undefined for any other backend.
+ */
+export function execVolumeContext(volume: VolumeRecord): Record<string, string> | undefined {
+  if (!isExecVolume(volume)) return undefined;
+  return { ...volume.parameters, backend: EXEC_BACKEND, ...(volume.fsType ? { fsType: volume.fsType } : {}) };
+}
+
+/** The parameters the catalog keeps for an exec volume: driver and options (fsType has its own field). */
+export function execRecordParameters(map: Readonly<Record<string, string>>): Record<string, string> {
+  return { ...Object.fromEntries(Object.entries(map).filter(([k]) => k !== 'fsType')), backend: EXEC_BACKEND };
+}
+
 function refuse(volume: VolumeRecord): never {
   throw failedPrecondition(`volume ${volume.id} is served by its FlexVolume driver ${volume.parameters.driver ?? ''} through the CSI server's exec backend`);
 }
 
 export const execBackend: Backend = {
-  kind: 'exec',
+  kind: EXEC_BACKEND,
   hasDevice: false,
   hasFilesystemType: true,
   // The driver decides who may use its volumes; twinvol records no attachments for them.
