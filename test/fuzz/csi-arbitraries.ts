@@ -174,7 +174,7 @@ export const SPECS: Record<string, Spec> = {
   ListVolumes: { skeleton: () => ({ max_entries: 0, starting_token: '' }), fields: paging },
   ControllerGetVolume: { skeleton: (w) => ({ volume_id: w.dir.id }), fields: [id('volume_id')] },
   GetCapacity: { skeleton: () => ({ volume_capabilities: [mountCap()], parameters: { backend: 'dir' } }), fields: [caps, map('parameters'), field('accessible_topology', () => hostileMap.map((segments) => ({ segments })), ['topolog'])] },
-  CreateSnapshot: { skeleton: (w) => ({ name: w.snapshotId, source_volume_id: w.dir.id, parameters: {}, ...sec }), fields: [id('name'), id('source_volume_id'), map('parameters'), secrets] },
+  CreateSnapshot: { skeleton: (w) => ({ name: w.snapshotId, source_volume_id: w.dir.id, parameters: {}, ...sec }), fields: [id('name'), id('source_volume_id', ['source volume']), map('parameters'), secrets] },
   DeleteSnapshot: { skeleton: () => ({ snapshot_id: 'fz-gone-snap', ...sec }), fields: [id('snapshot_id'), secrets] },
   ListSnapshots: { skeleton: (w) => ({ max_entries: 0, starting_token: '', source_volume_id: w.dir.id, snapshot_id: '', ...sec }), fields: [...paging, id('source_volume_id'), id('snapshot_id'), secrets] },
   GetSnapshot: { skeleton: (w) => ({ snapshot_id: w.snapshotId, ...sec }), fields: [id('snapshot_id'), secrets] },

@@ -63,7 +63,8 @@ const ALLOWED: Record<string, readonly string[]> = {
   NodeGetVolumeStats: ['INVALID_ARGUMENT', 'NOT_FOUND'],
   NodeExpandVolume: REFUSALS,
   CreateVolumeGroupSnapshot: REFUSALS,
-  GetVolumeGroupSnapshot: ['INVALID_ARGUMENT', 'NOT_FOUND'],
+  // snapshot_ids other than the group's are FAILED_PRECONDITION, as the spec asks (csi/README.md).
+  GetVolumeGroupSnapshot: ['INVALID_ARGUMENT', 'NOT_FOUND', 'FAILED_PRECONDITION'],
   DeleteVolumeGroupSnapshot: ['INVALID_ARGUMENT', 'FAILED_PRECONDITION'],
 };
 
