@@ -55,7 +55,9 @@ const only = process.argv.slice(2);
 
 // The project is "type":"module"; the bundles are CommonJS, as they are when installed alone.
 await mkdir('dist', { recursive: true });
-await writeFile('dist/package.json', '{ "type": "commonjs" }\n');
+// Renamed into place like the bundles below: a bundle starting meanwhile reads it.
+await writeFile(`dist/package.json.${process.pid}.tmp`, '{ "type": "commonjs" }\n');
+await rename(`dist/package.json.${process.pid}.tmp`, 'dist/package.json');
 for (const entry of entries) {
   if (only.length && !only.includes(entry.out)) continue;
   // Built beside the bundle and renamed over it: a test run spawning the bundle while another run
