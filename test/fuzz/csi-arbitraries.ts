@@ -114,6 +114,11 @@ function leaves(v: unknown): string[] {
   return Object.entries(v).flatMap(([k, x]) => [...leaves(k), ...leaves(x)]);
 }
 const id = (name: string, extra: string[] = []) => field(name, () => hostileName, extra);
+/**
+ * A create's name: a name an earlier run created with another spec is ALREADY_EXISTS, and the message
+ * names the id the name stands for (shared/names.ts), which need not quote the name itself.
+ */
+const createName = field('name', () => hostileName, ['already exists']);
 const PATH_NAMES = ['path', 'kubelet', 'symlink', 'link', 'staged', 'published'];
 const path = (name: string) => field(name, hostilePath, PATH_NAMES);
 const map = (name: string, names: string[] = []) => field(name, () => hostileMap, names);
@@ -159,7 +164,7 @@ export const SPECS: Record<string, Spec> = {
   CreateVolume: {
     skeleton: (w) => ({ name: w.dir.id, capacity_range: { required_bytes: String(64 * 2 ** 20), limit_bytes: '0' }, volume_capabilities: [mountCap()], parameters: { backend: 'dir' }, ...sec }),
     // Parameters choose the backend, and a backend refuses some access modes: a refusal may name either.
-    fields: [id('name'), range, caps, map('parameters', ['backend', 'parameter', 'block', 'access']), secrets, contentSource, topology, map('mutable_parameters')],
+    fields: [createName, range, caps, map('parameters', ['backend', 'parameter', 'block', 'access']), secrets, contentSource, topology, map('mutable_parameters')],
   },
   DeleteVolume: { skeleton: () => ({ volume_id: 'fz-gone', ...sec }), fields: [id('volume_id'), secrets] },
   ControllerPublishVolume: {
@@ -174,7 +179,7 @@ export const SPECS: Record<string, Spec> = {
   ListVolumes: { skeleton: () => ({ max_entries: 0, starting_token: '' }), fields: paging },
   ControllerGetVolume: { skeleton: (w) => ({ volume_id: w.dir.id }), fields: [id('volume_id')] },
   GetCapacity: { skeleton: () => ({ volume_capabilities: [mountCap()], parameters: { backend: 'dir' } }), fields: [caps, map('parameters'), field('accessible_topology', () => hostileMap.map((segments) => ({ segments })), ['topolog'])] },
-  CreateSnapshot: { skeleton: (w) => ({ name: w.snapshotId, source_volume_id: w.dir.id, parameters: {}, ...sec }), fields: [id('name'), id('source_volume_id', ['source volume']), map('parameters'), secrets] },
+  CreateSnapshot: { skeleton: (w) => ({ name: w.snapshotId, source_volume_id: w.dir.id, parameters: {}, ...sec }), fields: [createName, id('source_volume_id', ['source volume']), map('parameters'), secrets] },
   DeleteSnapshot: { skeleton: () => ({ snapshot_id: 'fz-gone-snap', ...sec }), fields: [id('snapshot_id'), secrets] },
   ListSnapshots: { skeleton: (w) => ({ max_entries: 0, starting_token: '', source_volume_id: w.dir.id, snapshot_id: '', ...sec }), fields: [...paging, id('source_volume_id'), id('snapshot_id'), secrets] },
   GetSnapshot: { skeleton: (w) => ({ snapshot_id: w.snapshotId, ...sec }), fields: [id('snapshot_id'), secrets] },
@@ -200,7 +205,7 @@ export const SPECS: Record<string, Spec> = {
   },
   CreateVolumeGroupSnapshot: {
     skeleton: (w) => ({ name: w.groupId, source_volume_ids: [w.dir.id], parameters: {}, ...sec }),
-    fields: [id('name'), field('source_volume_ids', () => fc.array(hostileName, { maxLength: 3 }), ['source_volume_ids', 'volume']), map('parameters'), secrets],
+    fields: [createName, field('source_volume_ids', () => fc.array(hostileName, { maxLength: 3 }), ['source_volume_ids', 'volume']), map('parameters'), secrets],
   },
   GetVolumeGroupSnapshot: {
     skeleton: (w) => ({ group_snapshot_id: w.groupId, snapshot_ids: w.groupSnapshotIds, ...sec }),
