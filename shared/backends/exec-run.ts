@@ -65,8 +65,9 @@ export async function runDriver(executable: string, args: readonly string[], opt
       killSignal: 'SIGTERM',
       forceKillAfterDelay: opts.graceMs,
       reject: false,
-      extendEnv: false,
-      env: plainEnv(),
+      // kubelet runs a driver with its own environment; the PATH gains the sbin directories.
+      extendEnv: true,
+      env: { PATH: toolPath() },
     });
     const pid = subprocess.pid;
     const result = await subprocess;
@@ -95,9 +96,9 @@ function descriptor(fd: number): 3 {
   return fd as 3;
 }
 
-/** kubelet's drivers see a PATH with the sbin directories (shared/runner.ts toolEnv), as strings only. */
-function plainEnv(): Record<string, string> {
-  return Object.fromEntries(Object.entries(toolEnv()).filter((e): e is [string, string] => e[1] !== undefined));
+/** The PATH twinvol's own tools run with (shared/runner.ts toolEnv): the server's, plus the sbin directories. */
+function toolPath(): string {
+  return toolEnv().PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin';
 }
 
 /** SIGKILL to every process still in the driver's group (ESRCH: none left). */

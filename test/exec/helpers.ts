@@ -50,10 +50,10 @@ export function installDrivers(pluginDir: string): void {
 
 /**
  * One scratch world with the test drivers installed and a CSI server pointed at them. `args(pluginDir)`
- * gives further flags. afterAll stops the server, kills what the drivers left running, and unmounts,
+ * gives further flags, `env` further variables (the drivers inherit the server's environment). afterAll stops the server, kills what the drivers left running, and unmounts,
  * detaches and deletes everything, whether the tests passed or not.
  */
-export function useExecServer(args: (pluginDir: string) => string[] = () => []): ExecSuite {
+export function useExecServer(args: (pluginDir: string) => string[] = () => [], env: (s: CsiScratch) => NodeJS.ProcessEnv = () => ({})): ExecSuite {
   let scratch: CsiScratch | undefined;
   let running: RunningCsi | undefined;
   const need = <T>(v: T | undefined): T => {
@@ -93,7 +93,7 @@ export function useExecServer(args: (pluginDir: string) => string[] = () => []):
   beforeAll(async () => {
     scratch = createCsiScratch('node-a');
     installDrivers(pluginDir());
-    running = await launchCsi(scratch, { args: ['--flex-plugin-dir', pluginDir(), ...args(pluginDir())] });
+    running = await launchCsi(scratch, { args: ['--flex-plugin-dir', pluginDir(), ...args(pluginDir())], env: env(scratch) });
   });
   afterAll(async () => {
     await running?.stop();

@@ -157,7 +157,7 @@ describe('listVolumeIds / requireVolume', () => {
     await expectRejects(
       catalog.getVolume('v1'),
       'Internal',
-      `state record ${path} does not parse: backend: expected one of dir, block, static; attachments.0.node: not a valid node name`,
+      `state record ${path} does not parse: backend: expected one of dir, block, static, exec; attachments.0.node: not a valid node name`,
     );
   });
 

@@ -1,0 +1,50 @@
+import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { readMounts } from '../../shared/mountinfo.js';
+import { mountCap, stagingPath, targetPath } from '../csi/helpers/requests.js';
+import { useExecServer } from './helpers.js';
+
+/**
+ * The full circle: twinvol's own FlexVolume executable (dist/flex/twinvol) as the third-party driver
+ * of twinvol's CSI server, fronted alone (--backends exec). It keeps its catalog in a world of its own
+ * (the TWINVOL_* variables it inherits from the server, as a driver inherits kubelet's environment)
+ * and mounts under the same kubelet dir.
+ */
+const FLEX_BIN = resolve(import.meta.dirname, '../../dist/flex/twinvol');
+const csi = useExecServer(
+  (pluginDir) => {
+    mkdirSync(join(pluginDir, 'twinvol.io~twinvol'), { recursive: true });
+    copyFileSync(FLEX_BIN, join(pluginDir, 'twinvol.io~twinvol', 'twinvol'));
+    return ['--backends', 'exec', '--flex-driver', 'twinvol.io/twinvol'];
+  },
+  (s) => ({
+    TWINVOL_DATA_ROOT: join(s.root, 'flex-data'),
+    TWINVOL_STATE_DIR: join(s.root, 'flex-state'),
+    TWINVOL_KUBELET_DIR: s.kubeletDir,
+    TWINVOL_NODE_NAME: 'node-a',
+  }),
+);
+const mountsAt = (path: string) => readMounts().filter((m) => m.mountPoint === path).length;
+
+describe('exec backend: twinvol\'s FlexVolume executable behind twinvol\'s CSI server', () => {
+  it('advertises what its init reports and runs a whole life, data in place', async () => {
+    const caps = (await csi.ctl('ControllerGetCapabilities', {})).capabilities.map((c) => c.rpc.type).sort();
+    expect(caps).toEqual(['CREATE_DELETE_VOLUME', 'EXPAND_VOLUME', 'PUBLISH_READONLY', 'PUBLISH_UNPUBLISH_VOLUME']);
+    const id = 'circle-1';
+    const created = await csi.ctl('CreateVolume', { name: id, parameters: { volumeId: id, createIfMissing: 'true', size: '16Mi' }, volume_capabilities: [mountCap()] });
+    const ctx = created.volume.volume_context;
+    const pub = await csi.ctl('ControllerPublishVolume', { volume_id: id, node_id: 'node-a', volume_capability: mountCap(), volume_context: ctx });
+    const staging = stagingPath(csi.s.kubeletDir, id);
+    await csi.node('NodeStageVolume', { volume_id: id, staging_target_path: staging, publish_context: pub.publish_context, volume_capability: mountCap(), volume_context: ctx });
+    const target = targetPath(csi.s.kubeletDir, 'uid-c', id);
+    await csi.node('NodePublishVolume', { volume_id: id, staging_target_path: staging, target_path: target, volume_capability: mountCap(), volume_context: ctx });
+    expect(mountsAt(target)).toBe(1);
+    writeFileSync(join(target, 'round'), 'trip');
+    expect(readFileSync(join(staging, 'round'), 'utf8')).toBe('trip');
+    await csi.node('NodeUnpublishVolume', { volume_id: id, target_path: target });
+    await csi.node('NodeUnstageVolume', { volume_id: id, staging_target_path: staging });
+    await csi.ctl('ControllerUnpublishVolume', { volume_id: id, node_id: 'node-a' });
+    expect(mountsAt(target) + mountsAt(staging)).toBe(0);
+  });
+});
