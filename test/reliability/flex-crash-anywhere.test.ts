@@ -46,7 +46,7 @@ function recordsParse(): void {
 }
 
 describe(`crash at any point of a FlexVolume life (seed ${SEED}, ${TRIALS} trials)`, () => {
-  it('the retries finish the life, nothing is left behind, and every earlier write is intact', { timeout: 60_000 + TRIALS * 6_000 }, async () => {
+  it('the retries finish the life, nothing is left behind, and every earlier write is intact', { timeout: 60_000 + TRIALS * 20_000 }, async () => {
     await createVolume('crashy', '--size', '32Mi');
     const next = seededRandom(SEED);
     const opts = flexOptions('pv-crashy', { volumeId: 'crashy' });
