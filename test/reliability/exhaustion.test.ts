@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { mountAt } from '../../shared/mountinfo.js';
 import { NodeState } from '../../shared/store/node-state.js';
 import { expectCode } from '../csi/helpers/client.js';
-import { deviceSha256, writeRandomDevice } from '../csi/helpers/data.js';
+import { deviceSha256, fileSha256, writeRandomDevice, writeRandomFile } from '../csi/helpers/data.js';
 import { blockCap, MiB, mountCap, size, stagingPath, targetPath } from '../csi/helpers/requests.js';
 import type { CsiScratch } from '../csi/helpers/scratch.js';
 import { useCsiWorld } from '../helpers/csi-world.js';
@@ -47,27 +47,35 @@ const blockVolume = (name: string, extra: { volume_content_source?: object } = {
 });
 
 describe('the data root runs out of space', () => {
-  it('CreateVolume blank, from a snapshot and as a clone: RESOURCE_EXHAUSTED naming the file, nothing half made, done once space is freed', async () => {
-    const w = await world((s) => void smallTmpfs(s.dataRoot, 'size=24m'));
+  it('CreateVolume blank, from a snapshot and as a clone (block and dir): RESOURCE_EXHAUSTED naming the file, nothing half made, done once space is freed', async () => {
+    const w = await world((s) => void smallTmpfs(s.dataRoot, 'size=40m'));
     const { s, ctl } = w;
     await ctl('CreateVolume', blockVolume('src'));
     // 4 MiB of data in the source's image: what a clone and a restore must copy (sparse, the rest costs nothing).
     const image = join(s.dataRoot, 'volumes/src/image.img');
     const data = writeRandomDevice(image, 4 * MiB);
     await ctl('CreateSnapshot', { name: 'snap', source_volume_id: 'src' });
+    // A dir volume's tree is copied too (cp -a), with 4 MiB in one file.
+    await ctl('CreateVolume', { ...blockVolume('dsrc'), parameters: { backend: 'dir' } });
+    const file = writeRandomFile(join(s.dataRoot, 'volumes/dsrc/data/file.bin'), 4 * MiB);
     const records = digestsUnder(s.dataRoot, CATALOG_NOISE);
-    expect(Object.keys(records)).toEqual(['nodes/node-a.json', 'snapshots/snap/image.img', 'snapshots/snap/snapshot.json', 'volumes/src/image.img', 'volumes/src/volume.json']);
+    expect(Object.keys(records)).toEqual([
+      'nodes/node-a.json', 'snapshots/snap/image.img', 'snapshots/snap/snapshot.json',
+      'volumes/dsrc/data/file.bin', 'volumes/dsrc/volume.json', 'volumes/src/image.img', 'volumes/src/volume.json',
+    ]);
+    const before = ['dsrc', 'src'];
 
     // Room for a record, not for a copy.
     let free = fillUp(s.dataRoot, MiB);
     const copies = [
-      ['clone', blockVolume('clone', { volume_content_source: { volume: { volume_id: 'src' } } }), 'volumes/src'],
-      ['restored', blockVolume('restored', { volume_content_source: { snapshot: { snapshot_id: 'snap' } } }), 'snapshots/snap'],
+      ['clone', blockVolume('clone', { volume_content_source: { volume: { volume_id: 'src' } } }), 'volumes/src/image\\.img', 'image\\.img'],
+      ['restored', blockVolume('restored', { volume_content_source: { snapshot: { snapshot_id: 'snap' } } }), 'snapshots/snap/image\\.img', 'image\\.img'],
+      ['dclone', { ...blockVolume('dclone', { volume_content_source: { volume: { volume_id: 'dsrc' } } }), parameters: { backend: 'dir' } }, 'volumes/dsrc/data', 'data'],
     ] as const;
-    for (const [id, request, from] of copies) {
+    for (const [id, request, from, to] of copies) {
       const message = await expectCode(ctl('CreateVolume', request), 'RESOURCE_EXHAUSTED');
-      expect(message).toMatch(new RegExp(`^cannot copy ${s.dataRoot}/${from}/image\\.img to ${workEntry(s, id)}/image\\.img: no space or no free inodes left on its filesystem ${NO_SPACE}`));
-      await expectNothingHalfMade(s, ['src'], records, `CreateVolume ${id}`);
+      expect(message).toMatch(new RegExp(`^cannot copy ${s.dataRoot}/${from} to ${workEntry(s, id)}/${to}: no space or no free inodes left on its filesystem ${NO_SPACE}`));
+      await expectNothingHalfMade(s, before, records, `CreateVolume ${id}`);
     }
     free();
 
@@ -75,21 +83,22 @@ describe('the data root runs out of space', () => {
     free = fillUp(s.dataRoot);
     const message = await expectCode(ctl('CreateVolume', blockVolume('blank')), 'RESOURCE_EXHAUSTED');
     expect(message).toMatch(new RegExp(`^cannot write ${workEntry(s, 'blank')}/volume\\.json: .*${NO_SPACE}`));
-    await expectNothingHalfMade(s, ['src'], records, 'CreateVolume blank');
+    await expectNothingHalfMade(s, before, records, 'CreateVolume blank');
     // A FlexVolume PV that creates its volume on first use says the same as a Failure.
     const attach = () => w.flex('attach', flexOptions('pv-f', { volumeId: 'f', createIfMissing: 'true', size: '8Mi', backend: 'block' }), 'node-a');
     const refused = await attach();
     expect(refused.exitCode).toBe(1);
     expect(refused.reply).toEqual({ status: 'Failure', message: expect.stringMatching(new RegExp(`^cannot write ${workEntry(s, 'f')}/volume\\.json: .*${NO_SPACE}`)) });
-    await expectNothingHalfMade(s, ['src'], records, 'FlexVolume attach with createIfMissing');
+    await expectNothingHalfMade(s, before, records, 'FlexVolume attach with createIfMissing');
     free();
 
     // Space is back: the very same calls succeed, and the copies hold the source's data.
     for (const [, request] of copies) await ctl('CreateVolume', request);
     await ctl('CreateVolume', blockVolume('blank'));
     expectSuccess(await attach());
-    expect(await volumesInCatalog(s)).toEqual(['blank', 'clone', 'f', 'restored', 'src']);
+    expect(await volumesInCatalog(s)).toEqual(['blank', 'clone', 'dclone', 'dsrc', 'f', 'restored', 'src']);
     for (const id of ['clone', 'restored']) expect(deviceSha256(join(s.dataRoot, 'volumes', id, 'image.img'), 4 * MiB), id).toBe(data);
+    expect(fileSha256(join(s.dataRoot, 'volumes/dclone/data/file.bin'))).toBe(file);
     expect(digestsUnder(join(s.dataRoot, 'volumes/src'))).toEqual({ 'image.img': records['volumes/src/image.img'], 'volume.json': records['volumes/src/volume.json'] });
   });
 });
