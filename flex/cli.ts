@@ -1,5 +1,7 @@
-import yargs from 'yargs';
-import { asTwinvolError, type Core, createVolume, deleteVolume, formatSize, listNodes, listVolumes, loadConfig, type NodeRecord, notFound, openCore, parseSize, releaseAttachment, validateNodeName, validateVolumeId, type VolumeRecord } from '../shared/index.js';
+import yargs, { type Argv } from 'yargs';
+import { VENDOR_VERSION } from '../csi/version.js';
+import { asTwinvolError, type Config, type Core, createVolume, DEFAULT_CONFIG_PATH, deleteVolume, formatSize, listNodes, listVolumes, loadConfig, type NodeRecord, notFound, openCore, parseSize, releaseAttachment, requireFilesystemFits, validateBackend, validateBlockFsType, validateNodeName, validateVolumeId, type VolumeRecord } from '../shared/index.js';
+import { configText, DEFAULT_FLEX_PLUGIN_DIR, DEFAULT_VENDOR, installFlex, installTarget, type InstallTarget, runningExecutable, uninstallFlex } from './install.js';
 
 /**
  * The administrator's side of FlexVolume, which has no provisioning: volumes are made here before
@@ -7,11 +9,15 @@ import { asTwinvolError, type Core, createVolume, deleteVolume, formatSize, list
  * installed; kubelet never sends the verb "volume".
  */
 export async function runCli(argv: readonly string[]): Promise<number> {
+  let config: Config | undefined;
   let core: Core | undefined;
-  const open = () => (core ??= openCore(loadConfig()));
+  const settings = () => (config ??= loadConfig());
+  const open = () => (core ??= openCore(settings()));
   const parser = yargs([...argv])
     .scriptName('twinvol')
-    .usage('$0 volume|node <command>\n\nSettings come from /etc/twinvol/config.json (or TWINVOL_CONFIG) and TWINVOL_DATA_ROOT, TWINVOL_STATE_DIR, TWINVOL_KUBELET_DIR.')
+    .usage(
+      `$0 volume|node|install|uninstall <command>\n\nThe administrator's side of the twinvol FlexVolume driver. kubelet runs this same file with its own verbs (init, attach, mount, ...) and reads one JSON reply; those are not for a terminal.\nSettings come from ${DEFAULT_CONFIG_PATH} (or TWINVOL_CONFIG) and TWINVOL_DATA_ROOT, TWINVOL_STATE_DIR, TWINVOL_KUBELET_DIR, TWINVOL_NODE_NAME.\nExit codes: 0 done, 1 refused or failed, 2 a command line that does not parse (nothing was touched).`,
+    )
     .command('volume', 'create, delete, list and inspect volumes in the catalog', (y) =>
       y
         .command(
@@ -28,10 +34,16 @@ export async function runCli(argv: readonly string[]): Promise<number> {
               .option('mount-options', { type: 'string', describe: 'static: comma-separated mount options' })
               .option('json', { type: 'boolean', default: false }),
           async (a) => {
+            // Every value is checked before the catalog is opened, so a refused command touches nothing.
+            const spec = usable(() => {
+              const backend = validateBackend(a.backend);
+              if (a.size === undefined && backend !== 'static') throw new UsageError(`a ${backend} volume needs --size (a quantity such as 1Gi, 1.5Gi, 500M)`);
+              const capacityBytes = a.size === undefined ? 0 : parseSize(a.size, '--size');
+              if (backend === 'block') requireFilesystemFits(validateBlockFsType(a['fs-type'], settings().defaultFsType), capacityBytes);
+              return { id: validateVolumeId(a.id), backend, capacityBytes };
+            });
             const { volume, created } = await createVolume(open(), {
-              id: a.id,
-              backend: a.backend,
-              capacityBytes: a.size === undefined ? 0 : parseSize(a.size),
+              ...spec,
               fsType: a['fs-type'],
               access: a.access,
               source: a.source,
@@ -43,11 +55,11 @@ export async function runCli(argv: readonly string[]): Promise<number> {
         )
         .command(
           'delete <id>',
-          'delete a volume and its data (refused while attached)',
+          'delete a volume and its data (refused while attached; a volume that does not exist is already gone)',
           (c) => c.positional('id', { type: 'string', demandOption: true }),
           async (a) => {
-            await deleteVolume(open(), validateVolumeId(a.id));
-            print(`deleted: ${a.id}`);
+            const id = usable(() => validateVolumeId(a.id));
+            print((await deleteVolume(open(), id)) ? `deleted: ${id}` : `already gone: volume ${id} does not exist`);
           },
         )
         .command(
@@ -58,7 +70,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
             const volumes = await listVolumes(open());
             if (a.json) print(volumes);
             else if (!volumes.length) print('no volumes');
-            else for (const v of volumes) print(describe(v));
+            else for (const line of [VOLUME_HEADER, ...volumes.map(describe)]) print(line);
           },
         )
         .command(
@@ -98,10 +110,49 @@ export async function runCli(argv: readonly string[]): Promise<number> {
         )
         .demandCommand(1, 'name a node command: list'),
     )
-    .demandCommand(1)
+    .command('install', 'install this executable as a FlexVolume driver on this node', (y) =>
+      y
+        .command(
+          'flex',
+          'copy this executable to <plugin-dir>/<vendor>~twinvol/twinvol, atomically (kubelet probes the directory on every change), and write the config file; a no-op when both are already in place',
+          (c) =>
+            targetOptions(c).option('config', {
+              type: 'string',
+              describe: `the settings to write to ${DEFAULT_CONFIG_PATH} (or TWINVOL_CONFIG): JSON text, or a file holding it`,
+            }),
+          async (a) => {
+            const target = usable(() => targetOf(a));
+            const config = a.config === undefined ? undefined : usable(() => configText(a.config ?? ''));
+            if (typeof config === 'object') throw new UsageError(config.error);
+            const r = installFlex(target, runningExecutable(), config === undefined ? undefined : { text: config, path: process.env.TWINVOL_CONFIG || DEFAULT_CONFIG_PATH });
+            print(`${r.driver.changed ? 'installed' : 'unchanged'}: ${r.driver.path} (kubelet driver ${target.vendor}/twinvol)`);
+            if (r.config) print(`${r.config.changed ? 'written' : 'unchanged'}: ${r.config.path}`);
+          },
+        )
+        .demandCommand(1, 'name what to install: flex'),
+    )
+    .command('uninstall', 'remove what install put on this node', (y) =>
+      y
+        .command(
+          'flex',
+          'remove <plugin-dir>/<vendor>~twinvol/twinvol; refused while twinvol volumes are mounted on this node, whose teardown needs it (the config file stays)',
+          (c) => targetOptions(c).option('force', { type: 'boolean', default: false, describe: 'remove it even while volumes are mounted' }),
+          async (a) => {
+            const target = usable(() => targetOf(a));
+            const r = await uninstallFlex(open(), target, a.force);
+            print(r.removed ? `removed: ${r.path}${r.mounts ? ` (forced: ${r.mounts} mounts still in place)` : ''}` : `already gone: ${r.path} was not installed`);
+          },
+        )
+        .demandCommand(1, 'name what to uninstall: flex'),
+    )
+    .demandCommand(1, 'name a command: volume, node, install or uninstall')
+    // A flag given twice takes its last value, as in most tools, rather than becoming an array that
+    // every check downstream would have to expect.
+    .parserConfiguration({ 'duplicate-arguments-array': false })
     .strict()
     .help()
-    .version(false)
+    .alias('help', 'h')
+    .version('version', 'print the version', `twinvol ${VENDOR_VERSION}`)
     .fail((msg, err) => {
       // Throwing is what stops yargs: a fail handler that returns lets the command run anyway, so a
       // rejected --access or an unknown --data-root once still created the volume.
@@ -111,17 +162,44 @@ export async function runCli(argv: readonly string[]): Promise<number> {
     await parser.parseAsync();
   } catch (err) {
     if (err instanceof UsageError) {
-      process.stderr.write(`twinvol: ${err.message.replace(/\s+/g, ' ').trim()} (see: twinvol --help)\n`);
+      process.stderr.write(`twinvol: ${oneLine(err.message)} (see: twinvol --help)\n`);
       return 2;
     }
-    process.stderr.write(`twinvol: ${asTwinvolError(err).message}\n`);
-    return 1;
+    const e = asTwinvolError(err);
+    process.stderr.write(`twinvol: ${oneLine(e.message)}${e.code === 'InvalidArgument' ? ' (see: twinvol --help)' : ''}\n`);
+    // A value the core refused as invalid is a usage error too; the core refuses before it touches anything.
+    return e.code === 'InvalidArgument' ? 2 : 1;
   }
   return 0;
 }
 
 /** A command line that does not parse: exit 2, one line, before anything is touched. */
 class UsageError extends Error {}
+
+/** Runs a check of the command line's values: whatever it refuses is a usage error. */
+function usable<T>(check: () => T): T {
+  try {
+    return check();
+  } catch (err) {
+    throw err instanceof UsageError ? err : new UsageError(asTwinvolError(err).message);
+  }
+}
+
+const oneLine = (message: string) => message.replace(/\s+/g, ' ').trim();
+
+function targetOptions<T>(c: Argv<T>) {
+  return c
+    .option('plugin-dir', { type: 'string', default: DEFAULT_FLEX_PLUGIN_DIR, describe: "kubelet's --volume-plugin-dir" })
+    .option('vendor', { type: 'string', default: DEFAULT_VENDOR, describe: 'the driver is <vendor>/twinvol in a PV' });
+}
+
+function targetOf(a: { 'plugin-dir': string; vendor: string }): InstallTarget {
+  const target = installTarget(a['plugin-dir'], a.vendor);
+  if (typeof target === 'string') throw new UsageError(target);
+  return target;
+}
+
+const VOLUME_HEADER = 'ID\tBACKEND\tSIZE\tFSTYPE\tACCESS\tATTACHMENTS';
 
 function print(value: unknown): void {
   process.stdout.write(typeof value === 'string' ? `${value}\n` : `${JSON.stringify(value, null, 2)}\n`);

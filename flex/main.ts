@@ -4,7 +4,7 @@
 import { loadConfig } from '../shared/index.js';
 import { loadPacked } from './packed-modules.js';
 import { failure, type FlexReply, notSupported, sendReply, success } from './reply.js';
-import { isFlexVerb } from './verb-names.js';
+import { ADMIN_COMMANDS, isFlexVerb } from './verb-names.js';
 
 // Anything Node would print (a warning, a deprecation) would corrupt the reply.
 process.removeAllListeners('warning');
@@ -22,9 +22,9 @@ async function main(argv: readonly string[]): Promise<void> {
     sendReply(init());
     return;
   }
-  // The administrator's CLI; kubelet never sends these verbs. Anything else unknown (help included)
+  // The administrator's CLI (and --help, --version); kubelet never sends these. Anything else unknown
   // is "Not supported", because kubelet parses whatever is printed as the reply.
-  if (verb === 'volume' || verb === 'node') {
+  if (ADMIN_COMMANDS.includes(verb)) {
     process.exitCode = await loadPacked<typeof import('./cli.js')>('cli').runCli(argv);
     return;
   }

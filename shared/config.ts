@@ -85,6 +85,18 @@ function readConfigFile(path: string, explicit: boolean): Record<string, unknown
     if (errnoCode(err) === 'ENOENT' && !explicit) return {};
     throw invalidArgument(`cannot read config file ${path}: ${errnoCode(err) ?? String(err)}`);
   }
+  return parseConfigText(text, path);
+}
+
+/**
+ * A config file's text checked as loadConfig checks it, defaults filled in and no environment
+ * applied: `twinvol install flex --config` refuses a bad config before writing anything.
+ */
+export function checkConfigText(text: string, path: string): Config {
+  return checkConfig({ ...DEFAULTS, nodeName: hostname(), ...parseConfigText(text, path) });
+}
+
+function parseConfigText(text: string, path: string): Record<string, unknown> {
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);

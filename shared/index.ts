@@ -10,7 +10,7 @@
  */
 
 // Configuration, errors, logging.
-export { type Config, type ConfigOverrides, DATA_ROOT_SCOPES, type DataRootScope, loadConfig } from './config.js';
+export { checkConfigText, type Config, type ConfigOverrides, DATA_ROOT_SCOPES, type DataRootScope, DEFAULT_CONFIG_PATH, loadConfig } from './config.js';
 export {
   aborted,
   alreadyExists,

@@ -152,16 +152,18 @@ function checkSourceFits(volume: VolumeRecord, backend: BackendKind, size: numbe
  * Deletes a volume and its data. Unknown ids are fine (delete is retried); a volume still attached
  * anywhere, or still a loop device on this node, is refused rather than pulled from under a user.
  */
-export async function deleteVolume(core: Core, id: VolumeId): Promise<void> {
+/** Deletes a volume; a missing one is already deleted (false: there was nothing to delete). */
+export async function deleteVolume(core: Core, id: VolumeId): Promise<boolean> {
   validateVolumeId(id);
-  await core.catalog.lock('volume', id, async () => {
+  return core.catalog.lock('volume', id, async () => {
     const volume = await core.catalog.getVolume(id);
-    if (!volume) return;
+    if (!volume) return false;
     if (volume.attachments.length)
       throw failedPrecondition(`volume ${id} is still attached to ${volume.attachments.map((a) => `node ${a.node}`).join(', ')}`);
     const device = backendFor(volume.backend).attachedDevice(volume, core);
     if (device) throw failedPrecondition(`volume ${id} is still in use on this node as ${device}`);
     await core.catalog.removeEntry('volumes', id);
+    return true;
   });
 }
 

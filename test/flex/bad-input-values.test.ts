@@ -105,10 +105,11 @@ describe('targets outside the kubelet root', () => {
 
 describe('sizes', () => {
   const notSizes: [string, string][] = [
-    ['-1', 'size "-1" is not a size (use bytes or a suffix'],
-    ['1.5Gi', 'size "1.5Gi" is not a size'],
-    ['10XB', 'size "10XB" is not a size'],
-    ['1e9', 'size "1e9" is not a size'],
+    // Kubernetes quantities (1.5Gi, 1e9) are sizes (shared/size.ts); these are not.
+    ['-1', 'size "-1" is negative'],
+    ['1.5', 'size "1.5" is not a whole number of bytes'],
+    ['10XB', 'size "10XB" is not a size (use bytes, a suffix'],
+    ['1e-3', 'size "1e-3" is not a whole number of bytes'],
     ['0', 'size "0" must be a positive whole number of bytes'],
     ['99999999999Ti', 'size "99999999999Ti"'],
     ['', 'size "" is not a size'],

@@ -1,31 +1,115 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runCli } from '../helpers/flex-runner.js';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { runAdmin, runCli, runFlex } from '../helpers/flex-runner.js';
 import { createScratch, type Scratch } from '../helpers/scratch.js';
 
+// The administrator's CLI as a person meets it (issue 11, item 7): a refused command line stops
+// with exit 2 and one line BEFORE anything is touched; --help and --version answer a person while
+// kubelet's verbs stay its protocol; sizes are Kubernetes quantities.
 let s: Scratch;
 beforeAll(() => {
   s = createScratch('node-a');
 });
 afterAll(() => s.cleanup());
 
-const catalogEntries = () => (existsSync(join(s.dataRoot, 'volumes')) ? readdirSync(join(s.dataRoot, 'volumes')) : []);
+/** Nothing at all in the data root (not even the lock directory a create would take). */
+const touched = () => (existsSync(s.dataRoot) ? readdirSync(s.dataRoot, { recursive: true }) : []);
 
-describe('twinvol volume: a command line that does not parse', () => {
+describe('twinvol: a command line that does not parse', () => {
   it.each([
-    [['create', 'v', '--size', '1Mi', '--access', 'many'], /Invalid values: Argument: access, Given: "many"/],
-    [['create', 'v', '--size', '1Mi', '--backend', 'nfs'], /Argument: backend, Given: "nfs"/],
-    [['create', 'v', '--size', '1Mi', '--data-root', '/elsewhere'], /Unknown arguments: data-root/],
-    [['create'], /Not enough non-option arguments/],
-    [['remove', 'v'], /Unknown arguments: remove, v/],
+    // volume create: flags, values, and the checks that need the config (the default fsType)
+    [['volume', 'create', 'v', '--size', '1Mi', '--access', 'many'], /Invalid values: Argument: access, Given: "many"/],
+    [['volume', 'create', 'v', '--size', '1Mi', '--backend', 'nfs'], /Argument: backend, Given: "nfs"/],
+    [['volume', 'create', 'v', '--size', '1Mi', '--data-root', '/elsewhere'], /Unknown arguments: data-root/],
+    [['volume', 'create'], /Not enough non-option arguments/],
+    [['volume', 'create', '../v', '--size', '1Mi'], /volume id "..\/v" must not contain/],
+    [['volume', 'create', 'v'], /a block volume needs --size/],
+    [['volume', 'create', 'v', '--backend', 'dir'], /a dir volume needs --size/],
+    [['volume', 'create', 'v', '--size', '1.5'], /--size "1.5" is not a whole number of bytes/],
+    [['volume', 'create', 'v', '--size', '1500m'], /--size "1500m" is not a whole number of bytes/],
+    [['volume', 'create', 'v', '--size=-1Gi'], /--size "-1Gi" is negative/],
+    [['volume', 'create', 'v', '--size', '2Pi'], /--size "2Pi" is larger than the 1 PiB limit/],
+    [['volume', 'create', 'v', '--size', 'lots'], /--size "lots" is not a size/],
+    [['volume', 'create', 'v', '--size', '299Mi', '--fs-type', 'xfs'], /size 299Mi is too small for xfs: mkfs.xfs refuses a filesystem smaller than 300 MiB; ask for at least 300Mi/],
+    [['volume', 'create', 'v', '--size', '100Ki'], /size 100Ki is too small for ext4: .*ask for at least 104Ki/],
+    [['volume', 'create', 'v', '--size', '1Gi', '--fs-type', 'btrfs'], /fsType "btrfs" is not supported/],
+    // the other commands
+    [['volume', 'delete', '../v'], /volume id "..\/v" must not contain/],
+    [['volume', 'delete'], /Not enough non-option arguments/],
+    [['volume', 'list', '--color'], /Unknown argument: color/],
+    [['volume', 'inspect', 'a/b'], /volume id "a\/b" must not contain/],
+    [['volume', 'release', 'v', 'bad node!'], /node name "bad node!" may only hold/],
+    [['volume', 'remove', 'v'], /Unknown arguments: remove, v/],
+    [['volume'], /name a volume command/],
+    [['node', 'list', 'extra'], /Unknown argument: extra/],
+    [['node'], /name a node command/],
   ])('%j: exit 2, one line naming what is wrong, nothing created', async (args, reason) => {
-    const r = await runCli(s.env, args);
-    expect(r.exitCode).toBe(2);
+    const r = await runAdmin(s.env, args);
+    expect(r.exitCode, r.stderr).toBe(2);
     expect(r.stdout).toBe('');
-    expect(r.stderr.trimEnd().split('\n')).toHaveLength(1);
+    expect(r.stderr).toMatch(/^twinvol: [^\n]+ \(see: twinvol --help\)\n$/);
     expect(r.stderr).toMatch(reason);
-    expect(catalogEntries()).toEqual([]);
+    expect(touched()).toEqual([]);
     expect(existsSync('/elsewhere')).toBe(false);
+  });
+});
+
+describe('twinvol --help and --version, for a person', () => {
+  it.each([[['--help']], [['-h']], [['volume', '--help']], [['volume', 'create', '--help']], [['install', 'flex', '--help']]])('%j prints help on stdout, exit 0', async (args) => {
+    const r = await runAdmin(s.env, args);
+    expect(r).toMatchObject({ exitCode: 0, stderr: '' });
+    expect(r.stdout).toMatch(/^twinvol /);
+    expect(r.stdout).toContain('--help');
+    expect(() => JSON.parse(r.stdout)).toThrow();
+  });
+
+  it('--version prints the version', async () => {
+    expect(await runAdmin(s.env, ['--version'])).toEqual({ exitCode: 0, stdout: expect.stringMatching(/^twinvol \d+\.\d+\.\d+\n$/), stderr: '' });
+  });
+
+  it('kubelet\'s verbs are still its protocol, byte for byte', async () => {
+    expect((await runFlex(s.env, ['init'])).output).toBe('{"status":"Success","capabilities":{"fsGroup":false}}');
+    expect((await runFlex(s.env, ['getmetrics'])).output).toBe('{"status":"Not supported"}');
+    expect((await runFlex(s.env, [])).output).toBe('{"status":"Not supported"}');
+  });
+});
+
+describe('twinvol volume: sizes, delete, list', () => {
+  afterEach(async () => {
+    for (const id of ['q1', 'q2', 'q3', 'q4']) await runCli(s.env, ['delete', id]);
+  });
+
+  it.each([
+    ['q1', '1.5Gi', 1.5 * 2 ** 30],
+    ['q2', '500M', 500_000_000],
+    ['q3', '1e9', 1_000_000_000],
+    ['q4', '100Ki', 100 * 1024],
+  ])('--size %s... a Kubernetes quantity: %s is %d bytes', async (id, size, bytes) => {
+    const r = await runCli(s.env, ['create', id, '--backend', 'dir', '--size', size, '--json']);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ id, capacityBytes: bytes });
+  });
+
+  it('delete of a volume that does not exist says it is already gone, exit 0', async () => {
+    expect(await runCli(s.env, ['delete', 'nope'])).toEqual({ exitCode: 0, stdout: 'already gone: volume nope does not exist\n', stderr: '' });
+    expect((await runCli(s.env, ['create', 'q1', '--backend', 'dir', '--size', '1Mi'])).exitCode).toBe(0);
+    expect(await runCli(s.env, ['delete', 'q1'])).toEqual({ exitCode: 0, stdout: 'deleted: q1\n', stderr: '' });
+    expect(existsSync(join(s.dataRoot, 'volumes', 'q1'))).toBe(false);
+  });
+
+  it('list has a header, and --json the records', async () => {
+    expect((await runCli(s.env, ['list'])).stdout).toBe('no volumes\n');
+    expect((await runCli(s.env, ['create', 'q1', '--backend', 'dir', '--size', '1Mi'])).exitCode).toBe(0);
+    expect((await runCli(s.env, ['create', 'q2', '--backend', 'dir', '--size', '2Mi', '--access', 'multi-node'])).exitCode).toBe(0);
+    const r = await runCli(s.env, ['list']);
+    expect(r.stdout.split('\n')).toEqual([
+      'ID\tBACKEND\tSIZE\tFSTYPE\tACCESS\tATTACHMENTS',
+      'q1\tdir\t1Mi\t-\tsingle-node\tnot attached',
+      'q2\tdir\t2Mi\t-\tmulti-node\tnot attached',
+      '',
+    ]);
+    const json = JSON.parse((await runCli(s.env, ['list', '--json'])).stdout) as { id: string; capacityBytes: number }[];
+    expect(json.map((v) => [v.id, v.capacityBytes])).toEqual([['q1', 2 ** 20], ['q2', 2 * 2 ** 20]]);
   });
 });

@@ -140,7 +140,7 @@ describe('a failed call leaves the volume as it found it', () => {
   // the dirs it had made.
   it('non-attachable: a mount whose staging fails releases the attachment, the loop device and the dirs it made', async () => {
     nonAttachable();
-    await createVolume('keep', '--size', '32Mi', '--fs-type', 'xfs');
+    await createVolume('keep', '--size', '300Mi', '--fs-type', 'xfs'); // the least xfs is made at (shared/size.ts)
     execFileSync('mkfs.ext4', ['-q', '-F', join(s.dataRoot, 'volumes/keep/image.img')]);
     const dir = podVolumeDir(s.kubeletDir, 'uid-k', 'pv-k');
     await refused(['mount', dir, mountOptions('pv-k', pod('uid-k'), { volumeId: 'keep' })], 'holds a ext4 filesystem, not xfs');

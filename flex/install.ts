@@ -1,0 +1,175 @@
+import { randomBytes } from 'node:crypto';
+import { closeSync, constants, fchmodSync, fsyncSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmdirSync, unlinkSync, writeSync } from 'node:fs';
+import { basename, dirname, isAbsolute, join, normalize } from 'node:path';
+import { checkConfigText, type Core, errnoCode, failedPrecondition } from '../shared/index.js';
+
+/** kubelet's --volume-plugin-dir default: where it probes for `<vendor>~<driver>/<driver>`. */
+export const DEFAULT_FLEX_PLUGIN_DIR = '/usr/libexec/kubernetes/kubelet-plugins/volume/exec';
+export const DEFAULT_VENDOR = 'twinvol';
+const DRIVER = 'twinvol';
+
+/**
+ * A vendor becomes half of kubelet's plugin name `<vendor>/twinvol` and of the directory
+ * `<vendor>~twinvol`: no "~" or "/", and not dot-named, or kubelet's probe would skip it.
+ */
+const VENDOR = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
+
+export interface InstallTarget {
+  pluginDir: string;
+  vendor: string;
+}
+
+/** Checks the flags of install and uninstall; a message for a usage error, or the target. */
+export function installTarget(pluginDir: string, vendor: string): InstallTarget | string {
+  if (!isAbsolute(pluginDir) || pluginDir.includes('\0') || normalize(pluginDir) !== pluginDir.replace(/(.)\/+$/, '$1'))
+    return `--plugin-dir ${JSON.stringify(pluginDir.slice(0, 80))} must be an absolute, normalised path`;
+  if (!VENDOR.test(vendor)) return `--vendor ${JSON.stringify(vendor.slice(0, 80))} must be 1 to 63 letters, digits, ".", "_" or "-", starting with a letter or digit`;
+  return { pluginDir: pluginDir.replace(/(.)\/+$/, '$1'), vendor };
+}
+
+export const driverDir = (t: InstallTarget) => join(t.pluginDir, `${t.vendor}~${DRIVER}`);
+export const driverPath = (t: InstallTarget) => join(driverDir(t), DRIVER);
+
+/**
+ * The file this process runs from: a single executable application is its own file; a bundle is
+ * the script Node was given (process.argv[1]).
+ */
+export function runningExecutable(): string {
+  try {
+    const sea = require('node:sea') as { isSea?: () => boolean };
+    if (sea.isSea?.()) return process.execPath;
+  } catch {
+    // Node without node:sea: never a single executable.
+  }
+  const script = process.argv[1];
+  if (!script) throw new Error('cannot tell which file this executable runs from');
+  return script;
+}
+
+/**
+ * `--config` is JSON text (it starts with "{") or a file holding it; checked as the executable will
+ * read it, so a bad config is refused before anything is written. Returns the text to install, or a
+ * usage message.
+ */
+export function configText(value: string): string | { error: string } {
+  let text = value;
+  let source = '--config';
+  if (!value.trimStart().startsWith('{')) {
+    try {
+      text = readFileSync(value, 'utf8');
+      source = value;
+    } catch (err) {
+      return { error: `--config ${JSON.stringify(value.slice(0, 80))} is neither JSON nor a readable file (${errnoCode(err) ?? String(err)})` };
+    }
+  }
+  try {
+    checkConfigText(text, source);
+  } catch (err) {
+    return { error: err instanceof Error ? err.message : String(err) };
+  }
+  return text.endsWith('\n') ? text : `${text}\n`;
+}
+
+export interface Placed {
+  path: string;
+  /** False: the file already held exactly this content and mode, and was left alone. */
+  changed: boolean;
+}
+
+/**
+ * Puts `content` at `path` so that a reader never sees a partial or non-executable file: kubelet
+ * probes the plugin directory on every change and may run the driver at any moment. Written to a
+ * dot-named temporary file in the same directory (same filesystem, so the rename is atomic; a dot
+ * name, so a probe does not take it for a driver), fsynced, given its mode, renamed over the old
+ * file, and the directory fsynced so the rename survives a crash. The same content and mode already
+ * there is left alone: no rewrite, no probe event.
+ */
+export function placeFile(path: string, content: Buffer, mode: number): Placed {
+  const dir = dirname(path);
+  mkdirSync(dir, { recursive: true, mode: 0o755 });
+  if (sameFile(path, content, mode)) return { path, changed: false };
+  const tmp = join(dir, `.${basename(path)}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`);
+  const fd = openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+  let open = true;
+  try {
+    for (let off = 0; off < content.length; ) off += writeSync(fd, content, off, content.length - off);
+    fsyncSync(fd);
+    fchmodSync(fd, mode);
+    open = false;
+    closeSync(fd);
+    renameSync(tmp, path);
+  } catch (err) {
+    if (open) closeSync(fd);
+    try {
+      unlinkSync(tmp);
+    } catch {
+      // never created, or already renamed
+    }
+    throw err;
+  }
+  fsyncDir(dir);
+  return { path, changed: true };
+}
+
+function sameFile(path: string, content: Buffer, mode: number): boolean {
+  try {
+    const st = lstatSync(path);
+    return st.isFile() && (st.mode & 0o7777) === mode && st.size === content.length && readFileSync(path).equals(content);
+  } catch (err) {
+    if (errnoCode(err) === 'ENOENT') return false;
+    throw err;
+  }
+}
+
+function fsyncDir(dir: string): void {
+  const fd = openSync(dir, constants.O_RDONLY | constants.O_DIRECTORY);
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+export interface InstallResult {
+  driver: Placed;
+  config?: Placed;
+}
+
+/** `twinvol install flex`: the running executable into kubelet's plugin directory, then the config. */
+export function installFlex(target: InstallTarget, source: string, config?: { text: string; path: string }): InstallResult {
+  const driver = placeFile(driverPath(target), readFileSync(source), 0o755);
+  return config ? { driver, config: placeFile(config.path, Buffer.from(config.text), 0o644) } : { driver };
+}
+
+/**
+ * `twinvol uninstall flex`: refused while this node has twinvol volumes mounted (its mount records),
+ * whose teardown kubelet would then have no driver for, unless forced. The driver's directory goes
+ * too once empty, so kubelet's probe forgets the plugin. The config file stays: the CSI server and
+ * the CLI read it too.
+ */
+export async function uninstallFlex(core: Core, target: InstallTarget, force: boolean): Promise<{ path: string; removed: boolean; mounts: number }> {
+  const mounts = await core.nodeState.listAll();
+  if (mounts.length && !force) {
+    const named = [...new Set(mounts.map((m) => m.volumeId))];
+    throw failedPrecondition(
+      `${mounts.length} twinvol mount${mounts.length === 1 ? ' is' : 's are'} still in place on this node (volume${named.length === 1 ? '' : 's'} ${named.slice(0, 5).join(', ')}${named.length > 5 ? ', ...' : ''}); kubelet needs the driver to tear ${mounts.length === 1 ? 'it' : 'them'} down (--force removes it anyway)`,
+    );
+  }
+  const path = driverPath(target);
+  let removed = true;
+  try {
+    unlinkSync(path);
+  } catch (err) {
+    if (errnoCode(err) !== 'ENOENT') throw err;
+    removed = false;
+  }
+  const dir = driverDir(target);
+  try {
+    // Our own temporary files, left by an install that was killed, then the directory if that empties it.
+    for (const name of readdirSync(dir)) if (name.startsWith(`.${DRIVER}.`) && name.endsWith('.tmp')) unlinkSync(join(dir, name));
+    rmdirSync(dir);
+  } catch (err) {
+    if (!['ENOENT', 'ENOTEMPTY', 'EEXIST'].includes(errnoCode(err) ?? '')) throw err;
+  }
+  return { path, removed, mounts: mounts.length };
+}

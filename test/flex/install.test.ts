@@ -1,0 +1,189 @@
+import { spawn } from 'node:child_process';
+import { chmodSync, closeSync, copyFileSync, existsSync, fstatSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { setImmediate as tick } from 'node:timers/promises';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { FLEX_BIN, flexSession, mountOptions, podNamed, runAdmin, runFlex } from '../helpers/flex-runner.js';
+import { podVolumeDir } from '../helpers/kubelet-paths.js';
+import { createScratch, type Scratch } from '../helpers/scratch.js';
+
+// `twinvol install flex` / `uninstall flex` (issue 11, item 2): kubelet probes its plugin directory
+// on every change and may run the driver at any moment, so the file appears whole and executable or
+// not at all.
+let s: Scratch;
+let pluginDir: string;
+let installed: string;
+beforeEach(() => {
+  s = createScratch('node-a');
+  pluginDir = join(s.root, 'plugins');
+  installed = join(pluginDir, 'acme~twinvol/twinvol');
+});
+afterEach(() => s.cleanup());
+
+const targetArgs = () => ['--plugin-dir', pluginDir, '--vendor', 'acme'];
+const install = (...extra: string[]) => runAdmin(s.env, ['install', 'flex', ...targetArgs(), ...extra]);
+const uninstall = (...extra: string[]) => runAdmin(s.env, ['uninstall', 'flex', ...targetArgs(), ...extra]);
+const bundle = () => readFileSync(FLEX_BIN);
+
+/** Runs an installer from a copy of the bundle at `path`: install copies the file it runs from. */
+function installFrom(path: string): Promise<number | null> {
+  return new Promise((done, fail) => {
+    const child = spawn(path, ['install', 'flex', ...targetArgs()], { stdio: 'ignore', env: { PATH: '/usr/bin:/bin', ...s.env } });
+    child.on('error', fail);
+    child.on('exit', done);
+  });
+}
+
+describe('twinvol install flex', () => {
+  it('puts this executable at <plugin-dir>/<vendor>~twinvol/twinvol, 0755, and it answers init there', async () => {
+    const r = await install();
+    expect(r).toEqual({ exitCode: 0, stdout: `installed: ${installed} (kubelet driver acme/twinvol)\n`, stderr: '' });
+    expect(readFileSync(installed).equals(bundle())).toBe(true);
+    expect(statSync(installed).mode & 0o7777).toBe(0o755);
+    expect(readdirSync(join(pluginDir, 'acme~twinvol'))).toEqual(['twinvol']);
+    const init = await new Promise<string>((done) => {
+      const child = spawn(installed, ['init'], { env: { PATH: '/usr/bin:/bin', TWINVOL_CONFIG: s.env.TWINVOL_CONFIG! } });
+      let out = '';
+      child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+      child.on('close', () => done(out));
+    });
+    expect(JSON.parse(init)).toEqual({ status: 'Success', capabilities: { fsGroup: false } });
+  });
+
+  it('is idempotent: the same file and config are not rewritten (no inode change, no probe event)', async () => {
+    const config = '{"flexAttach":false}';
+    expect((await install('--config', config)).stdout).toBe(`installed: ${installed} (kubelet driver acme/twinvol)\nwritten: ${s.env.TWINVOL_CONFIG}\n`);
+    const before = { driver: statSync(installed), config: statSync(s.env.TWINVOL_CONFIG!) };
+    const again = await install('--config', config);
+    expect(again).toEqual({ exitCode: 0, stdout: `unchanged: ${installed} (kubelet driver acme/twinvol)\nunchanged: ${s.env.TWINVOL_CONFIG}\n`, stderr: '' });
+    expect(statSync(installed).ino).toBe(before.driver.ino);
+    expect(statSync(s.env.TWINVOL_CONFIG!).ino).toBe(before.config.ino);
+    expect(readFileSync(s.env.TWINVOL_CONFIG!, 'utf8')).toBe(`${config}\n`);
+    // The executable answers from the config it installed.
+    expect((await runFlex(s.env, ['init'])).reply).toEqual({ status: 'Success', capabilities: { attach: false, fsGroup: false } });
+  });
+
+  it('repairs a file that is not what it should be (another content, or not executable)', async () => {
+    mkdirSync(join(pluginDir, 'acme~twinvol'), { recursive: true });
+    writeFileSync(installed, 'half a file');
+    expect((await install()).stdout).toMatch(/^installed: /);
+    expect(readFileSync(installed).equals(bundle())).toBe(true);
+    chmodSync(installed, 0o644);
+    expect((await install()).stdout).toMatch(/^installed: /);
+    expect(statSync(installed).mode & 0o7777).toBe(0o755);
+  });
+
+  it('a reader polling the destination during repeated installs never sees a partial or non-executable file', async () => {
+    // Two different executables to install in turn, so every install replaces the file.
+    const a = join(s.root, 'a/twinvol');
+    const b = join(s.root, 'b/twinvol');
+    mkdirSync(join(s.root, 'a'));
+    mkdirSync(join(s.root, 'b'));
+    copyFileSync(FLEX_BIN, a);
+    writeFileSync(b, Buffer.concat([bundle(), Buffer.from('\n// the same driver, one line longer\n')]));
+    chmodSync(a, 0o755);
+    chmodSync(b, 0o755);
+    const versions = [readFileSync(a), readFileSync(b)];
+    const seen = { missing: 0, a: 0, b: 0, bad: [] as string[] };
+    let installing = true;
+    const reader = (async () => {
+      const buf = Buffer.alloc(versions[1]!.length + 1);
+      while (installing) {
+        let fd: number;
+        try {
+          fd = openSync(installed, 'r');
+        } catch {
+          seen.missing++;
+          await tick();
+          continue;
+        }
+        try {
+          // One open file: its mode and its bytes belong to the same inode.
+          const mode = fstatSync(fd).mode & 0o7777;
+          let n = 0;
+          for (let r; (r = readSync(fd, buf, n, buf.length - n, n)) > 0; ) n += r;
+          const got = buf.subarray(0, n);
+          const which = versions.findIndex((v) => v.equals(got));
+          if (which < 0 || mode !== 0o755) seen.bad.push(`${n} bytes, mode ${mode.toString(8)}`);
+          else if (which === 0) seen.a++;
+          else seen.b++;
+        } finally {
+          closeSync(fd);
+        }
+        await tick();
+      }
+    })();
+    const rounds = process.env.TWINVOL_LONG ? 60 : 8;
+    try {
+      for (let i = 0; i < rounds; i++) expect(await installFrom(i % 2 ? b : a)).toBe(0);
+    } finally {
+      installing = false;
+      await reader;
+    }
+    expect(seen.bad).toEqual([]);
+    // The reader did overlap the installs: it saw both versions (else the test proved nothing).
+    expect(seen.a).toBeGreaterThan(0);
+    expect(seen.b).toBeGreaterThan(0);
+    expect(readdirSync(join(pluginDir, 'acme~twinvol'))).toEqual(['twinvol']);
+  });
+
+  it.each([
+    [['--vendor', 'a~b'], /--vendor "a~b" must be 1 to 63 letters/],
+    [['--vendor', '.hidden'], /--vendor ".hidden" must be/],
+    [['--plugin-dir', 'relative/dir'], /--plugin-dir "relative\/dir" must be an absolute, normalised path/],
+    [['--config', '{"bogus": 1}'], /unknown setting "bogus"/],
+    [['--config', '{"flexAttach": "no"}'], /setting flexAttach must be true or false/],
+    [['--config', '/nonexistent/config.json'], /--config "\/nonexistent\/config.json" is neither JSON nor a readable file \(ENOENT\)/],
+    [['--bogus'], /Unknown argument: bogus/],
+  ])('%j: exit 2, one line, nothing installed and no config written', async (args, reason) => {
+    const configBefore = readFileSync(s.env.TWINVOL_CONFIG!, 'utf8');
+    const r = await install(...args);
+    expect(r.exitCode, r.stderr).toBe(2);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(/^twinvol: [^\n]+\n$/);
+    expect(r.stderr).toMatch(reason);
+    expect(existsSync(pluginDir)).toBe(false);
+    expect(readFileSync(s.env.TWINVOL_CONFIG!, 'utf8')).toBe(configBefore);
+  });
+});
+
+describe('twinvol uninstall flex', () => {
+  const { ok, createVolume } = flexSession(() => s.env);
+
+  it('removes the driver and its directory; a second uninstall says it is already gone', async () => {
+    await install();
+    expect(await uninstall()).toEqual({ exitCode: 0, stdout: `removed: ${installed}\n`, stderr: '' });
+    expect(readdirSync(pluginDir)).toEqual([]);
+    expect(await uninstall()).toEqual({ exitCode: 0, stdout: `already gone: ${installed} was not installed\n`, stderr: '' });
+  });
+
+  it('is refused while a twinvol volume is mounted on this node, unless forced', async () => {
+    writeFileSync(s.env.TWINVOL_CONFIG!, JSON.stringify({ flexAttach: false }));
+    await install();
+    await createVolume('in-use', '--backend', 'dir', '--size', '1Mi');
+    const dir = podVolumeDir(s.kubeletDir, 'uid-1', 'pv-in-use');
+    await ok('mount', dir, mountOptions('pv-in-use', podNamed('uid-1'), { volumeId: 'in-use' }));
+
+    const refused = await uninstall();
+    expect(refused.exitCode).toBe(1);
+    expect(refused.stderr).toMatch(/^twinvol: 2 twinvol mounts are still in place on this node \(volume in-use\); kubelet needs the driver to tear them down \(--force removes it anyway\)\n$/);
+    expect(existsSync(installed)).toBe(true);
+
+    // kubelet tears the pod down with the driver still there; then uninstall goes through.
+    await ok('unmount', dir);
+    expect((await uninstall()).stdout).toBe(`removed: ${installed}\n`);
+
+    await install();
+    await ok('mount', dir, mountOptions('pv-in-use', podNamed('uid-1'), { volumeId: 'in-use' }));
+    expect(await uninstall('--force')).toEqual({ exitCode: 0, stdout: `removed: ${installed} (forced: 2 mounts still in place)\n`, stderr: '' });
+    expect(existsSync(installed)).toBe(false);
+  });
+
+  it.each([[['--vendor', 'a/b']], [['--plugin-dir', '/a/../b']], [['--force=maybe', '--bogus']]])('%j: exit 2, one line, nothing removed', async (args) => {
+    await install();
+    const r = await uninstall(...args);
+    expect(r.exitCode, r.stderr).toBe(2);
+    expect(r.stderr).toMatch(/^twinvol: [^\n]+\n$/);
+    expect(existsSync(installed)).toBe(true);
+  });
+});
