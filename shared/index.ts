@@ -92,5 +92,5 @@ export {
 } from './backends/exec.js';
 export { type DriverRun, runDriver } from './backends/exec-run.js';
 export { DEFAULT_PLUGIN_DIR, type FlexLog, type FlexSettings, scrub } from './backends/exec-driver.js';
-export type { DriverCapabilities } from './backends/exec-reply.js';
-export { type Done, type ExecPublish, ExecVolumes, isMountPoint, type PodInfo } from './backends/exec-volumes.js';
+export { type DriverCapabilities, type OutputMode, type ReplyOutcome, readReply } from './backends/exec-reply.js';
+export { type Done, type ExecPublish, ExecVolumes, flexArgv, isMountPoint, type PodInfo } from './backends/exec-volumes.js';

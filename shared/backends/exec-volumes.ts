@@ -57,6 +57,50 @@ export interface Done {
   fallback?: string;
 }
 
+/** NewOptionsForDriver: kubelet's keys, then the extra ones, then the PV's options over all of them. */
+function optionsJson(volume: ExecVolume, readonly: boolean, extra: Record<string, string> = {}): string {
+  return JSON.stringify({
+    [KEY.fsType]: volume.fsType,
+    [KEY.readwrite]: readonly ? 'ro' : 'rw',
+    [KEY.pvOrVolumeName]: volume.id,
+    ...extra,
+    ...volume.options,
+  });
+}
+
+/**
+ * Each verb's argv after the verb, as kubelet builds it. ExecVolumes below and `twinvol flex check`
+ * (flex/check.ts) both call drivers through these, so the checker tries exactly what the server sends.
+ */
+export const flexArgv = {
+  attach: (volume: ExecVolume, node: string, readonly: boolean): string[] => [optionsJson(volume, readonly), node],
+  detach: (volume: ExecVolume, node: string): string[] => [volume.id, node],
+  isattached: (volume: ExecVolume, node: string): string[] => [optionsJson(volume, false), node],
+  waitforattach: (volume: ExecVolume, device: string, readonly: boolean): string[] => [device, optionsJson(volume, readonly)],
+  mountdevice: (volume: ExecVolume, path: string, device: string, readonly: boolean): string[] => [path, device, optionsJson(volume, readonly)],
+  unmountdevice: (path: string): string[] => [path],
+  /** With the pod, secrets (base64, as kubelet sends them) and fsGroup kubelet adds; `secrets` gets every value to scrub. */
+  mount(volume: ExecVolume, target: string, opts: ExecPublish, secrets: string[] = []): string[] {
+    const extra: Record<string, string> = {};
+    if (opts.pod) {
+      extra[KEY.podName] = opts.pod.name;
+      extra[KEY.podNamespace] = opts.pod.namespace;
+      extra[KEY.podUid] = opts.pod.uid;
+      extra[KEY.serviceAccount] = opts.pod.serviceAccount;
+    }
+    for (const [name, value] of Object.entries(opts.secrets ?? {})) {
+      const encoded = Buffer.from(value, 'utf8').toString('base64');
+      extra[`${KEY.secret}/${name}`] = encoded;
+      secrets.push(value, encoded);
+    }
+    if (opts.fsGroup !== undefined) extra[KEY.fsGroup] = String(opts.fsGroup);
+    return [target, optionsJson(volume, opts.readonly, extra)];
+  },
+  unmount: (target: string): string[] => [target],
+  expandvolume: (volume: ExecVolume, newSize: number, oldSize: number): string[] => [optionsJson(volume, false), '', String(newSize), String(oldSize)],
+  expandfs: (volume: ExecVolume, device: string, stagingPath: string, newSize: number, oldSize: number): string[] => [optionsJson(volume, false), device, stagingPath, String(newSize), String(oldSize)],
+};
+
 export class ExecVolumes {
   readonly drivers: FlexDrivers;
 
@@ -72,21 +116,10 @@ export class ExecVolumes {
     return this.drivers.capabilities(volume.driver);
   }
 
-  /** NewOptionsForDriver: kubelet's keys, then the extra ones, then the PV's options over all of them. */
-  private optionsJson(volume: ExecVolume, readonly: boolean, extra: Record<string, string> = {}): string {
-    return JSON.stringify({
-      [KEY.fsType]: volume.fsType,
-      [KEY.readwrite]: readonly ? 'ro' : 'rw',
-      [KEY.pvOrVolumeName]: volume.id,
-      ...extra,
-      ...volume.options,
-    });
-  }
-
   /** ControllerPublishVolume: `attach <json> <node>`; the device goes to the node in publish_context. */
   async attach(volume: ExecVolume, node: string, readonly: boolean): Promise<string> {
     if (!(await this.capabilities(volume)).attach) return '';
-    const r = await this.drivers.call(volume.driver, 'attach', [this.optionsJson(volume, readonly), node]);
+    const r = await this.drivers.call(volume.driver, 'attach', flexArgv.attach(volume, node, readonly));
     // attacherDefaults.Attach: nothing to do, no device.
     return r.supported ? r.status.device : '';
   }
@@ -94,13 +127,13 @@ export class ExecVolumes {
   /** ControllerUnpublishVolume: `detach <pv-name> <node>` (Not supported: nothing to do, as kubelet). */
   async detach(volume: ExecVolume, node: string): Promise<void> {
     if (!(await this.capabilities(volume)).attach) return;
-    await this.drivers.call(volume.driver, 'detach', [volume.id, node]);
+    await this.drivers.call(volume.driver, 'detach', flexArgv.detach(volume, node));
   }
 
   /** `isattached <json> <node>`; undefined when the driver does not say (kubelet then assumes attached). */
   async isAttached(volume: ExecVolume, node: string): Promise<boolean | undefined> {
     if (!(await this.capabilities(volume)).attach) return undefined;
-    const r = await this.drivers.call(volume.driver, 'isattached', [this.optionsJson(volume, false), node]);
+    const r = await this.drivers.call(volume.driver, 'isattached', flexArgv.isattached(volume, node));
     return r.supported ? r.status.attached : undefined;
   }
 
@@ -112,10 +145,9 @@ export class ExecVolumes {
     if (!(await this.capabilities(volume)).attach) return { skipped: 'the driver does not attach: nothing to stage' };
     if (await isMountPoint(path)) return { skipped: 'already mounted' };
     await mkdir(path, { recursive: true, mode: 0o750 });
-    const json = this.optionsJson(volume, readonly);
-    const waited = await this.drivers.call(volume.driver, 'waitforattach', [device, json]);
+    const waited = await this.drivers.call(volume.driver, 'waitforattach', flexArgv.waitforattach(volume, device, readonly));
     const found = waited.supported ? waited.status.device : device;
-    const mounted = await this.drivers.call(volume.driver, 'mountdevice', [path, found, json]);
+    const mounted = await this.drivers.call(volume.driver, 'mountdevice', flexArgv.mountdevice(volume, path, found, readonly));
     if (mounted.supported) return {};
     // attacherDefaults.MountDevice: kubelet mounts the device itself; with no device there is nothing.
     if (found === '') return { fallback: 'mountdevice Not supported and no device: nothing mounted' };
@@ -126,7 +158,7 @@ export class ExecVolumes {
   /** NodeUnstageVolume: `unmountdevice <path>` while something is mounted there (detacher.go UnmountDevice). */
   async unstage(volume: ExecVolume, path: string): Promise<Done> {
     if (!(await isMountPoint(path))) return { skipped: 'not mounted' };
-    const r = await this.drivers.call(volume.driver, 'unmountdevice', [path]);
+    const r = await this.drivers.call(volume.driver, 'unmountdevice', flexArgv.unmountdevice(path));
     if (r.supported) return {};
     await run('umount', ['--', path], { timeoutMs: this.timeoutMs });
     return { fallback: 'unmountdevice Not supported: unmounted here' };
@@ -139,21 +171,8 @@ export class ExecVolumes {
   async publish(volume: ExecVolume, target: string, opts: ExecPublish): Promise<Done> {
     if (await isMountPoint(target)) return { skipped: 'already mounted' };
     await mkdir(target, { recursive: true, mode: 0o750 });
-    const extra: Record<string, string> = {};
-    if (opts.pod) {
-      extra[KEY.podName] = opts.pod.name;
-      extra[KEY.podNamespace] = opts.pod.namespace;
-      extra[KEY.podUid] = opts.pod.uid;
-      extra[KEY.serviceAccount] = opts.pod.serviceAccount;
-    }
     const secretValues: string[] = [];
-    for (const [name, value] of Object.entries(opts.secrets ?? {})) {
-      const encoded = Buffer.from(value, 'utf8').toString('base64');
-      extra[`${KEY.secret}/${name}`] = encoded;
-      secretValues.push(value, encoded);
-    }
-    if (opts.fsGroup !== undefined) extra[KEY.fsGroup] = String(opts.fsGroup);
-    const r: CallResult = await this.drivers.call(volume.driver, 'mount', [target, this.optionsJson(volume, opts.readonly, extra)], secretValues);
+    const r: CallResult = await this.drivers.call(volume.driver, 'mount', flexArgv.mount(volume, target, opts, secretValues), secretValues);
     if (r.supported) return {};
     if (opts.stagingPath === undefined || !(await isMountPoint(opts.stagingPath)))
       throw failedPrecondition(`FlexVolume driver ${volume.driver.full} answers mount Not supported and nothing is staged to bind from`);
@@ -166,7 +185,7 @@ export class ExecVolumes {
   async unpublish(volume: ExecVolume, target: string): Promise<Done> {
     let done: Done = { skipped: 'not mounted' };
     if (await isMountPoint(target)) {
-      const r = await this.drivers.call(volume.driver, 'unmount', [target]);
+      const r = await this.drivers.call(volume.driver, 'unmount', flexArgv.unmount(target));
       done = {};
       if (!r.supported) {
         await run('umount', ['--', target], { timeoutMs: this.timeoutMs });
@@ -183,7 +202,7 @@ export class ExecVolumes {
   /** ControllerExpandVolume: `expandvolume <json> <device-mount-path> <new> <old>` (expander.go). */
   async expandVolume(volume: ExecVolume, newSize: number, oldSize: number): Promise<void> {
     // The controller knows no node's mount path; kubelet's would be its own global one, unknown here.
-    await this.drivers.call(volume.driver, 'expandvolume', [this.optionsJson(volume, false), '', String(newSize), String(oldSize)]);
+    await this.drivers.call(volume.driver, 'expandvolume', flexArgv.expandvolume(volume, newSize, oldSize));
   }
 
   /** NodeExpandVolume: `expandfs <json> <device> <device-mount-path> <new> <old>` (expander.go NodeExpand). */
@@ -192,7 +211,7 @@ export class ExecVolumes {
     const real = await realpath(stagingPath);
     const source = mountAt(real)?.source ?? '';
     const device = source.startsWith('/dev/') ? source : '';
-    await this.drivers.call(volume.driver, 'expandfs', [this.optionsJson(volume, false), device, stagingPath, String(newSize), String(oldSize)]);
+    await this.drivers.call(volume.driver, 'expandfs', flexArgv.expandfs(volume, device, stagingPath, newSize, oldSize));
   }
 }
 
