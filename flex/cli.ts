@@ -1,14 +1,17 @@
 import yargs, { type Argv } from 'yargs';
 import { VENDOR_VERSION } from '../csi/version.js';
 import { asTwinvolError, type Config, type Core, createVolume, DEFAULT_CONFIG_PATH, deleteVolume, formatSize, listNodes, listVolumes, loadConfig, type NodeRecord, notFound, openCore, parseSize, releaseAttachment, requireFilesystemFits, validateBackend, validateBlockFsType, validateNodeName, validateVolumeId, type VolumeRecord } from '../shared/index.js';
+import type { CheckOptions } from './check.js';
 import { configText, DEFAULT_FLEX_PLUGIN_DIR, DEFAULT_VENDOR, installFlex, installTarget, type InstallTarget, runningExecutable, uninstallFlex } from './install.js';
+import type { loadPacked } from './packed-modules.js';
 
 /**
  * The administrator's side of FlexVolume, which has no provisioning: volumes are made here before
  * PVs name them. Lives in the same executable as the driver (`twinvol volume ...`) so one file is
  * installed; kubelet never sends the verb "volume".
  */
-export async function runCli(argv: readonly string[]): Promise<number> {
+export async function runCli(argv: readonly string[], load?: typeof loadPacked): Promise<number> {
+  let exitCode = 0;
   let config: Config | undefined;
   let core: Core | undefined;
   const settings = () => (config ??= loadConfig());
@@ -16,7 +19,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
   const parser = yargs([...argv])
     .scriptName('twinvol')
     .usage(
-      `$0 volume|node|install|uninstall <command>\n\nThe administrator's side of the twinvol FlexVolume driver. kubelet runs this same file with its own verbs (init, attach, mount, ...) and reads one JSON reply; those are not for a terminal.\nSettings come from ${DEFAULT_CONFIG_PATH} (or TWINVOL_CONFIG) and TWINVOL_DATA_ROOT, TWINVOL_STATE_DIR, TWINVOL_KUBELET_DIR, TWINVOL_NODE_NAME.\nExit codes: 0 done, 1 refused or failed, 2 a command line that does not parse (nothing was touched).`,
+      `$0 volume|node|install|uninstall|flex <command>\n\nThe administrator's side of the twinvol FlexVolume driver. kubelet runs this same file with its own verbs (init, attach, mount, ...) and reads one JSON reply; those are not for a terminal.\nSettings come from ${DEFAULT_CONFIG_PATH} (or TWINVOL_CONFIG) and TWINVOL_DATA_ROOT, TWINVOL_STATE_DIR, TWINVOL_KUBELET_DIR, TWINVOL_NODE_NAME.\nExit codes: 0 done, 1 refused or failed, 2 a command line that does not parse (nothing was touched).`,
     )
     .command('volume', 'create, delete, list and inspect volumes in the catalog', (y) =>
       y
@@ -145,7 +148,30 @@ export async function runCli(argv: readonly string[]): Promise<number> {
         )
         .demandCommand(1, 'name what to uninstall: flex'),
     )
-    .demandCommand(1, 'name a command: volume, node, install or uninstall')
+    .command('flex', 'check a FlexVolume driver before it moves behind twinvol-csi', (y) =>
+      y
+        .command(
+          'check <driver>',
+          "run a FlexVolume driver's init and its whole lifecycle, twice, in a scratch kubelet dir, and say whether it runs under kubelet, behind twinvol-csi (with which flags), or not; exit 0 only when it runs under kubelet as it is",
+          (c) =>
+            c
+              .positional('driver', { type: 'string', demandOption: true, describe: 'the driver executable (kubelet: <plugin-dir>/<vendor>~<name>/<name>)' })
+              .option('options', { type: 'string', describe: "a PV's flexVolume.options, as a JSON object of strings" })
+              .option('attachable', { type: 'boolean', default: false, describe: 'the driver must report attach (attach, waitforattach, mountdevice, ... are checked)' })
+              .option('json', { type: 'boolean', default: false, describe: 'one JSON object instead of lines' })
+              .option('timeout-ms', { type: 'number', describe: 'deadline of each driver call (default 60000)' }),
+          async (a) => {
+            // flex/check.ts runs drivers through execa: packed on its own, loaded only here (scripts/build.mjs).
+            if (!load) throw new Error('flex check is only available in the built executable');
+            const check = load<typeof import('./check.js')>('check');
+            const usage: CheckOptions | string = check.checkUsage({ driver: a.driver, options: a.options, attachable: a.attachable, json: a.json, timeoutMs: a['timeout-ms'] });
+            if (typeof usage === 'string') throw new UsageError(usage);
+            exitCode = await check.runCheck(usage);
+          },
+        )
+        .demandCommand(1, 'name a flex command: check'),
+    )
+    .demandCommand(1, 'name a command: volume, node, install, uninstall or flex')
     // A flag given twice takes its last value, as in most tools, rather than becoming an array that
     // every check downstream would have to expect.
     .parserConfiguration({ 'duplicate-arguments-array': false })
@@ -170,7 +196,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
     // A value the core refused as invalid is a usage error too; the core refuses before it touches anything.
     return e.code === 'InvalidArgument' ? 2 : 1;
   }
-  return 0;
+  return exitCode;
 }
 
 /** A command line that does not parse: exit 2, one line, before anything is touched. */

@@ -25,7 +25,7 @@ async function main(argv: readonly string[]): Promise<void> {
   // The administrator's CLI (and --help, --version); kubelet never sends these. Anything else unknown
   // is "Not supported", because kubelet parses whatever is printed as the reply.
   if (ADMIN_COMMANDS.includes(verb)) {
-    process.exitCode = await loadPacked<typeof import('./cli.js')>('cli').runCli(argv);
+    process.exitCode = await loadPacked<typeof import('./cli.js')>('cli').runCli(argv, loadPacked);
     return;
   }
   if (!isFlexVerb(verb)) {

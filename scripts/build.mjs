@@ -28,6 +28,9 @@ const shebang = '#!/usr/bin/env -S node --no-warnings';
 const packedModules = {
   dispatch: "export { dispatch } from './flex/dispatch.ts';",
   cli: "export { runCli } from './flex/cli.ts';",
+  // The driver checker runs drivers through execa: its own module, so neither kubelet's verbs nor the
+  // rest of the CLI ever load execa (test/exec/bundle.test.ts).
+  check: "export { checkUsage, runCheck } from './flex/check.ts';",
 };
 
 async function packedPlugin() {

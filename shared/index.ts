@@ -28,6 +28,7 @@ export {
 } from './errors.js';
 export { fileSink, type LogFields, Logger, type LogSink, redact, stderrSink } from './log.js';
 export { run, spawnLog, toolEnv } from './runner.js';
+export { type MountEntry, readMounts } from './mountinfo.js';
 
 // The model, ids and input validation.
 export type { AccessRequest, AccessScope, Attachment, BackendKind, ContentSource, GroupSnapshotRecord, NodeRecord, Origin, SnapshotRecord, VolumeRecord } from './model.js';
