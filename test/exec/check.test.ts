@@ -112,7 +112,26 @@ beforeAll(async () => {
   await Promise.all([...runs, own]);
 }, 60_000);
 
-afterAll(() => s?.cleanup());
+afterAll(() => {
+  if (!s) return;
+  // Should the checker fail to, what the hang and daemon drivers left running is killed here.
+  for (const pid of loggedPids()) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // gone already
+    }
+  }
+  s.cleanup();
+});
+
+/** Pids the hang and daemon drivers logged of what they leave running (test/exec/drivers/tmpfs.sh). */
+function loggedPids(): number[] {
+  return ['hang', 'daemon'].flatMap((n) => {
+    const log = join(pluginDir(), `${VENDOR}~${n}`, 'pids.log');
+    return existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter(Boolean).map(Number) : [];
+  });
+}
 
 describe('twinvol flex check: each test driver', () => {
   it.each(Object.entries(EXPECTED))('%s', (name, e) => {
@@ -142,11 +161,7 @@ describe('twinvol flex check: each test driver', () => {
     expect(mountsUnder(s.root)).toEqual([]);
     expect(await loopsLeftUnder(s.root)).toEqual([]);
     expect(readdirSync(s.kubeletDir).filter((n) => n.startsWith('twinvol-check-'))).toEqual([]);
-    // The hang and daemon drivers log the pids they leave running (test/exec/drivers/tmpfs.sh).
-    const logged = ['hang', 'daemon'].flatMap((n) => {
-      const log = join(pluginDir(), `${VENDOR}~${n}`, 'pids.log');
-      return existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter(Boolean).map(Number) : [];
-    });
+    const logged = loggedPids();
     expect(logged.length).toBeGreaterThanOrEqual(4);
     expect(await eventually(() => logged.every(processGone))).toBe(true);
     expect(await eventually(() => driverProcesses().length === 0)).toBe(true);
