@@ -177,6 +177,15 @@ describe('twinvol flex check: the report and the command line', () => {
     expect(lines[3]).toMatch(/^mount #1\s+quirk\s/);
   });
 
+  it('--attachable for a driver whose init does not report attach: a failed check, no lifecycle run', async () => {
+    const report = reportOf(await check(driverPath('tmpfs'), '--attachable', '--json'));
+    expect(report.steps.map((st) => [st.step, st.result])).toEqual([
+      ['init', 'pass'],
+      ['attachable', 'fail'],
+    ]);
+    expect(report.verdict.kind).toBe('none');
+  });
+
   it.each([
     ['a driver file that does not exist', ['/nonexistent/driver'], 'driver file /nonexistent/driver does not exist'],
     ['--options that are not JSON', ['DRIVER', '--options', '{bad'], '--options is not valid JSON'],
