@@ -1,6 +1,6 @@
 import yargs, { type Argv } from 'yargs';
 import { VENDOR_VERSION } from '../csi/version.js';
-import { asTwinvolError, type Config, type Core, createVolume, DEFAULT_CONFIG_PATH, deleteVolume, formatSize, listNodes, listVolumes, loadConfig, type NodeRecord, notFound, openCore, parseSize, releaseAttachment, requireFilesystemFits, validateBackend, validateBlockFsType, validateNodeName, validateVolumeId, type VolumeRecord } from '../shared/index.js';
+import { asTwinvolError, checkVolumeSpec, type Config, type Core, createVolume, DEFAULT_CONFIG_PATH, deleteVolume, formatSize, listNodes, listVolumes, loadConfig, type NodeRecord, notFound, openCore, parseSize, releaseAttachment, validateBackend, validateNodeName, validateVolumeId, type VolumeRecord } from '../shared/index.js';
 import type { CheckOptions } from './check.js';
 import { configText, DEFAULT_FLEX_PLUGIN_DIR, DEFAULT_VENDOR, installFlex, installTarget, type InstallTarget, runningExecutable, uninstallFlex } from './install.js';
 import type { loadPacked } from './packed-modules.js';
@@ -38,21 +38,22 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
               .option('json', { type: 'boolean', default: false }),
           async (a) => {
             // Every value is checked before the catalog is opened, so a refused command touches nothing.
+            // The core's own checks of a new volume (which backend needs a size, which filesystem fits).
             const spec = usable(() => {
-              const backend = validateBackend(a.backend);
-              if (a.size === undefined && backend !== 'static') throw new UsageError(`a ${backend} volume needs --size (a quantity such as 1Gi, 1.5Gi, 500M)`);
-              const capacityBytes = a.size === undefined ? 0 : parseSize(a.size, '--size');
-              if (backend === 'block') requireFilesystemFits(validateBlockFsType(a['fs-type'], settings().defaultFsType), capacityBytes);
-              return { id: validateVolumeId(a.id), backend, capacityBytes };
+              const wanted = {
+                id: validateVolumeId(a.id),
+                backend: validateBackend(a.backend),
+                capacityBytes: a.size === undefined ? 0 : parseSize(a.size, '--size'),
+                fsType: a['fs-type'],
+                access: a.access,
+                source: a.source,
+                mountOptions: a['mount-options'],
+                createdBy: 'cli' as const,
+              };
+              checkVolumeSpec(settings(), wanted);
+              return wanted;
             });
-            const { volume, created } = await createVolume(open(), {
-              ...spec,
-              fsType: a['fs-type'],
-              access: a.access,
-              source: a.source,
-              mountOptions: a['mount-options'],
-              createdBy: 'cli',
-            });
+            const { volume, created } = await createVolume(open(), spec);
             print(a.json ? volume : `${created ? 'created' : 'exists'}: ${describe(volume)}`);
           },
         )

@@ -11,6 +11,7 @@ import { type AccessRequest, accessSet, filesystemAccess, requireAccess } from '
 import { type Core, now } from './core.js';
 import { meetsRequirement, placeVolume, type TopologyRequirement, validateRequirement } from './placement.js';
 import type { PopulateSource } from '../backends/backend.js';
+import type { Config } from '../config.js';
 
 export interface CreateVolumeSpec {
   id: string;
@@ -43,7 +44,7 @@ export function validateBackend(value: unknown): BackendKind {
 }
 
 /** The record a spec asks for, every field validated, before anything touches the disk. */
-function recordFor(core: Core, spec: CreateVolumeSpec): VolumeRecord {
+function recordFor(config: Config, spec: CreateVolumeSpec): VolumeRecord {
   const backend = validateBackend(spec.backend);
   const id = validateVolumeId(spec.id);
   if (spec.name !== undefined && idForName(spec.name) !== id) throw invalidArgument(`volume id ${id} is not the id of the name it was asked for by`);
@@ -58,7 +59,7 @@ function recordFor(core: Core, spec: CreateVolumeSpec): VolumeRecord {
     ...(spec.name !== undefined && spec.name !== id ? { name: spec.name } : {}),
     backend,
     capacityBytes: spec.capacityBytes,
-    ...traits.describe(spec, core.config),
+    ...traits.describe(spec, config),
     access,
     accessRequests,
     parameters: spec.parameters ?? {},
@@ -98,8 +99,24 @@ export interface CreateResult {
  * Creates a volume, or returns the existing one when the same id is asked for with the same spec
  * (every caller retries). A different spec under an existing id is AlreadyExists, naming what differs.
  */
+/**
+ * Every check createVolume makes of a new volume's spec that needs no disk, for a front end that must
+ * refuse a bad command before it opens anything (flex/cli.ts): the same rules, in one place.
+ */
+export function checkVolumeSpec(config: Config, spec: CreateVolumeSpec): void {
+  requireNewFits(recordFor(config, spec));
+}
+
+/**
+ * A new blank filesystem is refused up front with mkfs's reason rather than from deep inside the first
+ * stage (shared/size.ts); a copy holds its source's filesystem.
+ */
+function requireNewFits(wanted: VolumeRecord): void {
+  if (backendFor(wanted.backend).makesFilesystem && wanted.fsType && !wanted.contentSource) requireFilesystemFits(wanted.fsType, wanted.capacityBytes);
+}
+
 export async function createVolume(core: Core, spec: CreateVolumeSpec): Promise<CreateResult> {
-  const wanted = recordFor(core, spec);
+  const wanted = recordFor(core.config, spec);
   const requirement = spec.topologyRequirement && validateRequirement(spec.topologyRequirement);
   return core.catalog.lock('volume', wanted.id, async () => {
     const existing = await core.catalog.getVolume(wanted.id);
@@ -111,9 +128,8 @@ export async function createVolume(core: Core, spec: CreateVolumeSpec): Promise<
         throw alreadyExists(`volume ${wanted.id} already exists, and is not reachable from any of the requisite topologies`);
       return { volume: existing, created: false };
     }
-    // A new blank filesystem: refused up front with mkfs's reason rather than from deep inside the
-    // first stage (shared/size.ts). A repeat is answered above; a copy holds its source's filesystem.
-    if (backendFor(wanted.backend).makesFilesystem && wanted.fsType && !wanted.contentSource) requireFilesystemFits(wanted.fsType, wanted.capacityBytes);
+    // A repeat is answered above, whatever size rules came since it was made.
+    requireNewFits(wanted);
     const topology = placeVolume(core, requirement);
     if (topology) wanted.topology = topology;
     const from = await populateSource(core, wanted);
