@@ -103,7 +103,7 @@ describe.each([
     expect(await attachedNodes(id)).toEqual([]);
   });
 
-  it(`${ROUNDS} rounds: exactly one wins, the loser names the winner's node, the catalog lists the winner alone`, async () => {
+  it(`${ROUNDS} rounds: exactly one wins, the loser names the winner's node, the catalog lists the winner alone`, { timeout: 600_000 }, async () => {
     for (let round = 0; round < ROUNDS; round++) {
       const [flexNode, csiNode] = round % 2 ? [NODES[1], NODES[0]] : [NODES[0], NODES[1]];
       // Rounds 0,1 in the same tick, 2,3 on the lock, ...: every launch point with every node order.
