@@ -10,12 +10,20 @@ export interface LockOptions {
 
 /**
  * Runs `fn` holding a lock that works across processes (every FlexVolume call is one) and survives a
- * crashed holder: proper-lockfile's lock is a directory whose mtime the holder refreshes, so a lock
- * nobody refreshed for `stale` ms is taken over. A holder on this host that is known dead (its pid is
- * gone, or now names a process started at another time) is taken over without waiting for that
- * (expireIfHolderDead); holders on other hosts, sharing the data root over the network, keep the
- * time-based takeover. Loaded on first use, like every heavy module.
+ * crashed holder: proper-lockfile's lock is a directory whose mtime the holder refreshes. A holder on
+ * this host is judged by its pid and start time alone: taken over at once when dead, never while
+ * alive, however long it went without refreshing (a process starved of CPU for 10 s is still inside
+ * its critical section; taking its lock let two run at once, which the long load suite,
+ * test/reliability/load.test.ts, saw as "lock ... was lost during the operation"). A holder on another
+ * host, sharing the data root over the network, or one whose owner file is not written yet, is taken
+ * over once it has not refreshed for STALE_MS (expireIfAbandoned). proper-lockfile's own staleness
+ * rule, which cannot tell the two apart, is set out of reach. Loaded on first use, like every heavy module.
  */
+/** How long a holder on another host may go without refreshing its lock before it is taken over. */
+export const STALE_MS = 10_000;
+/** proper-lockfile's own rule (its `stale`), out of reach: a day without a refresh. */
+const LIBRARY_STALE_MS = 24 * 3600_000;
+
 export async function withLock<T>(lockPath: string, fn: () => Promise<T>, options: LockOptions = {}): Promise<T> {
   const lockfile = await import('proper-lockfile');
   await mkdir(dirname(lockPath), { recursive: true, mode: 0o700 });
@@ -24,7 +32,7 @@ export async function withLock<T>(lockPath: string, fn: () => Promise<T>, option
   const lockOptions = {
     realpath: false,
     lockfilePath: lockPath,
-    stale: 10_000,
+    stale: LIBRARY_STALE_MS,
     update: 2_000,
     onCompromised: (err: Error) => {
       compromised = err;
@@ -40,7 +48,7 @@ export async function withLock<T>(lockPath: string, fn: () => Promise<T>, option
     } catch (err) {
       if (errnoCode(err) !== 'ELOCKED') throw err;
       if (Date.now() >= deadline) throw aborted(`another operation holds ${lockPath}; try again`);
-      if (await expireIfHolderDead(lockPath, lockOptions.stale)) continue;
+      if (await expireIfAbandoned(lockPath)) continue;
       await sleep(Math.min(20 + Math.random() * 80, Math.max(1, deadline - Date.now())));
     }
   }
@@ -98,18 +106,21 @@ async function startTimeOf(pid: number): Promise<string | undefined> {
 }
 
 /**
- * Makes a lock whose holder is known dead look stale, so that the next attempt takes it over at once.
- * Only a lock at least a second old is touched: its holder has had that long to write its owner file,
- * so a fresh lock is never judged by the owner file its dead predecessor left (the directory's inode
- * is compared as well). Returns whether it did.
+ * Makes an abandoned lock look stale to proper-lockfile, so that the next attempt takes it over at
+ * once; returns whether it did. Abandoned: its holder on this host is dead (its pid is gone, or now
+ * names a process started at another time), or a holder elsewhere has not refreshed it for STALE_MS.
+ * The owner file is trusted only for the lock directory it names (the inode) and once the lock is a
+ * second old, so a fresh lock is never judged by the owner file its dead predecessor left.
  */
-async function expireIfHolderDead(lockPath: string, staleMs: number): Promise<boolean> {
-  const owner = parseOwner(await readFile(ownerPath(lockPath), 'utf8').catch(() => ''));
-  if (!owner || owner.host !== hostname()) return false;
+async function expireIfAbandoned(lockPath: string): Promise<boolean> {
   const st = await stat(lockPath).catch(() => undefined);
-  if (!st || st.ino !== owner.ino || Date.now() - st.mtimeMs < 1000) return false;
-  if ((await startTimeOf(owner.pid)) === owner.start) return false;
-  const old = new Date(Date.now() - 2 * staleMs);
+  if (!st) return false;
+  const age = Date.now() - st.mtimeMs;
+  const owner = parseOwner(await readFile(ownerPath(lockPath), 'utf8').catch(() => ''));
+  if (owner && owner.host === hostname() && owner.ino === st.ino) {
+    if (age < 1000 || (await startTimeOf(owner.pid)) === owner.start) return false;
+  } else if (age < STALE_MS) return false;
+  const old = new Date(Date.now() - 2 * LIBRARY_STALE_MS);
   await utimes(lockPath, old, old).catch(() => undefined);
   return true;
 }

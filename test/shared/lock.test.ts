@@ -1,11 +1,11 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { buildSync } from 'esbuild';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { withLock } from '../../shared/store/lock.js';
+import { STALE_MS, withLock } from '../../shared/store/lock.js';
 import { expectRejects } from './expect-error.js';
 
 const repoRoot = resolve(fileURLToPath(new URL('../..', import.meta.url)));
@@ -178,6 +178,34 @@ describe('withLock across processes', () => {
     expect(await withLock(lockPath, async () => 'acquired', { waitMs: 5000 })).toBe('acquired');
     expect(existsSync(lockPath)).toBe(false);
     expect(existsSync(`${lockPath}.owner`)).toBe(false);
+  });
+
+  it('never takes over a live holder on this host, however long it goes without refreshing (a starved process)', { timeout: 60_000 }, async () => {
+    const lockPath = join(dir, 'starved.lock');
+    const child = await childHolding(lockPath, 500);
+    // Alive, but refreshing nothing: what 128 workers on two cores did to a holder in the long load run.
+    child.kill('SIGSTOP');
+    try {
+      await expectRejects(withLock(lockPath, async () => 'never', { waitMs: STALE_MS + 2500 }), 'Aborted', 'another operation holds');
+    } finally {
+      child.kill('SIGCONT');
+    }
+    await exited(child);
+    // It finished its critical section with its lock intact (a lost lock would have made it fail).
+    expect(child.exitCode).toBe(0);
+    expect(logLines()).toEqual(['child-start', 'child-end']);
+  });
+
+  it('takes over the lock of a holder on another host once it has not refreshed for STALE_MS', async () => {
+    const lockPath = join(dir, 'remote.lock');
+    const child = await childHolding(lockPath, -1);
+    child.kill('SIGKILL');
+    await exited(child);
+    const owner = JSON.parse(readFileSync(`${lockPath}.owner`, 'utf8')) as Record<string, unknown>;
+    writeFileSync(`${lockPath}.owner`, JSON.stringify({ ...owner, host: 'another-node' }));
+    const old = new Date(Date.now() - STALE_MS - 1000);
+    utimesSync(lockPath, old, old);
+    expect(await withLock(lockPath, async () => 'acquired', { waitMs: 2000 })).toBe('acquired');
   });
 
   it('judges a reused pid by its start time, and leaves a holder on another host to the stale period', async () => {
