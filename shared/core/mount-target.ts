@@ -1,4 +1,4 @@
-import { lstat, mkdir, open, realpath, rmdir, stat, unlink } from 'node:fs/promises';
+import { lstat, mkdir, open, readdir, realpath, rmdir, stat, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { errnoCode, failedPrecondition, invalidArgument } from '../errors.js';
 import { describeMount } from '../mounter.js';
@@ -49,7 +49,9 @@ export async function makeMountPoint(path: string, kind: 'dir' | 'file'): Promis
     await mkdir(path, { recursive: true, mode: 0o750 });
     const st = await lstat(path);
     if (!st.isDirectory()) throw invalidArgument(`${path} exists and is not a directory`);
-    // The kernel reports mount points with symlinks resolved.
+    // An empty directory (the usual target) has nothing below it to mount over: the mount table is
+    // read only for one that holds something. The kernel reports mount points with symlinks resolved.
+    if ((await readdir(path)).length === 0) return;
     const real = await realpath(path);
     const below = readMounts().find((m) => m.mountPoint.startsWith(`${real}/`));
     if (below) throw failedPrecondition(`${path} holds a mount below it (${below.mountPoint}): not mounting over it`);

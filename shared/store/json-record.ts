@@ -68,9 +68,10 @@ export async function writeRecord<T extends Versioned>(path: string, record: T):
 }
 
 /**
- * `writeRecord` for a record whose every writer holds its lock (the caller does now): any temporary
- * file of it that exists is a killed writer's, and goes first. The crash suite
- * (test/reliability/flex-crash-anywhere.test.ts) found them left by a mount killed mid-write.
+ * `writeRecord` for a long-lived record whose every writer holds its lock (the caller does now): any
+ * temporary file of it that exists is a killed writer's, and goes first (a volume record lives until
+ * its volume is deleted). The crash suite (test/reliability/flex-crash-anywhere.test.ts) found them
+ * left by calls killed mid-write.
  */
 export async function writeLockedRecord<T extends Versioned>(path: string, record: T): Promise<void> {
   await removeDeadTemps(path);

@@ -3,7 +3,7 @@ import { mkdir, readdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { errnoCode } from '../errors.js';
 import type { MountRecord } from '../model.js';
-import { readRecord, removeRecord, writeLockedRecord } from './json-record.js';
+import { readRecord, removeRecord, writeRecord } from './json-record.js';
 import { RECORD_SCHEMAS } from './record-schemas.js';
 import { withLock } from './lock.js';
 
@@ -68,9 +68,12 @@ export class NodeState {
     return out;
   }
 
-  /** The caller holds the volume's node lock (`lockVolume`), as every writer of mount records does. */
+  /**
+   * A killed writer's temporary file is swept when the record is removed (`removeRecord`), as every
+   * mount record is at its unmount: no readdir of the whole mounts dir on every mount.
+   */
   put(record: MountRecord): Promise<void> {
-    return writeLockedRecord(join(this.mountsDir, this.fileName(record.volumeId, record.path)), record);
+    return writeRecord(join(this.mountsDir, this.fileName(record.volumeId, record.path)), record);
   }
 
   remove(record: Pick<MountRecord, 'volumeId' | 'path'>): Promise<void> {
