@@ -213,7 +213,7 @@ export class ExecService {
   private async create(r: CreateVolumeRequest): Promise<CreateVolumeResponse> {
     const id = volumeIdForName(r.name, 'name');
     const caps = parseCapabilities(r.volume_capabilities);
-    if (caps.some((c) => c.access === 'block')) throw invalidArgument('exec volumes are filesystems: FlexVolume has no raw block access');
+    caps.forEach(requireFilesystem);
     const params = withoutCoKeys(r.parameters);
     if (params.driver === undefined && this.serving.driver) params.driver = this.serving.driver.full;
     const volume = this.checked(execVolumeOf(id, params), '');
@@ -264,8 +264,7 @@ export class ExecService {
         builtIn.NodeStageVolume,
         rpc.unary<NodeStageVolumeRequest, Empty>('NodeStageVolume', async (r, note) => {
           const path = await checkedPathUnder(r.staging_target_path, kubeletDir, 'staging_target_path');
-          const cap = parseCapability(r.volume_capability);
-          if (cap.access === 'block') throw invalidArgument('exec volumes are filesystems: FlexVolume has no raw block access');
+          const cap = requireFilesystem(parseCapability(r.volume_capability));
           const volume = await this.volumeOf(r.volume_id, r.volume_context, cap.fsType);
           note({ driver: volume.driver.full, ...(await volumes.stage(volume, path, r.publish_context[DEVICE_KEY] ?? '', cap.readerOnly)) });
           return {};
@@ -286,8 +285,7 @@ export class ExecService {
         builtIn.NodePublishVolume,
         rpc.unary<NodePublishVolumeRequest, Empty>('NodePublishVolume', async (r, note) => {
           const target = await checkedPathUnder(r.target_path, kubeletDir, 'target_path');
-          const cap = parseCapability(r.volume_capability);
-          if (cap.access === 'block') throw invalidArgument('exec volumes are filesystems: FlexVolume has no raw block access');
+          const cap = requireFilesystem(parseCapability(r.volume_capability));
           const volume = await this.volumeOf(r.volume_id, r.volume_context, cap.fsType);
           const stagingPath = r.staging_target_path ? await checkedPathUnder(r.staging_target_path, kubeletDir, 'staging_target_path') : undefined;
           const done = await volumes.publish(volume, target, {
@@ -339,4 +337,10 @@ function podOf(context: StringMap): { pod?: PodInfo } {
       serviceAccount: context[POD_KEYS.serviceAccount] ?? '',
     },
   };
+}
+
+/** FlexVolume mounts filesystems only: a raw block request for an exec volume is refused by name. */
+function requireFilesystem<C extends { access: string }>(cap: C): C {
+  if (cap.access === 'block') throw invalidArgument('exec volumes are filesystems: FlexVolume has no raw block access');
+  return cap;
 }
