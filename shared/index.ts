@@ -26,8 +26,8 @@ export {
   TwinvolError,
   unimplemented,
 } from './errors.js';
-export { fileSink, type LogFields, Logger, type LogSink, redact, stderrSink } from './log.js';
-export { run, spawnLog, toolEnv } from './runner.js';
+export { FILE_LOG_MAX_BYTES, fileSink, type Log, type LogFields, Logger, LOG_LEVELS, type LogLevel, type LogSink, redact, stderrSink } from './log.js';
+export { observeSpawns, run, type SpawnRecord, spawnLog, toolEnv } from './runner.js';
 export { type MountEntry, readMounts } from './mountinfo.js';
 
 // The model, ids and input validation.
@@ -65,6 +65,7 @@ export { type BackendTraits, backendTraits, type VolumeHealth, volumeCondition }
 export { type AttachOptions, attach, attachmentOf, detach, releaseAttachment } from './core/attachments.js';
 export { type Claims, contradiction, refuseContradiction } from './core/contradiction.js';
 export { sweepAbandonedWork, type SweepReport } from './core/housekeeping.js';
+export { DEFAULT_CSI_DRIVER_NAME, inventory, type Inventory, type InventoryOptions, type LoopLine, type MountLine, type Problem, PROBLEM_KINDS, type ProblemKind } from './core/inventory.js';
 export { thawAbandonedFreezes } from './core/freeze.js';
 export { createGroupSnapshot, deleteGroupSnapshot, getGroupSnapshot, type GroupSnapshot, MAX_GROUP_VOLUMES } from './core/group-snapshots.js';
 export { checkedPathUnder } from './core/mount-target.js';
@@ -80,6 +81,7 @@ export { checkVolumeSpec, createVolume, type CreateVolumeSpec, deleteVolume, exp
 // through execa; only the CSI server imports it, so the FlexVolume executable's bundle never holds it.
 export {
   asksForExec,
+  DEVICE_KEY,
   type DriverName,
   EXEC_BACKEND,
   EXEC_KEYS,
@@ -88,10 +90,12 @@ export {
   execVolumeContext,
   execVolumeOf,
   execVolumeOfRecord,
+  flexDeviceMountPath,
+  type FlexPort,
   isExecVolume,
   parseDriverName,
 } from './backends/exec.js';
 export { type DriverRun, runDriver } from './backends/exec-run.js';
 export { DEFAULT_PLUGIN_DIR, type FlexLog, type FlexSettings, scrub } from './backends/exec-driver.js';
 export { type DriverCapabilities, type OutputMode, type ReplyOutcome, readReply } from './backends/exec-reply.js';
-export { type Done, type ExecPublish, ExecVolumes, flexArgv, isMountPoint, type PodInfo } from './backends/exec-volumes.js';
+export { type ExecPublish, ExecVolumes, flexArgv, type PodInfo } from './backends/exec-volumes.js';

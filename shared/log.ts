@@ -20,24 +20,55 @@ export function redact(value: unknown, key = ''): unknown {
 
 export type LogSink = (line: string) => void;
 
-/** One JSON line per event, secrets redacted, with the fields every line carries (call, volume id). */
-export class Logger {
+/** Levels from the most to the least verbose, as pino names them (the CSI server: csi/logging.ts). */
+export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/**
+ * What the CSI server's parts log through: this file's Logger (a sink of JSON lines: the FlexVolume
+ * file, the CSI wrapper's unit tests) or the CSI server's pino logger (csi/logging.ts).
+ */
+export interface Log {
+  with(fields: LogFields): Log;
+  /** Whether a line at this level would be written: lets a caller skip building a costly one. */
+  enabled(level: LogLevel): boolean;
+  trace(msg: string, fields?: LogFields): void;
+  debug(msg: string, fields?: LogFields): void;
+  info(msg: string, fields?: LogFields): void;
+  warn(msg: string, fields?: LogFields): void;
+  error(msg: string, fields?: LogFields): void;
+}
+
+/** One JSON line per event at `minLevel` or above, secrets redacted, with the fields every line carries (call, volume id). */
+export class Logger implements Log {
   constructor(
     private readonly sink: LogSink,
     private readonly base: LogFields = {},
+    private readonly minLevel: LogLevel = 'info',
   ) {}
 
   with(fields: LogFields): Logger {
-    return new Logger(this.sink, { ...this.base, ...fields });
+    return new Logger(this.sink, { ...this.base, ...fields }, this.minLevel);
   }
 
-  log(level: 'info' | 'warn' | 'error', msg: string, fields: LogFields = {}): void {
+  enabled(level: LogLevel): boolean {
+    return LOG_LEVELS.indexOf(level) >= LOG_LEVELS.indexOf(this.minLevel);
+  }
+
+  log(level: LogLevel, msg: string, fields: LogFields = {}): void {
+    if (!this.enabled(level)) return;
     const line = JSON.stringify(redact({ time: new Date().toISOString(), level, msg, ...this.base, ...fields }));
     try {
       this.sink(line);
     } catch {
       // A log that cannot be written must not turn a working call into a failed one.
     }
+  }
+  trace(msg: string, fields?: LogFields): void {
+    this.log('trace', msg, fields);
+  }
+  debug(msg: string, fields?: LogFields): void {
+    this.log('debug', msg, fields);
   }
   info(msg: string, fields?: LogFields): void {
     this.log('info', msg, fields);
@@ -54,14 +85,20 @@ export const stderrSink: LogSink = (line) => {
   process.stderr.write(`${line}\n`);
 };
 
-const MAX_LOG_BYTES = 10 * 1024 * 1024;
+/**
+ * Where the FlexVolume log rotates: kubelet runs the executable for every call on every node for the
+ * life of the node, and the state dir is a tmpfs (RAM), so the file must stay bounded. One old file
+ * is kept (`<path>.1`): at most about twice this, plus the lines of calls racing a rotation.
+ */
+export const FILE_LOG_MAX_BYTES = 1024 * 1024;
 
 /** Appends to a file (the FlexVolume log: stdout and stderr belong to kubelet), keeping one rotated copy. */
-export function fileSink(path: string): LogSink {
+export function fileSink(path: string, maxBytes = FILE_LOG_MAX_BYTES): LogSink {
   return (line) => {
     mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
     try {
-      if (statSync(path).size > MAX_LOG_BYTES) renameSync(path, `${path}.1`);
+      // A rename replaces the older copy in one step; two calls racing here lose at most that copy.
+      if (statSync(path).size >= maxBytes) renameSync(path, `${path}.1`);
     } catch {
       // no log yet
     }

@@ -7,6 +7,8 @@ export interface SpawnRecord {
   args: readonly string[];
   exitCode: number;
   durationMs: number;
+  /** It did not answer: a deadline, a start failure, or an exit code that is not among its answers (the CSI server's metrics count these). */
+  failed: boolean;
 }
 
 export interface RunResult extends SpawnRecord {
@@ -92,7 +94,8 @@ export function run(command: string, args: readonly string[], options: RunOption
       clearTimeout(deadline);
       out.destroy();
       errOut.destroy();
-      const record: SpawnRecord = { command, args, exitCode, durationMs: performance.now() - started };
+      const answered = exitCode === 0 || (options.okExitCodes ?? []).includes(exitCode);
+      const record: SpawnRecord = { command, args, exitCode, durationMs: performance.now() - started, failed: Boolean(failure) || timedOut || !answered };
       spawned.push(record);
       if (spawned.length > SPAWN_LOG_LIMIT) spawned.splice(0, spawned.length - SPAWN_LOG_LIMIT);
       for (const observer of observers) observer(record);
