@@ -32,6 +32,7 @@ export { type MountEntry, readMounts } from './mountinfo.js';
 
 // The model, ids and input validation.
 export type { AccessRequest, AccessScope, Attachment, BackendKind, ContentSource, GroupSnapshotRecord, NodeRecord, Origin, SnapshotRecord, VolumeRecord } from './model.js';
+export { BACKEND_KINDS } from './model.js';
 export { groupSnapshotIdForName, idForNameOrUndefined, snapshotIdForName, validateName, volumeIdForName } from './names.js';
 export { formatSize, MAX_SIZE_BYTES, MIN_FILESYSTEM_BYTES, parseSize, requireFilesystemFits } from './size.js';
 export { sameStringMap } from './string-maps.js';
