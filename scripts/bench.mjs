@@ -1,61 +1,44 @@
-// Start-up and per-call cost of the FlexVolume executable, measured side by side with bare Node in
-// one run (alternating, so machine noise hits every contender alike). Figures are ratios to
-// `node -e 0`; absolute milliseconds on these shared machines mean little.
-//   node scripts/bench.mjs [runs]     (npm run bench builds first)
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+// The benchmark suite: every module in scripts/bench/ that exports a `suite` adds rows, and this
+// prints them as one table (or, with --json, one JSON document on stdout). Every figure is a ratio
+// to a reference measured side by side in the same run: interleaved rounds, medians, and
+// NODE_EXTRA_CA_CERTS unset on both sides (scripts/bench/lib.mjs). Timings are reported, never asserted.
+//   node scripts/bench.mjs [--json] [--short] [--only=<suite title substring>]
+// --short runs few rounds at small sizes (CI: test/bench/bench.test.ts checks the rows' shape).
+// npm run bench builds dist/ first.
+import { readdirSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 
-const runs = Number(process.argv[2] ?? process.env.BENCH_RUNS ?? 40);
-const flex = resolve('dist/flex/twinvol');
-if (!existsSync(flex)) throw new Error('dist/flex/twinvol is missing: run npm run build');
+const argv = process.argv.slice(2);
+const json = argv.includes('--json');
+const short = argv.includes('--short');
+const only = argv.find((a) => a.startsWith('--only='))?.slice('--only='.length);
+delete process.env.NODE_EXTRA_CA_CERTS;
 
-const scratch = mkdtempSync('/tmp/twinvol-bench-');
-// NODE_EXTRA_CA_CERTS makes every Node start read a CA bundle (about 30 ms here): unset for all sides.
-const env = { PATH: '/usr/bin:/bin', TWINVOL_CONFIG: join(scratch, 'config.json'), TWINVOL_DATA_ROOT: join(scratch, 'data'), TWINVOL_STATE_DIR: join(scratch, 'state'), TWINVOL_KUBELET_DIR: join(scratch, 'kubelet'), TWINVOL_NODE_NAME: 'bench' };
-writeFileSync(env.TWINVOL_CONFIG, '{}');
-// The floor for any executable file: Node's module loader costs something over `-e` before a line runs.
-const oneLiner = join(scratch, 'one-line.cjs');
-writeFileSync(oneLiner, 'process.stdout.write("{}");\n');
-const options = JSON.stringify({ 'kubernetes.io/fsType': '', 'kubernetes.io/pvOrVolumeName': 'pv', 'kubernetes.io/readwrite': 'rw', volumeId: 'bench-vol' });
+const dir = join(import.meta.dirname, 'bench');
+const suites = [];
+for (const file of readdirSync(dir).filter((f) => f.endsWith('.mjs')).sort()) {
+  const mod = await import(pathToFileURL(join(dir, file)).href);
+  if (mod.suite) suites.push({ file, ...mod.suite });
+}
+suites.sort((a, b) => (a.order ?? 50) - (b.order ?? 50));
 
-const contenders = [
-  { name: 'node -e 0 (baseline)', cmd: process.execPath, args: ['-e', '0'] },
-  { name: 'node one-line.cjs (floor)', cmd: process.execPath, args: [oneLiner] },
-  { name: 'twinvol init', cmd: flex, args: ['init'] },
-  { name: 'twinvol Not supported verb', cmd: flex, args: ['getmetrics'] },
-  { name: 'twinvol isattached (state read)', cmd: flex, args: ['isattached', options, 'bench'] },
-  { name: 'twinvol unmount (never mounted)', cmd: flex, args: ['unmount', join(env.TWINVOL_KUBELET_DIR, 'pods/x/volumes/acme~twinvol/pv')] },
-];
-
-function once(c) {
-  const t0 = process.hrtime.bigint();
-  const r = spawnSync(c.cmd, c.args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  const ms = Number(process.hrtime.bigint() - t0) / 1e6;
-  if (r.status !== 0 && c.cmd !== flex) throw new Error(`${c.name} failed: ${r.stderr}`);
-  if (c.cmd === flex) JSON.parse(`${r.stdout}${r.stderr}`); // a reply that does not parse is a failed call, not a fast one
-  return ms;
+const machine = `${cpus().length} x ${cpus()[0]?.model ?? 'unknown CPU'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Linux, Node ${process.version}`;
+const started = Date.now();
+const rows = [];
+for (const s of suites) {
+  if (only && !s.title.toLowerCase().includes(only.toLowerCase())) continue;
+  for (const r of await s.run({ short })) rows.push({ suite: s.title, ...r });
 }
 
-const samples = contenders.map(() => []);
-for (const c of contenders) once(c); // warm the page cache
-for (let i = 0; i < runs; i++) {
-  const order = i % 2 ? [...contenders.keys()].reverse() : [...contenders.keys()];
-  for (const k of order) samples[k].push(once(contenders[k]));
-}
-rmSync(scratch, { recursive: true, force: true });
-
-const quantile = (xs, q) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))];
-const base = quantile(samples[0], 0.5);
-console.log(`FlexVolume start-up, ${runs} alternating runs each (NODE_EXTRA_CA_CERTS unset)`);
-console.log('contender                           median ms   p90 ms   ratio to node -e 0');
-contenders.forEach((c, k) => {
-  const med = quantile(samples[k], 0.5);
-  console.log(`${c.name.padEnd(36)}${med.toFixed(1).padStart(8)}${quantile(samples[k], 0.9).toFixed(1).padStart(9)}${(med / base).toFixed(2).padStart(10)}x`);
-});
-
-if (existsSync('scripts/bench-csi.mjs') && existsSync('dist/csi/twinvol-csi')) {
-  console.log('');
-  const r = spawnSync(process.execPath, ['scripts/bench-csi.mjs'], { stdio: 'inherit' });
-  if (r.status !== 0) process.exitCode = 1;
+if (json) {
+  process.stdout.write(`${JSON.stringify({ machine, short, seconds: Math.round((Date.now() - started) / 1000), rows }, null, 2)}\n`);
+} else {
+  const fmt = (v) => (v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2));
+  const width = Math.max(...rows.map((r) => r.name.length), 10) + 2;
+  console.log(`twinvol benchmarks${short ? ' (short)' : ''} on ${machine}`);
+  console.log(`${'row'.padEnd(width)}${'value'.padStart(10)}  ${'unit'.padEnd(13)}${'reference'.padStart(10)}  ${'ratio'.padStart(7)}  reference is`);
+  for (const r of rows)
+    console.log(`${r.name.padEnd(width)}${fmt(r.value).padStart(10)}  ${r.unit.padEnd(13)}${fmt(r.reference).padStart(10)}  ${`${r.ratio.toFixed(2)}x`.padStart(7)}  ${r.referenceName}`);
 }

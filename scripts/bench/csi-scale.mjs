@@ -1,0 +1,131 @@
+// Scale rows: ListVolumes at 1 volume against many (the first page, and a full listing), lifecycles
+// one at a time against 16 in flight, and Probe latency while those 16 run.
+import { rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { createRequire } from 'node:module';
+import { build } from 'esbuild';
+import { launch, lifecycle, makeScratch, median, MiB, progress, quantile, ROOT, row } from './lib.mjs';
+
+/**
+ * The core's createVolume, bundled from the TypeScript sources as scripts/bench-execa.mjs does:
+ * many volumes are made through the core (the same records, directories and fsyncs CreateVolume
+ * makes) without a gRPC round trip each, which is not what these rows measure.
+ */
+async function loadCore(scratchRoot) {
+  const result = await build({
+    stdin: { contents: "export { createVolume, loadConfig, openCore } from './shared/index.js';", resolveDir: ROOT, loader: 'ts' },
+    bundle: true,
+    platform: 'node',
+    target: 'node20',
+    format: 'cjs',
+    write: false,
+    logLevel: 'warning',
+  });
+  // CommonJS: write-file-atomic names its temporary files after __filename.
+  const file = join(scratchRoot, 'core.cjs');
+  writeFileSync(file, result.outputFiles[0].contents);
+  const mod = createRequire(import.meta.url)(file);
+  rmSync(file);
+  return mod;
+}
+
+async function createMany(mod, s, count) {
+  const core = mod.openCore(mod.loadConfig(s.env, { nodeName: 'bench' }));
+  let next = 0;
+  const worker = async () => {
+    while (next < count) {
+      const id = `v-${String(next++).padStart(6, '0')}`;
+      await mod.createVolume(core, { id, backend: 'dir', capacityBytes: MiB, createdBy: 'csi' });
+    }
+  };
+  await Promise.all(Array.from({ length: 16 }, worker));
+}
+
+/** `total` dir lifecycles with `inFlight` at a time; returns their wall time in ms. */
+async function lifecycles(srv, s, prefix, total, inFlight) {
+  let next = 0;
+  const t0 = performance.now();
+  const worker = async () => {
+    while (next < total) await lifecycle(srv, s, 'dir', `${prefix}-${next++}`);
+  };
+  await Promise.all(Array.from({ length: inFlight }, worker));
+  return performance.now() - t0;
+}
+
+export const suite = {
+  title: 'CSI at scale',
+  order: 30,
+  async run({ short }) {
+    const many = short ? 100 : 10_000;
+    const small = makeScratch('scale1');
+    const big = makeScratch('scalen');
+    const servers = [];
+    try {
+      progress(`creating ${many} volumes through the core`);
+      const mod = await loadCore(big.root);
+      await createMany(mod, small, 1);
+      await createMany(mod, big, many);
+      const one = await launch('twinvol', small, 'one');
+      servers.push(one);
+      const lots = await launch('twinvol', big, 'many');
+      servers.push(lots);
+
+      const rounds = short ? 2 : 30;
+      progress(`ListVolumes: ${rounds} interleaved rounds at 1 and ${many} volumes`);
+      const first = [[], []];
+      const full = [[], []];
+      for (let i = 0; i < rounds; i++) {
+        const order = i % 2 ? [1, 0] : [0, 1];
+        for (const k of order) {
+          const srv = [one, lots][k];
+          let t = performance.now();
+          await srv.client.call('Controller', 'ListVolumes', { max_entries: 100 });
+          first[k].push(performance.now() - t);
+          if (i < (short ? 1 : 5)) {
+            t = performance.now();
+            const all = await srv.client.call('Controller', 'ListVolumes', {});
+            full[k].push(performance.now() - t);
+            if (all.entries.length !== (k ? many : 1)) throw new Error(`ListVolumes listed ${all.entries.length} volumes`);
+          }
+        }
+      }
+      for (const srv of servers.splice(0)) await srv.stop();
+
+      const total = short ? 16 : 200;
+      const tv = await launch('twinvol', small, 'load');
+      servers.push(tv);
+      const idleProbe = [];
+      for (let i = 0; i < (short ? 20 : 500); i++) {
+        const t = performance.now();
+        await tv.client.call('Identity', 'Probe');
+        idleProbe.push(performance.now() - t);
+      }
+      progress(`${total} dir lifecycles one at a time, then 16 in flight`);
+      const serial = await lifecycles(tv, small, 'one', total, 1);
+      const loadedProbe = [];
+      let running = true;
+      const prober = (async () => {
+        while (running) {
+          const t = performance.now();
+          await tv.client.call('Identity', 'Probe');
+          loadedProbe.push(performance.now() - t);
+          await new Promise((r) => setTimeout(r, 2));
+        }
+      })();
+      const parallel = await lifecycles(tv, small, 'par', total, 16);
+      running = false;
+      await prober;
+
+      return [
+        row('scale.list.first-page', `ListVolumes first page (100), ${many} volumes vs 1`, median(first[1]), 'ms', median(first[0]), 'same at 1 volume'),
+        row('scale.list.full', `ListVolumes full listing, ${many} volumes vs 1`, median(full[1]), 'ms', median(full[0]), 'same at 1 volume'),
+        row('scale.throughput.16', `${total} dir lifecycles, 16 in flight: throughput vs 1 at a time`, total / (parallel / 1000), 'lifecycles/s', total / (serial / 1000), '1 in flight'),
+        row('scale.probe-under-load', 'Probe p99 while 16 lifecycles run', quantile(loadedProbe, 0.99), 'ms', quantile(idleProbe, 0.99), 'Probe p99 idle'),
+      ];
+    } finally {
+      for (const srv of servers) await srv.stop();
+      small.cleanup();
+      big.cleanup();
+    }
+  },
+};

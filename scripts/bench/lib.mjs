@@ -1,0 +1,231 @@
+// What the benchmark modules (scripts/bench/*.mjs, run by scripts/bench.mjs) share: statistics, a
+// scratch world, processes started with a clean environment, a CSI client, and the row format.
+// This file exports no `suite`, so scripts/bench.mjs does not run it as one.
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join, resolve } from 'node:path';
+import { createHash } from 'node:crypto';
+
+const require = createRequire(import.meta.url);
+const grpc = require('@grpc/grpc-js');
+const { loadSync } = require('@grpc/proto-loader');
+
+export const ROOT = resolve(import.meta.dirname, '../..');
+export const FLEX_BIN = join(ROOT, 'dist/flex/twinvol');
+export const CSI_BIN = join(ROOT, 'dist/csi/twinvol-csi');
+export const BARE_SERVER = join(ROOT, 'scripts/bench/bare-grpc-server.cjs');
+
+export const quantile = (xs, q) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))];
+};
+export const median = (xs) => quantile(xs, 0.5);
+
+/**
+ * One row of the table. `ratio` is value / reference (or, for a throughput, how many times the
+ * reference's): every row is read as a ratio measured side by side in the same run.
+ */
+export function row(id, name, value, unit, reference, referenceName, extra = {}) {
+  return { id, name, value, unit, reference, referenceName, ratio: reference > 0 ? value / reference : 0, ...extra };
+}
+
+/** Alternates the contenders round by round (reversed every other round) so machine noise hits all alike. */
+export async function interleaved(contenders, rounds) {
+  const samples = contenders.map(() => []);
+  for (const c of contenders) await c(); // warm the page cache and the JIT
+  for (let i = 0; i < rounds; i++) {
+    const order = i % 2 ? [...contenders.keys()].reverse() : [...contenders.keys()];
+    for (const k of order) samples[k].push(await contenders[k]());
+  }
+  return samples;
+}
+
+/**
+ * NODE_EXTRA_CA_CERTS makes every Node start read a CA bundle (about 30 ms here): no contender gets it.
+ * The sbin directories are on the PATH as kubelet's are; nothing else of the caller's environment leaks in.
+ */
+export const BASE_ENV = { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', LC_ALL: 'C' };
+
+/**
+ * A private world: data root on the disk (the catalog's fsyncs are real), node state on a tmpfs as
+ * docs/architecture.md says it lives, kubelet dir on the disk. `cleanup` unmounts, detaches loop
+ * devices and removes everything, whatever state a failed run left.
+ */
+export function makeScratch(prefix) {
+  const root = mkdtempSync(`/tmp/twinvol-bench-${prefix}-`);
+  const dataRoot = join(root, 'data');
+  const stateDir = join(root, 'state');
+  const kubeletDir = join(root, 'kubelet');
+  for (const d of [dataRoot, stateDir, kubeletDir]) mkdirSync(d, { recursive: true });
+  execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=64m,mode=0700', 'tmpfs', stateDir]);
+  const configPath = join(root, 'config.json');
+  writeFileSync(configPath, '{}\n');
+  const env = { ...BASE_ENV, TWINVOL_CONFIG: configPath, TWINVOL_DATA_ROOT: dataRoot, TWINVOL_STATE_DIR: stateDir, TWINVOL_KUBELET_DIR: kubeletDir, TWINVOL_NODE_NAME: 'bench' };
+  return { root, dataRoot, stateDir, kubeletDir, configPath, env, cleanup: () => releaseUnder(root) };
+}
+
+function mountsUnder(root) {
+  return readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .map((l) => l.split(' ')[4]?.replace(/\\040/g, ' '))
+    .filter((p) => p && (p === root || p.startsWith(`${root}/`)))
+    .sort((a, b) => b.length - a.length);
+}
+
+export function releaseUnder(root) {
+  for (let pass = 0; pass < 5; pass++) {
+    const mounts = mountsUnder(root);
+    if (!mounts.length) break;
+    for (const m of mounts) spawnSync('umount', ['-l', m], { stdio: 'ignore' });
+  }
+  for (const name of readdirSync('/sys/block').filter((n) => n.startsWith('loop'))) {
+    let backing = '';
+    try {
+      backing = readFileSync(`/sys/block/${name}/loop/backing_file`, 'utf8').trim();
+    } catch {
+      continue; // not bound
+    }
+    if (backing.startsWith(`${root}/`)) spawnSync('losetup', ['-d', `/dev/${name}`], { stdio: 'ignore' });
+  }
+  rmSync(root, { recursive: true, force: true });
+}
+
+/** Milliseconds one process takes from spawn to exit; a failed call throws rather than counting as fast. */
+export function timeSpawn(cmd, args, env, check) {
+  const t0 = process.hrtime.bigint();
+  const r = spawnSync(cmd, args, { env, stdio: ['ignore', 'pipe', 'pipe'], cwd: '/' });
+  const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+  if (r.status !== 0) throw new Error(`${cmd} ${args[0] ?? ''} failed (${r.status}): ${r.stdout}${r.stderr}`);
+  if (check) check(`${r.stdout}${r.stderr}`);
+  return ms;
+}
+
+/** A FlexVolume call's reply must be one JSON document saying Success (kubelet reads it so). */
+export function flexOk(args) {
+  return (out) => {
+    const reply = JSON.parse(out);
+    if (reply.status !== 'Success') throw new Error(`flex ${args[0]} answered ${out}`);
+  };
+}
+
+const definition = loadSync(join(ROOT, 'csi/proto/csi.proto'), { keepCase: true, longs: String, enums: String, defaults: true, oneofs: true });
+const csi = grpc.loadPackageDefinition(definition).csi.v1;
+
+/** A client for every CSI service at one socket; `call` resolves with the reply, rejects with the status. */
+export function csiClient(socket) {
+  const clients = new Map();
+  // A full listing of 10,000 volumes is one reply of a few MiB, above grpc-js's 4 MiB default.
+  const options = { 'grpc.max_receive_message_length': 256 * 2 ** 20 };
+  const clientFor = (service) => {
+    if (!clients.has(service)) clients.set(service, new csi[service](`unix://${socket}`, grpc.credentials.createInsecure(), options));
+    return clients.get(service);
+  };
+  return {
+    call(service, method, request = {}) {
+      const c = clientFor(service);
+      return new Promise((done, fail) => c[method](request, { deadline: Date.now() + 60_000 }, (err, res) => (err ? fail(new Error(`${method}: ${err.details ?? err.message}`)) : done(res))));
+    },
+    close() {
+      for (const c of clients.values()) c.close();
+    },
+  };
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Starts a server (`twinvol` or `bare`) on a socket in the scratch world and waits for its first
+ * successful Probe, polling every millisecond; `coldMs` is spawn to that answer.
+ */
+export async function launch(kind, scratch, name) {
+  const socket = join(scratch.root, `${name}.sock`);
+  rmSync(socket, { force: true });
+  const args =
+    kind === 'twinvol'
+      ? [CSI_BIN, '--endpoint', `unix://${socket}`, '--node-id', 'bench', '--data-root', scratch.dataRoot, '--state-dir', scratch.stateDir, '--kubelet-dir', scratch.kubeletDir]
+      : [BARE_SERVER, socket];
+  const t0 = process.hrtime.bigint();
+  const child = spawn(process.execPath, args, { env: { ...scratch.env }, stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (d) => (stderr = (stderr + d.toString()).slice(-4000)));
+  const exited = new Promise((r) => child.on('exit', r));
+  const client = csiClient(socket);
+  let coldMs;
+  for (let i = 0; i < 20_000 && child.exitCode === null; i++) {
+    if (existsSync(socket)) {
+      const ready = await client.call('Identity', 'Probe').then((r) => r.ready?.value === true, () => false);
+      if (ready) {
+        coldMs = Number(process.hrtime.bigint() - t0) / 1e6;
+        break;
+      }
+    }
+    await sleep(1);
+  }
+  const stop = async () => {
+    client.close();
+    if (child.exitCode === null) child.kill('SIGTERM');
+    await exited;
+  };
+  if (coldMs === undefined) {
+    await stop();
+    throw new Error(`${kind} server never answered Probe: ${stderr}`);
+  }
+  return { kind, child, client, coldMs, stop, rssMb: () => rssMb(child.pid) };
+}
+
+export function rssMb(pid) {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) / 1024 : 0;
+}
+
+/** Where kubelet stages and publishes a CSI volume (test/csi/helpers/requests.ts lays them out the same). */
+export function csiPaths(kubeletDir, id, pod) {
+  const hash = createHash('sha256').update(id).digest('hex');
+  return {
+    staging: join(kubeletDir, 'plugins/kubernetes.io/csi/csi.twinvol.io', hash, 'globalmount'),
+    target: join(kubeletDir, 'pods', pod, 'volumes/kubernetes.io~csi', id, 'mount'),
+  };
+}
+
+export const MiB = 2 ** 20;
+
+/** The volume kinds the lifecycles run: a directory, and the default block volume (loop device, ext4). */
+export const KINDS = {
+  dir: { backend: 'dir', bytes: MiB, cap: { mount: { fs_type: '', mount_flags: [] }, access_mode: { mode: 'SINGLE_NODE_WRITER' } } },
+  block: { backend: 'block', bytes: 64 * MiB, cap: { mount: { fs_type: 'ext4', mount_flags: [] }, access_mode: { mode: 'SINGLE_NODE_WRITER' } } },
+};
+
+/** The RPCs of one full CSI node lifecycle, in the order the CO makes them. */
+export const LIFECYCLE = ['CreateVolume', 'ControllerPublishVolume', 'NodeStageVolume', 'NodePublishVolume', 'NodeGetVolumeStats', 'NodeUnpublishVolume', 'NodeUnstageVolume', 'ControllerUnpublishVolume', 'DeleteVolume'];
+
+/**
+ * One lifecycle of volume `id` against a server; `timings` (if given) collects each RPC's milliseconds
+ * by method. The bare server answers the same requests with canned replies.
+ */
+export async function lifecycle(server, scratch, kindName, id, timings) {
+  const kind = KINDS[kindName];
+  const p = csiPaths(scratch.kubeletDir, id, `pod-${id}`);
+  const requests = {
+    CreateVolume: ['Controller', { name: id, capacity_range: { required_bytes: String(kind.bytes) }, volume_capabilities: [kind.cap], parameters: { backend: kind.backend } }],
+    ControllerPublishVolume: ['Controller', { volume_id: id, node_id: 'bench', volume_capability: kind.cap }],
+    NodeStageVolume: ['Node', { volume_id: id, staging_target_path: p.staging, volume_capability: kind.cap }],
+    NodePublishVolume: ['Node', { volume_id: id, staging_target_path: p.staging, target_path: p.target, volume_capability: kind.cap }],
+    NodeGetVolumeStats: ['Node', { volume_id: id, volume_path: p.target }],
+    NodeUnpublishVolume: ['Node', { volume_id: id, target_path: p.target }],
+    NodeUnstageVolume: ['Node', { volume_id: id, staging_target_path: p.staging }],
+    ControllerUnpublishVolume: ['Controller', { volume_id: id, node_id: 'bench' }],
+    DeleteVolume: ['Controller', { volume_id: id }],
+  };
+  const t0 = performance.now();
+  for (const method of LIFECYCLE) {
+    const [service, req] = requests[method];
+    const t = performance.now();
+    await server.client.call(service, method, req);
+    if (timings) (timings[method] ??= []).push(performance.now() - t);
+  }
+  return performance.now() - t0;
+}
+
+/** Progress goes to stderr, so `--json` output stays one document. */
+export const progress = (msg) => process.stderr.write(`bench: ${msg}\n`);

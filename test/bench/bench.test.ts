@@ -1,0 +1,60 @@
+import { execFile } from 'node:child_process';
+import { resolve } from 'node:path';
+import { promisify } from 'node:util';
+import { expect, it } from 'vitest';
+
+/**
+ * The benchmark suite in its short mode, so it cannot rot: every row it promises is there, each a
+ * positive ratio to a reference measured in the same run. Timings are never asserted here: on a shared
+ * machine they say nothing about the code (scripts/bench.mjs).
+ */
+const ROOT = resolve(import.meta.dirname, '../..');
+
+interface BenchRow {
+  suite: string;
+  id: string;
+  name: string;
+  value: number;
+  unit: string;
+  reference: number;
+  referenceName: string;
+  ratio: number;
+}
+
+const LIFECYCLE = ['CreateVolume', 'ControllerPublishVolume', 'NodeStageVolume', 'NodePublishVolume', 'NodeGetVolumeStats', 'NodeUnpublishVolume', 'NodeUnstageVolume', 'ControllerUnpublishVolume', 'DeleteVolume'];
+const READS = ['Probe', 'GetPluginInfo', 'NodeGetCapabilities', 'ControllerGetVolume', 'ValidateVolumeCapabilities', 'ListVolumes', 'GetCapacity'];
+const EXPECTED = [
+  ...['init', 'getvolumename', 'isattached', 'dir-mount', 'dir-unmount', 'block-lifecycle'].map((v) => `flex.bundle.${v}`),
+  'csi.cold-start',
+  'csi.rss.idle',
+  'csi.rss.loaded',
+  'csi.lifecycle.dir',
+  'csi.lifecycle.block',
+  ...[...LIFECYCLE, ...READS].flatMap((m) => [`csi.rpc.${m}.p50`, `csi.rpc.${m}.p99`]),
+  'scale.list.first-page',
+  'scale.list.full',
+  'scale.throughput.16',
+  'scale.probe-under-load',
+];
+
+it('npm run bench --short --json prints every row, each a positive ratio to its reference', async () => {
+  const env = { ...process.env };
+  delete env.NODE_EXTRA_CA_CERTS;
+  const { stdout } = await promisify(execFile)(process.execPath, ['scripts/bench.mjs', '--short', '--json'], { cwd: ROOT, env, maxBuffer: 64 * 2 ** 20 });
+  const report = JSON.parse(stdout) as { machine: string; short: boolean; rows: BenchRow[] };
+  expect(report.short).toBe(true);
+  expect(report.machine).toMatch(/\d+ x .+, \d+ GiB/);
+  const ids = report.rows.map((r) => r.id);
+  expect(ids.filter((id) => !EXPECTED.includes(id) && !id.startsWith('flex.'))).toEqual([]);
+  for (const id of EXPECTED) expect(ids, `row ${id}`).toContain(id);
+  expect(new Set(ids).size).toBe(ids.length);
+  for (const r of report.rows) {
+    expect(r.name, r.id).not.toBe('');
+    expect(r.unit, r.id).not.toBe('');
+    expect(r.referenceName, r.id).not.toBe('');
+    for (const v of [r.value, r.reference, r.ratio]) {
+      expect(Number.isFinite(v) && v > 0, `${r.id}: ${JSON.stringify(r)}`).toBe(true);
+    }
+    expect(r.ratio).toBeCloseTo(r.value / r.reference, 6);
+  }
+}, 600_000);
