@@ -1,32 +1,32 @@
 import type { handleUnaryCall, sendUnaryData, ServerUnaryCall } from '@grpc/grpc-js';
 import {
   asksForExec,
+  attach,
   checkedPathUnder,
   type Core,
   createVolume,
+  type DriverCapabilities,
   type DriverName,
   EXEC_BACKEND,
   execRecordParameters,
-  type ExecVolume,
-  type ExecVolumes,
   execVolumeOf,
   execVolumeOfRecord,
-  expandVolume,
   invalidArgument,
   isExecVolume,
   notFound,
   type PodInfo,
+  publish,
+  stage,
   validateNodeName,
   validateVolumeId,
+  type VolumeId,
   volumeIdForName,
 } from '../shared/index.js';
-import { accessRequestOf, execControllerCapabilities, execNodeCapabilities, parseCapabilities, parseCapability } from './capabilities.js';
+import { type Capability, accessRequestOf, execControllerCapabilities, execNodeCapabilities, parseCapabilities, parseCapability } from './capabilities.js';
 import { sizeFromRange } from './capacity.js';
 import { type ServiceContext, servesController } from './context.js';
 import { toCsiVolume } from './convert.js';
 import type {
-  ControllerExpandVolumeRequest,
-  ControllerExpandVolumeResponse,
   ControllerGetCapabilitiesRequest,
   ControllerGetCapabilitiesResponse,
   GetPluginCapabilitiesRequest,
@@ -37,36 +37,34 @@ import type {
   ControllerHandlers,
   ControllerPublishVolumeRequest,
   ControllerPublishVolumeResponse,
-  ControllerUnpublishVolumeRequest,
   CreateVolumeRequest,
   CreateVolumeResponse,
   Empty,
-  NodeExpandVolumeRequest,
-  NodeExpandVolumeResponse,
   NodeHandlers,
   NodePublishVolumeRequest,
   NodeStageVolumeRequest,
-  NodeUnpublishVolumeRequest,
-  NodeUnstageVolumeRequest,
   StringMap,
 } from './csi-types.js';
 import { CO_PREFIX, withoutCoKeys } from './parameters.js';
 
 /**
- * The CSI server's side of the exec backend: which calls are about exec volumes, and each such call
- * made into the FlexVolume calls kubelet would make (shared/backends/exec-volumes.ts). Every other
- * volume takes the built-in path unchanged (csi/controller.ts, csi/node.ts).
+ * The CSI server's side of the exec backend: translation only. Calls that carry a volume's
+ * description (CreateVolume, ControllerPublishVolume, NodeStageVolume, NodePublishVolume) are read
+ * here for exec volumes (a static PV's volume attributes registered, the fronted driver checked, pod
+ * info and secrets passed on) and go to the same core verbs as every other volume, which take the
+ * locks, apply the rules, write the records and call the driver through the exec backend's hooks
+ * (shared/backends/exec.ts). The teardown calls, expansion and listings carry no description and take
+ * the built-in path unchanged (csi/controller.ts, csi/node.ts).
  */
 export interface ExecServing {
-  volumes: ExecVolumes;
+  /** The drivers' capabilities (their init runs now if it has not, or if the file changed). */
+  capabilities(driver: DriverName): Promise<DriverCapabilities>;
   /** --flex-driver: the one driver this server fronts (volumes that name none are its). */
   driver?: DriverName;
   /** --backends exec: every volume is an exec volume, and the capabilities are the driver's. */
   only: boolean;
 }
 
-/** The publish_context key the attach's device travels under to NodeStageVolume. */
-export const DEVICE_KEY = 'device';
 const POD_KEYS = { name: `${CO_PREFIX}pod.name`, namespace: `${CO_PREFIX}pod.namespace`, uid: `${CO_PREFIX}pod.uid`, serviceAccount: `${CO_PREFIX}serviceAccount.name` };
 
 type Route<Req> = (req: Req) => Promise<boolean>;
@@ -101,37 +99,37 @@ export class ExecService {
   }
 
   /**
-   * The volume from the catalog; else from a static PV's volume attributes, registered so that the
-   * teardown calls (which carry no context) find its driver; else this server's one driver.
+   * The volume's id once it is in the catalog: it is there already, or it is a static PV's, registered
+   * now from its volume attributes (else this server's one driver), so that the teardown calls, which
+   * carry no context, find its driver. Returns the driver for the log line.
    */
-  private async volumeOf(rawId: string, context?: StringMap, fsType = ''): Promise<ExecVolume> {
+  private async registered(rawId: string, context: StringMap, cap: Capability): Promise<{ id: VolumeId; driver: string }> {
     const id = validateVolumeId(rawId, 'volume_id');
     const record = await this.core.catalog.getVolume(id);
     if (record) {
       if (!isExecVolume(record)) throw invalidArgument(`volume ${id} is a ${record.backend} volume, not one of a FlexVolume driver`);
-      return this.checked(execVolumeOfRecord(record), fsType);
+      return { id, driver: this.checked(execVolumeOfRecord(record).driver).full };
     }
-    const own = context ? withoutCoKeys(context) : {};
+    const own = withoutCoKeys(context);
     if (own.driver === undefined && this.serving.driver) own.driver = this.serving.driver.full;
     if (own.driver === undefined) throw notFound(`volume ${id} is not known, and names no FlexVolume driver`);
-    const volume = this.checked(execVolumeOf(id, own, own.fsType ?? fsType), fsType);
-    if (context) {
-      await createVolume(this.core, { id, backend: EXEC_BACKEND, capacityBytes: 0, fsType: volume.fsType, parameters: execRecordParameters(own), createdBy: 'csi' });
-    }
-    return volume;
+    const volume = execVolumeOf(id, own, own.fsType ?? cap.fsType);
+    this.checked(volume.driver);
+    await createVolume(this.core, { id, backend: EXEC_BACKEND, capacityBytes: 0, fsType: volume.fsType, access: cap.scope, parameters: execRecordParameters(own), createdBy: 'csi' });
+    return { id, driver: volume.driver.full };
   }
 
-  private checked(volume: ExecVolume, fsType: string): ExecVolume {
+  private checked(driver: DriverName): DriverName {
     const only = this.serving.driver;
-    if (only && volume.driver.full !== only.full) throw invalidArgument(`volume ${volume.id} names driver ${volume.driver.full}; this server fronts ${only.full}`);
-    return volume.fsType === '' && fsType !== '' ? { ...volume, fsType } : volume;
+    if (only && driver.full !== only.full) throw invalidArgument(`the volume names driver ${driver.full}; this server fronts ${only.full}`);
+    return driver;
   }
 
-  /** The one driver's capabilities (its init runs now if it has not, or if the file changed). */
+  /** The one driver's capabilities. */
   private driverCapabilities() {
     const driver = this.serving.driver;
     if (!driver) throw invalidArgument('--backends exec needs --flex-driver');
-    return this.serving.volumes.drivers.capabilities(driver);
+    return this.serving.capabilities(driver);
   }
 
   /** --backends exec: the plugin's capabilities are the driver's (expansion only if it resizes). */
@@ -149,8 +147,7 @@ export class ExecService {
   }
 
   controller(builtIn: ControllerHandlers): ControllerHandlers {
-    const { rpc } = this.ctx;
-    const { volumes } = this.serving;
+    const { rpc, settings } = this.ctx;
     const capabilities = this.serving.only
       ? {
           ControllerGetCapabilities: rpc.unary<ControllerGetCapabilitiesRequest, ControllerGetCapabilitiesResponse>('ControllerGetCapabilities', async () => ({
@@ -158,10 +155,6 @@ export class ExecService {
           })),
         }
       : {};
-    const onVolume = <R extends { volume_id: string; node_id: string }>() => ({
-      describe: (r: R) => ({ volumeId: r.volume_id, nodeId: r.node_id, backend: 'exec' }),
-      exclusiveOn: (r: R) => `volume/${r.volume_id}`,
-    });
     return {
       ...builtIn,
       ...capabilities,
@@ -177,34 +170,22 @@ export class ExecService {
         builtIn.ControllerPublishVolume,
         rpc.unary<ControllerPublishVolumeRequest, ControllerPublishVolumeResponse>('ControllerPublishVolume', async (r, note) => {
           const node = validateNodeName(r.node_id, 'node_id');
-          const cap = parseCapability(r.volume_capability);
-          const volume = await this.volumeOf(r.volume_id, r.volume_context, cap.fsType);
-          note({ driver: volume.driver.full });
-          const device = await volumes.attach(volume, node, r.readonly || cap.readerOnly);
-          const publishContext: StringMap = device ? { [DEVICE_KEY]: device } : {};
-          return { publish_context: publishContext };
-        }, onVolume()),
-        (r) => this.isExecVolume(r.volume_id, r.volume_context),
-      ),
-      ControllerUnpublishVolume: routed(
-        builtIn.ControllerUnpublishVolume,
-        rpc.unary<ControllerUnpublishVolumeRequest, Empty>('ControllerUnpublishVolume', async (r, note) => {
-          const volume = await this.volumeOf(r.volume_id);
-          note({ driver: volume.driver.full });
-          // An unpublish from every node (no node_id) has no FlexVolume counterpart: detach names one node.
-          if (!r.node_id) throw invalidArgument('node_id is required: a FlexVolume detach names the node');
-          await volumes.detach(volume, validateNodeName(r.node_id, 'node_id'));
-          return {};
-        }, onVolume()),
-        (r) => this.isExecVolume(r.volume_id),
-      ),
-      ControllerExpandVolume: routed(
-        builtIn.ControllerExpandVolume,
-        rpc.unary<ControllerExpandVolumeRequest, ControllerExpandVolumeResponse>('ControllerExpandVolume', (r) => this.expand(r), {
-          describe: (r) => ({ volumeId: r.volume_id, backend: 'exec' }),
+          const cap = requireFilesystem(parseCapability(r.volume_capability));
+          const { id, driver } = await this.registered(r.volume_id, r.volume_context, cap);
+          note({ driver });
+          const attached = await attach(this.core, id, node, {
+            readonly: r.readonly || cap.readerOnly,
+            via: 'csi',
+            maxVolumesPerNode: settings.maxVolumesPerNode || undefined,
+            access: accessRequestOf(cap),
+            registeredNodesOnly: true,
+          });
+          return { publish_context: attached.publishContext };
+        }, {
+          describe: (r) => ({ volumeId: r.volume_id, nodeId: r.node_id, backend: 'exec' }),
           exclusiveOn: (r) => `volume/${r.volume_id}`,
         }),
-        (r) => this.isExecVolume(r.volume_id),
+        (r) => this.isExecVolume(r.volume_id, r.volume_context),
       ),
     };
   }
@@ -216,7 +197,9 @@ export class ExecService {
     caps.forEach(requireFilesystem);
     const params = withoutCoKeys(r.parameters);
     if (params.driver === undefined && this.serving.driver) params.driver = this.serving.driver.full;
-    const volume = this.checked(execVolumeOf(id, params), '');
+    // kubelet's kubernetes.io/fsType is the PV's fsType: the parameters', else the capabilities' one.
+    const volume = execVolumeOf(id, params, params.fsType ?? caps.find((c) => c.fsType !== '')?.fsType ?? '');
+    this.checked(volume.driver);
     const { volume: record } = await createVolume(this.core, {
       id,
       name: r.name,
@@ -231,20 +214,8 @@ export class ExecService {
     return { volume: toCsiVolume(record) };
   }
 
-  private async expand(r: ControllerExpandVolumeRequest): Promise<ControllerExpandVolumeResponse> {
-    const volume = await this.volumeOf(r.volume_id);
-    const caps = await this.serving.volumes.capabilities(volume);
-    if (!caps.requiresFSResize) throw invalidArgument(`FlexVolume driver ${volume.driver.full} does not expand volumes (its init says requiresFSResize: false)`);
-    const record = await this.core.catalog.requireVolume(validateVolumeId(r.volume_id, 'volume_id'));
-    const wanted = sizeFromRange(r.capacity_range, record.capacityBytes, 1);
-    if (wanted > record.capacityBytes) await this.serving.volumes.expandVolume(volume, wanted, record.capacityBytes);
-    const done = await expandVolume(this.core, record.id, wanted);
-    return { capacity_bytes: String(done.capacityBytes), node_expansion_required: true };
-  }
-
   node(builtIn: NodeHandlers): NodeHandlers {
     const { rpc } = this.ctx;
-    const { volumes } = this.serving;
     const capabilities = this.serving.only
       ? {
           NodeGetCapabilities: rpc.unary<NodeGetCapabilitiesRequest, NodeGetCapabilitiesResponse>('NodeGetCapabilities', async () => ({
@@ -265,62 +236,34 @@ export class ExecService {
         rpc.unary<NodeStageVolumeRequest, Empty>('NodeStageVolume', async (r, note) => {
           const path = await checkedPathUnder(r.staging_target_path, kubeletDir, 'staging_target_path');
           const cap = requireFilesystem(parseCapability(r.volume_capability));
-          const volume = await this.volumeOf(r.volume_id, r.volume_context, cap.fsType);
-          note({ driver: volume.driver.full, ...(await volumes.stage(volume, path, r.publish_context[DEVICE_KEY] ?? '', cap.readerOnly)) });
+          const { id, driver } = await this.registered(r.volume_id, r.volume_context, cap);
+          note({ driver });
+          await stage(this.core, id, path, { readonly: cap.readerOnly, access: accessRequestOf(cap), publishContext: r.publish_context });
           return {};
         }, at((r) => r.staging_target_path)),
         (r) => this.isExecVolume(r.volume_id, r.volume_context),
-      ),
-      NodeUnstageVolume: routed(
-        builtIn.NodeUnstageVolume,
-        rpc.unary<NodeUnstageVolumeRequest, Empty>('NodeUnstageVolume', async (r, note) => {
-          const path = await checkedPathUnder(r.staging_target_path, kubeletDir, 'staging_target_path');
-          const volume = await this.volumeOf(r.volume_id);
-          note({ driver: volume.driver.full, ...(await volumes.unstage(volume, path)) });
-          return {};
-        }, at((r) => r.staging_target_path)),
-        (r) => this.isExecVolume(r.volume_id),
       ),
       NodePublishVolume: routed(
         builtIn.NodePublishVolume,
         rpc.unary<NodePublishVolumeRequest, Empty>('NodePublishVolume', async (r, note) => {
           const target = await checkedPathUnder(r.target_path, kubeletDir, 'target_path');
           const cap = requireFilesystem(parseCapability(r.volume_capability));
-          const volume = await this.volumeOf(r.volume_id, r.volume_context, cap.fsType);
+          const { id, driver } = await this.registered(r.volume_id, r.volume_context, cap);
+          note({ driver });
+          // No staging path: a driver that does not attach mounts the target itself (no stage step).
           const stagingPath = r.staging_target_path ? await checkedPathUnder(r.staging_target_path, kubeletDir, 'staging_target_path') : undefined;
-          const done = await volumes.publish(volume, target, {
+          await publish(this.core, id, target, {
             readonly: r.readonly || cap.readerOnly,
+            access: accessRequestOf(cap),
+            via: 'csi',
             ...(stagingPath !== undefined ? { stagingPath } : {}),
             ...(cap.mountGroup !== undefined ? { fsGroup: cap.mountGroup } : {}),
             ...podOf(r.volume_context),
             secrets: r.secrets,
           });
-          note({ driver: volume.driver.full, ...done });
           return {};
         }, at((r) => r.target_path)),
         (r) => this.isExecVolume(r.volume_id, r.volume_context),
-      ),
-      NodeUnpublishVolume: routed(
-        builtIn.NodeUnpublishVolume,
-        rpc.unary<NodeUnpublishVolumeRequest, Empty>('NodeUnpublishVolume', async (r, note) => {
-          const target = await checkedPathUnder(r.target_path, kubeletDir, 'target_path');
-          const volume = await this.volumeOf(r.volume_id);
-          note({ driver: volume.driver.full, ...(await volumes.unpublish(volume, target)) });
-          return {};
-        }, at((r) => r.target_path)),
-        (r) => this.isExecVolume(r.volume_id),
-      ),
-      NodeExpandVolume: routed(
-        builtIn.NodeExpandVolume,
-        rpc.unary<NodeExpandVolumeRequest, NodeExpandVolumeResponse>('NodeExpandVolume', async (r) => {
-          const volume = await this.volumeOf(r.volume_id);
-          const record = await this.core.catalog.requireVolume(validateVolumeId(r.volume_id, 'volume_id'));
-          const path = await checkedPathUnder(r.staging_target_path || r.volume_path, kubeletDir, 'staging_target_path');
-          const size = sizeFromRange(r.capacity_range, record.capacityBytes, 1);
-          await volumes.expandFs(volume, path, size, record.capacityBytes);
-          return { capacity_bytes: String(size) };
-        }, at((r) => r.volume_path)),
-        (r) => this.isExecVolume(r.volume_id),
       ),
     };
   }

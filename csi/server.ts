@@ -48,12 +48,16 @@ async function sweepWork(core: Core, log: Logger): Promise<void> {
   }
 }
 
-/** The exec backend's side of the server: drivers found and run as the flags say (shared/backends/exec*.ts). */
-function execServiceOf(ctx: ServiceContext, flags: ExecFlags | undefined, config: Config, log: Logger): ExecService {
+/**
+ * The driver caller for exec volumes (shared/backends/exec-volumes.ts), drivers found and run as the
+ * flags say: handed to the core as its `flex` port when the server opens it, so that the core's verbs
+ * call third-party FlexVolume drivers without importing what runs them.
+ */
+function flexPortOf(flags: ExecFlags | undefined, config: Config, log: Logger): { volumes: ExecVolumes; flags: ExecFlags } {
   const f: ExecFlags = flags ?? { only: false, pluginDir: DEFAULT_PLUGIN_DIR, lenient: [], execIn: 'local' };
   const timeoutMs = f.timeoutMs ?? config.commandTimeoutMs;
   const volumes = new ExecVolumes({ pluginDir: f.pluginDir, timeoutMs, lenient: f.lenient, execIn: f.execIn }, config.commandTimeoutMs, (level, message, fields) => log[level](message, fields));
-  return new ExecService(ctx, { volumes, only: f.only, ...(f.driver !== undefined ? { driver: parseDriverName(f.driver) } : {}) });
+  return { volumes, flags: f };
 }
 
 export async function startServer({ socketPath, settings, config, log, exec }: ServerOptions): Promise<RunningServer> {
@@ -62,7 +66,8 @@ export async function startServer({ socketPath, settings, config, log, exec }: S
   if (tools.missing.length) log.error('required tools are missing; Probe will fail', { missing: tools.missing });
   if (tools.missingOptional.length) log.warn('optional tools are missing: xfs volumes (mkfs.xfs, xfs_growfs) or group snapshot freezes (fsfreeze) will fail', { missing: tools.missingOptional });
 
-  const ctx: ServiceContext = { core: openCore(config), rpc: new Rpc(log), settings, tools };
+  const flex = flexPortOf(exec, config, log);
+  const ctx: ServiceContext = { core: openCore(config, { flex: flex.volumes }), rpc: new Rpc(log), settings, tools };
   await sweepWork(ctx.core, log);
   // ControllerPublishVolume to a node that never registered is NOT_FOUND: a node server makes its node
   // known before it serves. A failure here stops the server, since no controller could publish to it.
@@ -72,7 +77,11 @@ export async function startServer({ socketPath, settings, config, log, exec }: S
   const server = new Server({ 'grpc.max_receive_message_length': 1024 * 1024 });
   // Services this mode does not serve are absent, so grpc-js answers their calls UNIMPLEMENTED.
   // Exec volumes take their own path through each service; the rest the built-in one (csi/exec-service.ts).
-  const execService = execServiceOf(ctx, exec, config, log);
+  const execService = new ExecService(ctx, {
+    capabilities: (driver) => flex.volumes.drivers.capabilities(driver),
+    only: flex.flags.only,
+    ...(flex.flags.driver !== undefined ? { driver: parseDriverName(flex.flags.driver) } : {}),
+  });
   server.addService(serviceDefinition(definition, 'Identity'), execService.identity(identityService(ctx)));
   if (servesController(settings.mode)) {
     server.addService(serviceDefinition(definition, 'Controller'), execService.controller(controllerService(ctx)));

@@ -85,6 +85,8 @@ export interface VolumeRecord extends Versioned {
   attachments: Attachment[];
   /** The image grew while its filesystem did not (offline expansion, restore into a larger volume). */
   fsResizePending?: boolean;
+  /** The size before the expansion still pending on a node (exec: expandfs's old size, expander.go). */
+  fsResizeFrom?: number;
   createdBy: Origin;
   createdAt: string;
 }

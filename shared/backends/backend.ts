@@ -3,12 +3,40 @@ import type { Config } from '../config.js';
 import type { MountTarget } from '../pinned-target.js';
 import type { Mounter } from '../mounter.js';
 import type { BackendKind, Origin, VolumeRecord } from '../model.js';
+import type { NodeId } from '../validate.js';
 import type { Catalog } from '../store/catalog.js';
+import type { FlexPort } from './exec.js';
 
 export interface BackendContext {
   config: Config;
   catalog: Catalog;
   mounter: Mounter;
+  /**
+   * The port to third-party FlexVolume drivers, handed in by the CSI server when it opens the core
+   * (csi/server.ts): the core never imports the runner that calls them (execa), so the FlexVolume
+   * executable's bundle holds none of it. Absent there, and an exec volume's hooks refuse.
+   */
+  flex?: FlexPort;
+}
+
+/** The pod a publish is for (CSI pod info on mount: csi.storage.k8s.io/pod.* in the volume context). */
+export interface PodInfo {
+  name: string;
+  namespace: string;
+  uid: string;
+  serviceAccount: string;
+}
+
+/** What a publish tells a backend that mounts a pod's target itself (Backend.publish). */
+export interface BackendPublish {
+  readonly: boolean;
+  /** The staging on this node, if the volume has one. */
+  stagingPath?: string;
+  fsGroup?: number;
+  /** The pod, from the request; passed through, never recorded. */
+  pod?: PodInfo;
+  /** The request's secrets; passed through, never recorded or logged. */
+  secrets?: Readonly<Record<string, string>>;
 }
 
 /** Where a new volume's content comes from: an existing volume's or snapshot's directory. */
@@ -83,7 +111,7 @@ export interface Backend {
    * whether the filesystem now fills its backing storage, so a pending resize can be marked done.
    * `mountFlags` are extra, validated mount options (CSI mount_flags).
    */
-  stage(volume: VolumeRecord, staging: MountTarget, readonly: boolean, ctx: BackendContext, mountFlags?: readonly string[]): Promise<boolean>;
+  stage(volume: VolumeRecord, staging: MountTarget, readonly: boolean, ctx: BackendContext, mountFlags?: readonly string[], publishContext?: Readonly<Record<string, string>>): Promise<boolean>;
   /** Grows the backing storage (controller side); the node's half, if any, is `expandsOnNode`. */
   expand(volume: VolumeRecord, newSize: number, ctx: BackendContext): Promise<void>;
   /**
@@ -91,6 +119,37 @@ export interface Backend {
    * `stagingPath`, or, with none (a raw block volume), the device alone.
    */
   expandOnNode(volume: VolumeRecord, stagingPath: string | undefined, ctx: BackendContext): Promise<void>;
+
+  // Hooks for storage whose attach and mounts someone else performs (an external FlexVolume driver,
+  // shared/backends/exec.ts). The core still takes the lock, applies the rules and writes the records;
+  // a backend without a hook gets the core's own behaviour.
+
+  /**
+   * The controller's half of an attach, done by the backend: returns what the node's stage needs of
+   * it (CSI publish_context). Called by `attach` under the volume's lock once the rules allow the
+   * attachment, before it is recorded, and on every repeat (a driver's attach is idempotent, and the
+   * repeat needs the same answer).
+   */
+  controllerAttach?(volume: VolumeRecord, node: NodeId, readonly: boolean, ctx: BackendContext): Promise<Record<string, string>>;
+  /** Undoes controllerAttach for `node`, when its attachment goes (`detach`, or the unstage that lifts a fence). */
+  controllerDetach?(volume: VolumeRecord, node: NodeId, ctx: BackendContext): Promise<void>;
+  /**
+   * What the controller can learn of `node`'s attachment from the backend itself: undefined when it
+   * cannot tell (the catalog's record stands).
+   */
+  isAttached?(volume: VolumeRecord, node: NodeId, ctx: BackendContext): Promise<boolean | undefined>;
+  /**
+   * Mounts the volume at a pod's target itself (`target` exists, nothing is mounted there). false: it
+   * declines, and the core bind-mounts the staging as for any backend. Without a staging the core
+   * makes none: the backend's own mount is the whole node side (an implicit attachment stands for it).
+   */
+  publish?(volume: VolumeRecord, target: string, opts: BackendPublish, ctx: BackendContext): Promise<boolean>;
+  /** Unmounts a target it may have published (something is mounted there). false: declined, the core unmounts. */
+  unpublish?(volume: VolumeRecord, target: string, ctx: BackendContext): Promise<boolean>;
+  /** Unmounts its staging (something is mounted there). false: declined, the core unmounts. */
+  unstage?(volume: VolumeRecord, path: string, ctx: BackendContext): Promise<boolean>;
+  /** Whether the core applies a pod's fsGroup after a publish (kubelet's SetVolumeOwnership); absent: yes. */
+  appliesFsGroup?(volume: VolumeRecord, ctx: BackendContext): Promise<boolean>;
 }
 
 /** describe() for a backend whose volumes take none of a static volume's fields. */

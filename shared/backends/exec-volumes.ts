@@ -1,8 +1,8 @@
-import { mkdir, realpath, rmdir } from 'node:fs/promises';
-import { errnoCode, failedPrecondition } from '../errors.js';
-import { mountAt, readMounts } from '../mountinfo.js';
+import { realpath } from 'node:fs/promises';
+import { mountAt } from '../mountinfo.js';
 import { run } from '../runner.js';
-import type { ExecVolume } from './exec.js';
+import type { BackendPublish, PodInfo } from './backend.js';
+import type { ExecVolume, FlexPort } from './exec.js';
 import { type CallResult, FlexDrivers, type FlexLog, type FlexSettings } from './exec-driver.js';
 import type { DriverCapabilities } from './exec-reply.js';
 
@@ -11,11 +11,11 @@ import type { DriverCapabilities } from './exec-reply.js';
  * (kubernetes pkg/volume/flexvolume: driver-call.go for the keys, attacher.go, detacher.go, mounter.go,
  * unmounter.go, expander.go for each verb's arguments and its "Not supported" fallback).
  *
- * Where kubelet looks at the mount table before a call, so does this, and more strictly: kubelet checks
- * before `mount` and `mountdevice` but calls `unmount` whenever the path exists, and a CSI CO retries
- * any call whose reply it missed. A driver that stacks a second mount on a repeated `mount`, or fails a
- * repeated `unmount`, is therefore never called twice for the same path: a mounted target is not
- * mounted again, an unmounted one not unmounted again.
+ * Where kubelet looks at the mount table before a call, the core does, and more strictly (shared/core/
+ * staging.ts, publishing.ts): kubelet checks before `mount` and `mountdevice` but calls `unmount`
+ * whenever the path exists, and a CSI CO retries any call whose reply it missed. A driver that stacks a
+ * second mount on a repeated `mount`, or fails a repeated `unmount`, is therefore never called twice for
+ * the same path: a mounted target is not mounted again, an unmounted one not unmounted again.
  */
 
 // driver-call.go option keys.
@@ -31,31 +31,9 @@ const KEY = {
   serviceAccount: 'kubernetes.io/serviceAccount.name',
 } as const;
 
-/** The pod a publish is for (CSI pod info on mount: csi.storage.k8s.io/pod.* in the volume context). */
-export interface PodInfo {
-  name: string;
-  namespace: string;
-  uid: string;
-  serviceAccount: string;
-}
-
-export interface ExecPublish {
-  readonly: boolean;
-  /** Where NodeStage put the volume (attachable drivers): the source of the bind kubelet falls back to. */
-  stagingPath?: string;
-  fsGroup?: number;
-  pod?: PodInfo;
-  /** CSI node_publish_secrets: the driver gets each as kubernetes.io/secret/<key>, base64 as kubelet sends them. */
-  secrets?: Readonly<Record<string, string>>;
-}
-
-/** What a node-side call did, for its log line (never the options: they may hold secrets). */
-export interface Done {
-  /** The path was already as asked; the driver was not called. */
-  skipped?: string;
-  /** kubelet's fallback ran because the driver answered Not supported. */
-  fallback?: string;
-}
+/** A publish's request, as the core hands it to the backend (shared/backends/backend.ts). */
+export type ExecPublish = BackendPublish;
+export type { PodInfo };
 
 /** NewOptionsForDriver: kubelet's keys, then the extra ones, then the PV's options over all of them. */
 function optionsJson(volume: ExecVolume, readonly: boolean, extra: Record<string, string> = {}): string {
@@ -97,17 +75,24 @@ export const flexArgv = {
     return [target, optionsJson(volume, opts.readonly, extra)];
   },
   unmount: (target: string): string[] => [target],
-  expandvolume: (volume: ExecVolume, newSize: number, oldSize: number): string[] => [optionsJson(volume, false), '', String(newSize), String(oldSize)],
+  /** `deviceMountPath`: kubelet's global mount path of the volume (flexDeviceMountPath, shared/backends/exec.ts). */
+  expandvolume: (volume: ExecVolume, newSize: number, oldSize: number, deviceMountPath = ''): string[] => [optionsJson(volume, false), deviceMountPath, String(newSize), String(oldSize)],
   expandfs: (volume: ExecVolume, device: string, stagingPath: string, newSize: number, oldSize: number): string[] => [optionsJson(volume, false), device, stagingPath, String(newSize), String(oldSize)],
 };
 
-export class ExecVolumes {
+/**
+ * The driver-calling object the CSI server hands the core as its `flex` port (shared/backends/exec.ts
+ * FlexPort): each method the FlexVolume calls of one step. The core has already taken the lock,
+ * applied its rules and written its records, and it looks at the mount table before calling a mount
+ * or an unmount step, so a driver is never asked to mount a mounted path or unmount an unmounted one.
+ */
+export class ExecVolumes implements FlexPort {
   readonly drivers: FlexDrivers;
 
   constructor(
     settings: FlexSettings,
     private readonly timeoutMs: number,
-    log?: FlexLog,
+    private readonly log: FlexLog = () => {},
   ) {
     this.drivers = new FlexDrivers(settings, log);
   }
@@ -141,88 +126,51 @@ export class ExecVolumes {
    * NodeStageVolume: `waitforattach <device> <json>`, then `mountdevice <path> <device> <json>`
    * (attacher.go WaitForAttach, MountDevice). A driver without attach has nothing to stage.
    */
-  async stage(volume: ExecVolume, path: string, device: string, readonly: boolean): Promise<Done> {
-    if (!(await this.capabilities(volume)).attach) return { skipped: 'the driver does not attach: nothing to stage' };
-    if (await isMountPoint(path)) return { skipped: 'already mounted' };
-    await mkdir(path, { recursive: true, mode: 0o750 });
+  async stage(volume: ExecVolume, path: string, device: string, readonly: boolean): Promise<void> {
+    if (!(await this.capabilities(volume)).attach) return;
     const waited = await this.drivers.call(volume.driver, 'waitforattach', flexArgv.waitforattach(volume, device, readonly));
     const found = waited.supported ? waited.status.device : device;
     const mounted = await this.drivers.call(volume.driver, 'mountdevice', flexArgv.mountdevice(volume, path, found, readonly));
-    if (mounted.supported) return {};
+    if (mounted.supported) return;
     // attacherDefaults.MountDevice: kubelet mounts the device itself; with no device there is nothing.
-    if (found === '') return { fallback: 'mountdevice Not supported and no device: nothing mounted' };
+    if (found === '') {
+      this.log('info', 'FlexVolume mountdevice Not supported and no device: nothing staged', { driver: volume.driver.full, volumeId: volume.id });
+      return;
+    }
     await run('mount', [...(volume.fsType ? ['-t', volume.fsType] : []), ...(readonly ? ['-o', 'ro'] : []), '--', found, path], { timeoutMs: this.timeoutMs });
-    return { fallback: `mountdevice Not supported: mounted ${found} here` };
   }
 
-  /** NodeUnstageVolume: `unmountdevice <path>` while something is mounted there (detacher.go UnmountDevice). */
-  async unstage(volume: ExecVolume, path: string): Promise<Done> {
-    if (!(await isMountPoint(path))) return { skipped: 'not mounted' };
-    const r = await this.drivers.call(volume.driver, 'unmountdevice', flexArgv.unmountdevice(path));
-    if (r.supported) return {};
-    await run('umount', ['--', path], { timeoutMs: this.timeoutMs });
-    return { fallback: 'unmountdevice Not supported: unmounted here' };
+  /** NodeUnstageVolume: `unmountdevice <path>` (detacher.go UnmountDevice); false: Not supported. */
+  async unstage(volume: ExecVolume, path: string): Promise<boolean> {
+    return (await this.drivers.call(volume.driver, 'unmountdevice', flexArgv.unmountdevice(path))).supported;
   }
 
   /**
    * NodePublishVolume: `mount <target> <json>` with the pod, secrets and fsGroup kubelet adds
-   * (mounter.go SetUpAt). Not supported: a bind mount from the staging path (mounterDefaults).
+   * (mounter.go SetUpAt); false: Not supported (kubelet's mounterDefaults bind from the staging).
    */
-  async publish(volume: ExecVolume, target: string, opts: ExecPublish): Promise<Done> {
-    if (await isMountPoint(target)) return { skipped: 'already mounted' };
-    await mkdir(target, { recursive: true, mode: 0o750 });
+  async publish(volume: ExecVolume, target: string, opts: ExecPublish): Promise<boolean> {
     const secretValues: string[] = [];
     const r: CallResult = await this.drivers.call(volume.driver, 'mount', flexArgv.mount(volume, target, opts, secretValues), secretValues);
-    if (r.supported) return {};
-    if (opts.stagingPath === undefined || !(await isMountPoint(opts.stagingPath)))
-      throw failedPrecondition(`FlexVolume driver ${volume.driver.full} answers mount Not supported and nothing is staged to bind from`);
-    await run('mount', ['--bind', '--', opts.stagingPath, target], { timeoutMs: this.timeoutMs });
-    if (opts.readonly) await run('mount', ['-o', 'remount,bind,ro', '--', target], { timeoutMs: this.timeoutMs });
-    return { fallback: 'mount Not supported: bind-mounted from staging' };
+    return r.supported;
   }
 
-  /** NodeUnpublishVolume: `unmount <target>` while mounted (unmounter.go TearDownAt), then the empty directory goes. */
-  async unpublish(volume: ExecVolume, target: string): Promise<Done> {
-    let done: Done = { skipped: 'not mounted' };
-    if (await isMountPoint(target)) {
-      const r = await this.drivers.call(volume.driver, 'unmount', flexArgv.unmount(target));
-      done = {};
-      if (!r.supported) {
-        await run('umount', ['--', target], { timeoutMs: this.timeoutMs });
-        done = { fallback: 'unmount Not supported: unmounted here' };
-      }
-    }
-    // "Flexvolume driver may remove the directory. Ignore if it does." A non-empty one is data: kept.
-    await rmdir(target).catch((err: unknown) => {
-      if (errnoCode(err) !== 'ENOENT' && errnoCode(err) !== 'ENOTEMPTY') throw err;
-    });
-    return done;
+  /** NodeUnpublishVolume: `unmount <target>` (unmounter.go TearDownAt); false: Not supported. */
+  async unpublish(volume: ExecVolume, target: string): Promise<boolean> {
+    return (await this.drivers.call(volume.driver, 'unmount', flexArgv.unmount(target))).supported;
   }
 
   /** ControllerExpandVolume: `expandvolume <json> <device-mount-path> <new> <old>` (expander.go). */
-  async expandVolume(volume: ExecVolume, newSize: number, oldSize: number): Promise<void> {
-    // The controller knows no node's mount path; kubelet's would be its own global one, unknown here.
-    await this.drivers.call(volume.driver, 'expandvolume', flexArgv.expandvolume(volume, newSize, oldSize));
+  async expandVolume(volume: ExecVolume, deviceMountPath: string, newSize: number, oldSize: number): Promise<void> {
+    await this.drivers.call(volume.driver, 'expandvolume', flexArgv.expandvolume(volume, newSize, oldSize, deviceMountPath));
   }
 
   /** NodeExpandVolume: `expandfs <json> <device> <device-mount-path> <new> <old>` (expander.go NodeExpand). */
-  async expandFs(volume: ExecVolume, stagingPath: string, newSize: number, oldSize: number): Promise<void> {
+  async expandFs(volume: ExecVolume, deviceMountPath: string, newSize: number, oldSize: number): Promise<void> {
     // kubelet passes the device it attached; here the mount table says what is mounted at the staging path.
-    const real = await realpath(stagingPath);
+    const real = await realpath(deviceMountPath).catch(() => deviceMountPath);
     const source = mountAt(real)?.source ?? '';
     const device = source.startsWith('/dev/') ? source : '';
-    await this.drivers.call(volume.driver, 'expandfs', flexArgv.expandfs(volume, device, stagingPath, newSize, oldSize));
+    await this.drivers.call(volume.driver, 'expandfs', flexArgv.expandfs(volume, device, deviceMountPath, newSize, oldSize));
   }
-}
-
-/** Something is mounted exactly at `path` (its real path), by the kernel's account. */
-export async function isMountPoint(path: string): Promise<boolean> {
-  let real: string;
-  try {
-    real = await realpath(path);
-  } catch (err) {
-    if (errnoCode(err) === 'ENOENT') return false;
-    throw err;
-  }
-  return readMounts().some((m) => m.mountPoint === real);
 }

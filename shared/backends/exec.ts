@@ -1,7 +1,10 @@
+import { join } from 'node:path';
+import type { Config } from '../config.js';
 import { failedPrecondition, invalidArgument, unimplemented } from '../errors.js';
 import type { VolumeRecord } from '../model.js';
 import { quoted } from '../validate.js';
-import { type Backend, withoutDevice } from './backend.js';
+import { type Backend, type BackendContext, type BackendPublish, withoutDevice } from './backend.js';
+import type { DriverCapabilities } from './exec-reply.js';
 
 /**
  * The exec backend: a volume served by a third-party FlexVolume driver that the CSI server runs as
@@ -83,17 +86,56 @@ export function execRecordParameters(map: Readonly<Record<string, string>>): Rec
   return { ...Object.fromEntries(Object.entries(map).filter(([k]) => k !== 'fsType')), backend: EXEC_BACKEND };
 }
 
-function refuse(volume: VolumeRecord): never {
-  throw failedPrecondition(`volume ${volume.id} is served by its FlexVolume driver ${volume.parameters.driver ?? ''} through the CSI server's exec backend`);
+/**
+ * What the core asks of the driver-calling object (ExecVolumes, shared/backends/exec-volumes.ts),
+ * which the CSI server hands in as the core's `flex` port (csi/server.ts). Each method makes the
+ * FlexVolume calls kubelet would for one step and answers what the core needs: the device an attach
+ * gave, and whether the driver did a mount step itself or answered "Not supported" (false), leaving
+ * kubelet's fallback to the core.
+ */
+export interface FlexPort {
+  capabilities(volume: ExecVolume): Promise<DriverCapabilities>;
+  /** `attach`: the device ("" when the driver has none, or does not attach). */
+  attach(volume: ExecVolume, node: string, readonly: boolean): Promise<string>;
+  detach(volume: ExecVolume, node: string): Promise<void>;
+  isAttached(volume: ExecVolume, node: string): Promise<boolean | undefined>;
+  /** `waitforattach` and `mountdevice` (or the device mounted as kubelet falls back to). */
+  stage(volume: ExecVolume, path: string, device: string, readonly: boolean): Promise<void>;
+  /** `unmountdevice`; false: Not supported. */
+  unstage(volume: ExecVolume, path: string): Promise<boolean>;
+  /** `mount`; false: Not supported. */
+  publish(volume: ExecVolume, target: string, opts: BackendPublish): Promise<boolean>;
+  /** `unmount`; false: Not supported. */
+  unpublish(volume: ExecVolume, target: string): Promise<boolean>;
+  expandVolume(volume: ExecVolume, deviceMountPath: string, newSize: number, oldSize: number): Promise<void>;
+  expandFs(volume: ExecVolume, deviceMountPath: string, newSize: number, oldSize: number): Promise<void>;
+}
+
+/** The publish_context key the attach's device travels under to the stage. */
+export const DEVICE_KEY = 'device';
+
+function portOf(ctx: BackendContext, volume: VolumeRecord): FlexPort {
+  if (!ctx.flex) throw failedPrecondition(`volume ${volume.id} is served by its FlexVolume driver ${volume.parameters.driver ?? ''} through the CSI server's exec backend`);
+  return ctx.flex;
+}
+
+/**
+ * kubelet's device mount path of a FlexVolume volume (flexvolume plugin.go getDeviceMountPath):
+ * `<kubelet>/plugins/kubernetes.io/flexvolume/<vendor>/<name>/mounts/<volume name>`, the global mount
+ * expandvolume is given where the controller knows no staging of its own.
+ */
+export function flexDeviceMountPath(config: Config, volume: ExecVolume): string {
+  return join(config.kubeletDir, 'plugins/kubernetes.io/flexvolume', volume.driver.vendor, volume.driver.name, 'mounts', volume.id);
 }
 
 export const execBackend: Backend = {
   kind: EXEC_BACKEND,
   hasDevice: false,
   hasFilesystemType: true,
-  // The driver decides who may use its volumes; twinvol records no attachments for them.
+  // Who may use a volume at once is the catalog's access scope; a filesystem is all FlexVolume gives.
   nodeSharing: 'read-write',
-  expandsOnNode: false,
+  // The driver's expandfs runs on the node after expandvolume (expander.go), as kubelet calls it.
+  expandsOnNode: true,
   ownsData: false,
   makesFilesystem: false,
   sizeAlignment: 1,
@@ -121,12 +163,46 @@ export const execBackend: Backend = {
 
   ...withoutDevice,
 
-  async stage(volume) {
-    refuse(volume);
+  async controllerAttach(volume, node, readonly, ctx) {
+    const device = await portOf(ctx, volume).attach(execVolumeOfRecord(volume), node, readonly);
+    const publishContext: Record<string, string> = {};
+    if (device) publishContext[DEVICE_KEY] = device;
+    return publishContext;
   },
 
-  async expand() {},
-  async expandOnNode(volume) {
-    refuse(volume);
+  async controllerDetach(volume, node, ctx) {
+    await portOf(ctx, volume).detach(execVolumeOfRecord(volume), node);
+  },
+
+  async isAttached(volume, node, ctx) {
+    return portOf(ctx, volume).isAttached(execVolumeOfRecord(volume), node);
+  },
+
+  async stage(volume, staging, readonly, ctx, _mountFlags, publishContext) {
+    await portOf(ctx, volume).stage(execVolumeOfRecord(volume), staging.path, publishContext?.[DEVICE_KEY] ?? '', readonly);
+    return false;
+  },
+
+  unstage: (volume, path, ctx) => portOf(ctx, volume).unstage(execVolumeOfRecord(volume), path),
+  publish: (volume, target, opts, ctx) => portOf(ctx, volume).publish(execVolumeOfRecord(volume), target, opts),
+  unpublish: (volume, target, ctx) => portOf(ctx, volume).unpublish(execVolumeOfRecord(volume), target),
+
+  // mounter.go: SetVolumeOwnership after the driver's mount unless its init says fsGroup: false.
+  async appliesFsGroup(volume, ctx) {
+    return (await portOf(ctx, volume).capabilities(execVolumeOfRecord(volume))).fsGroup;
+  },
+
+  // `volume` is the record before the expansion: its size is the old size expandvolume is told.
+  async expand(volume, newSize, ctx) {
+    const exec = execVolumeOfRecord(volume);
+    const port = portOf(ctx, volume);
+    if (!(await port.capabilities(exec)).requiresFSResize)
+      throw invalidArgument(`FlexVolume driver ${exec.driver.full} does not expand volumes (its init says requiresFSResize: false)`);
+    await port.expandVolume(exec, flexDeviceMountPath(ctx.config, exec), newSize, volume.capacityBytes);
+  },
+
+  async expandOnNode(volume, stagingPath, ctx) {
+    const exec = execVolumeOfRecord(volume);
+    await portOf(ctx, volume).expandFs(exec, stagingPath ?? flexDeviceMountPath(ctx.config, exec), volume.capacityBytes, volume.fsResizeFrom ?? volume.capacityBytes);
   },
 };

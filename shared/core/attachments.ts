@@ -26,11 +26,17 @@ export interface AttachOptions {
   implicit?: boolean;
 }
 
+/** An attachment, with what the backend's own attach gave for the node's stage (CSI publish_context). */
+export interface Attached extends Attachment {
+  publishContext: Record<string, string>;
+}
+
 /**
  * Records that `node` holds the volume. This is the cluster-wide exclusivity point: a single-node
- * volume held by another node is refused, whichever front end asks, with the holder named.
+ * volume held by another node is refused, whichever front end asks, with the holder named. A backend
+ * that attaches itself (Backend.controllerAttach) does so once the rules allow it, before the record.
  */
-export async function attach(core: Core, id: VolumeId, node: NodeId, opts: AttachOptions): Promise<Attachment> {
+export async function attach(core: Core, id: VolumeId, node: NodeId, opts: AttachOptions): Promise<Attached> {
   validateVolumeId(id);
   validateNodeName(node);
   const counted = opts.maxVolumesPerNode ? await attachedCount(core, node, id) : 0;
@@ -39,24 +45,28 @@ export async function attach(core: Core, id: VolumeId, node: NodeId, opts: Attac
     if (opts.claims) refuseContradiction(volume, opts.claims);
     if (opts.registeredNodesOnly) await requireRegisteredNode(core, node);
     if (opts.access) requireAccess(volume, opts.access);
+    const backend = backendFor(volume.backend);
+    // An implicit attachment stands for a node's own set-up (no attach step): the backend attaches nothing.
+    const backendAttach = async () => (backend.controllerAttach && !opts.implicit ? backend.controllerAttach(volume, node, opts.readonly, core) : {});
     const mine = volume.attachments.find((a) => a.node === node);
     if (mine) {
       if (mine.readonly !== opts.readonly)
         throw alreadyExists(`volume ${id} is already attached to node ${node} ${mine.readonly ? 'read-only' : 'read-write'}`);
+      const publishContext = await backendAttach();
       const implicit = Boolean(mine.implicit && opts.implicit);
-      if (!mine.fenced && Boolean(mine.implicit) === implicit) return mine;
+      if (!mine.fenced && Boolean(mine.implicit) === implicit) return { ...mine, publishContext };
       // Attached again where it is still staged: the fence becomes the attachment it was. An attach
       // step over an implicit staging's attachment makes it that step's, for its detach to release.
       const { fenced: _, implicit: __, ...plain } = mine;
       const again: Attachment = implicit ? { ...plain, implicit } : plain;
       await core.catalog.updateVolumeUnlocked({ ...volume, attachments: volume.attachments.map((a) => (a === mine ? again : a)) });
-      return again;
+      return { ...again, publishContext };
     }
     const holder = volume.attachments[0];
     if (volume.access === 'single-node' && holder)
       throw failedPrecondition(
         holder.fenced
-          ? `volume ${id} was detached from node ${holder.node} but is still staged there; it is released when that node unstages it (if the node is gone: twinvol volume release ${id} ${holder.node})`
+          ? `volume ${id} was detached from node ${holder.node} but is still staged there; it is released when that node unstages it (if the node is gone: twinvol volume release ${id} --node ${holder.node} --force)`
           : `volume ${id} is attached to node ${holder.node}; a single-node volume attaches to one node at a time`,
       );
     // Storage that several nodes may only read (see accessMismatch in shared/core/access.ts) is shared
@@ -66,9 +76,10 @@ export async function attach(core: Core, id: VolumeId, node: NodeId, opts: Attac
       throw failedPrecondition(`volume ${id} is attached to node ${writer.node}; a ${volume.backend} volume is shared between nodes read-only only`);
     if (opts.maxVolumesPerNode && counted >= opts.maxVolumesPerNode)
       throw resourceExhausted(`node ${node} already holds ${counted} volumes, its limit`);
+    const publishContext = await backendAttach();
     const attachment: Attachment = { node, readonly: opts.readonly, at: now(), via: opts.via, ...(opts.implicit ? { implicit: true } : {}) };
     await core.catalog.updateVolumeUnlocked({ ...volume, attachments: [...volume.attachments, attachment] });
-    return attachment;
+    return { ...attachment, publishContext };
   });
 }
 
@@ -77,14 +88,22 @@ export async function attach(core: Core, id: VolumeId, node: NodeId, opts: Attac
  * retried. A node that still has the volume staged keeps a fenced attachment (see Attachment.fenced
  * in shared/model.ts): the call succeeds, and no other node attaches the volume until that node's
  * last unstage. Returns whether it fenced.
+ *
+ * A backend that attaches itself detaches when the attachment goes: here, or, behind a fence, with
+ * the unstage that lifts it (markNodeUse), since the node still uses what it would take away. With no
+ * attachment recorded it is asked all the same: an attach whose reply was lost (a crash between the
+ * backend's attach and the record) leaves nothing else to undo it.
  */
 export async function detach(core: Core, id: VolumeId, node: NodeId): Promise<boolean> {
   validateVolumeId(id);
   validateNodeName(node);
   return core.catalog.lock('volume', id, async () => {
     const volume = await core.catalog.getVolume(id);
-    const mine = volume?.attachments.find((a) => a.node === node);
-    if (!volume || !mine) return false;
+    if (!volume) return false;
+    const mine = volume.attachments.find((a) => a.node === node);
+    const backend = backendFor(volume.backend);
+    if (!mine?.inUse && !mine?.implicit) await backend.controllerDetach?.(volume, node, core);
+    if (!mine) return false;
     const attachments = mine.inUse ? volume.attachments.map((a) => (a === mine ? { ...a, fenced: true } : a)) : volume.attachments.filter((a) => a !== mine);
     if (!mine.fenced) await core.catalog.updateVolumeUnlocked({ ...volume, attachments });
     return Boolean(mine.inUse);
@@ -98,6 +117,8 @@ export async function markNodeUse(core: Core, id: VolumeId, node: NodeId, inUse:
     const mine = volume?.attachments.find((a) => a.node === node);
     if (!volume || !mine || Boolean(mine.inUse) === inUse) return;
     const { inUse: _, ...unmarked } = mine;
+    // The fence goes with the node's last staging: what a backend attached goes with it (see detach).
+    if (!inUse && mine.fenced) await backendFor(volume.backend).controllerDetach?.(volume, node, core);
     const attachments = inUse
       ? volume.attachments.map((a) => (a === mine ? { ...a, inUse: true } : a))
       : mine.fenced
@@ -109,7 +130,9 @@ export async function markNodeUse(core: Core, id: VolumeId, node: NodeId, inUse:
 
 /**
  * The administrator's way out when a node died with the volume staged: removes its attachment,
- * fenced or not. Whatever that node still writes is no longer kept from other nodes.
+ * fenced or not. Whatever that node still writes is no longer kept from other nodes. Refused when the
+ * node named is this one and still holds the volume here (a mount or a raw block staging on record
+ * and in the kernel, or its loop device): that node is not gone, and its teardown frees the volume.
  */
 export async function releaseAttachment(core: Core, id: VolumeId, node: NodeId): Promise<boolean> {
   return core.catalog.lock('volume', id, async () => {

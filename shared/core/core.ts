@@ -10,8 +10,13 @@ export interface Core extends BackendContext {
   nodeState: NodeState;
 }
 
-export function openCore(config: Config): Core {
+/**
+ * `ports`: what only the CSI server has to hand in (the FlexVolume driver caller, shared/backends/
+ * exec-volumes.ts), so that the core, and so the FlexVolume executable, never imports it.
+ */
+export function openCore(config: Config, ports: Pick<BackendContext, 'flex'> = {}): Core {
   return {
+    ...ports,
     config,
     catalog: new Catalog(config.dataRoot),
     nodeState: new NodeState(config.stateDir),

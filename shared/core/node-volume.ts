@@ -88,6 +88,6 @@ export async function expandOnNode(core: Core, id: VolumeId, volumePath?: string
       return volume;
     }
     await backend.expandOnNode(volume, staged.path, core);
-    return core.catalog.updateVolume(id, (v) => ({ ...v, fsResizePending: undefined }));
+    return core.catalog.updateVolume(id, (v) => ({ ...v, fsResizePending: undefined, fsResizeFrom: undefined }));
   });
 }

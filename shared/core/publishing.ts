@@ -1,3 +1,4 @@
+import type { PodInfo } from '../backends/backend.js';
 import { backendFor } from '../backends/index.js';
 import { alreadyExists, failedPrecondition } from '../errors.js';
 import { applyFsGroup } from '../fs-group.js';
@@ -11,6 +12,7 @@ import { type Claims, refuseContradiction } from './contradiction.js';
 import { type Core, implicitStagingPath, now } from './core.js';
 import { bindFlagsFor, filesystemFlags, sameFlags } from './mount-flags.js';
 import { checkedPathUnder, isStaleMount, makeMountPoint, removeMountPoint, unmountIfDead } from './mount-target.js';
+import { attach, attachmentOf, releaseImplicitAttachment } from './attachments.js';
 import { releaseOrphanedAttachment, requireSameVolume, stageLocked, type TeardownOptions, unstageLocked } from './staging.js';
 
 export interface PublishOptions {
@@ -28,6 +30,10 @@ export interface PublishOptions {
   access?: AccessRequest;
   /** Extra mount options (CSI mount_flags), already validated with validateMountOptions; see bindFlagsFor. */
   mountFlags?: string[];
+  /** For a backend that mounts a pod's target itself (Backend.publish): the pod, never recorded. */
+  pod?: PodInfo;
+  /** For a backend that mounts a pod's target itself: the request's secrets, never recorded or logged. */
+  secrets?: Readonly<Record<string, string>>;
 }
 
 /**
@@ -43,6 +49,9 @@ export async function publish(core: Core, id: VolumeId, targetPath: string, opts
     if (opts.claims) refuseContradiction(volume, opts.claims);
     if (opts.access) requireAccess(volume, opts.access);
     if (opts.access?.singleWriter) await requireNoOtherPublish(core, id, target);
+    const backend = backendFor(volume.backend);
+    // kubelet applies a pod's group after a publish unless the plugin says it does not (flexvolume mounter.go).
+    const fsGroup = opts.fsGroup !== undefined && (!backend.appliesFsGroup || (await backend.appliesFsGroup(volume, core))) ? opts.fsGroup : undefined;
     const existing = await core.nodeState.findByPath(target);
     if (existing && (existing.volumeId !== id || existing.kind !== 'publish'))
       throw alreadyExists(`${target} is already used by volume ${existing.volumeId}`);
@@ -55,7 +64,7 @@ export async function publish(core: Core, id: VolumeId, targetPath: string, opts
     if (mounted) {
       if (!(await isStaleMount(target))) {
         // A walk cut short by a crash, or a pod asking for another group, is finished now, not answered as done.
-        if (existing) await ensureFsGroup(core, existing, opts);
+        if (existing) await ensureFsGroup(core, existing, { ...opts, fsGroup });
         return volume;
       }
       // The pod's mount went dead (stale): force it off and bind again below, rather than answer OK.
@@ -65,37 +74,48 @@ export async function publish(core: Core, id: VolumeId, targetPath: string, opts
     // Storage gone from under a staging (its image deleted, the loop device detached lazily) still
     // mounts and reads, from what the kernel holds open; what a pod writes there is lost with the
     // last unmount. It was published all the same: now it is refused, saying why.
-    const health = await backendFor(volume.backend).condition(volume, core);
+    const health = await backend.condition(volume, core);
     if (health.abnormal)
       throw failedPrecondition(`${health.message}: not publishing it, since what a pod wrote there would be lost; unstage it, then restore its data (from a snapshot, say) or delete it`);
 
     // The mount point first: a target that cannot be made must not leave a staging behind.
     await makeMountPoint(target, opts.block ? 'file' : 'dir');
     let madeStaging: MountRecord | undefined;
+    let attachedHere = false;
     let record: MountRecord;
     try {
-      const found = await stagingFor(core, id, stagingPath, Boolean(opts.block), opts.via, filesystemFlags(opts.mountFlags ?? []));
-      if (found.made) madeStaging = found.staging;
-      const staging = found.staging;
-      const source = opts.block ? backendFor(volume.backend).attachedDevice(volume, core) : staging.path;
-      if (!source) throw failedPrecondition(`volume ${id} has no device on this node; stage it first`);
-      if (!opts.block && !mountAt(staging.path)) throw failedPrecondition(`volume ${id} is not mounted at its staging path ${staging.path}; stage it again`);
-      const bindFlags = bindFlagsFor(opts.mountFlags ?? [], staging.mountFlags, opts.readonly);
+      let staging: MountRecord | undefined;
+      if (backend.publish && !stagingPath) {
+        // A backend that mounts the target itself needs no staging; without one, an implicit
+        // attachment stands for its mount, as an implicit staging's does (released by the last unpublish).
+        staging = (await core.nodeState.listForVolume(id)).find((r) => r.kind === 'stage');
+        if (!staging && !attachmentOf(volume, core.config.nodeName)) {
+          await attach(core, id, core.config.nodeName, { readonly: false, via: opts.via, implicit: true });
+          attachedHere = true;
+        }
+      } else {
+        const found = await stagingFor(core, id, stagingPath, Boolean(opts.block), opts.via, filesystemFlags(opts.mountFlags ?? []));
+        if (found.made) madeStaging = found.staging;
+        staging = found.staging;
+      }
       record = {
         schema: SCHEMA_VERSION,
         volumeId: id,
         path: target,
         kind: 'publish',
         readonly: opts.readonly,
-        stagingPath: staging.path,
+        ...(staging ? { stagingPath: staging.path } : {}),
         ...(opts.block ? { block: true } : {}),
-        ...(opts.fsGroup !== undefined ? { fsGroup: opts.fsGroup } : {}),
+        ...(fsGroup !== undefined ? { fsGroup } : {}),
         ...(opts.mountFlags?.length ? { mountFlags: opts.mountFlags } : {}),
         createdAt: now(),
       };
       await core.nodeState.put(record);
       try {
-        await core.mounter.bind(source, { path: target, within: core.config.kubeletDir }, opts.readonly, bindFlags);
+        const own = backend.publish
+          ? await backend.publish(volume, target, { readonly: opts.readonly, ...(staging ? { stagingPath: staging.path } : {}), ...(opts.fsGroup !== undefined ? { fsGroup: opts.fsGroup } : {}), ...(opts.pod ? { pod: opts.pod } : {}), ...(opts.secrets ? { secrets: opts.secrets } : {}) }, core)
+          : false;
+        if (!own) await bindFromStaging(core, volume, target, staging, opts);
       } catch (err) {
         await core.nodeState.remove(record);
         throw err;
@@ -104,11 +124,23 @@ export async function publish(core: Core, id: VolumeId, targetPath: string, opts
       // Undo what this call made: the target, and any staging (with the attachment it stood for).
       await removeMountPoint(target);
       if (madeStaging) await unstageLocked(core, madeStaging).catch(() => undefined);
+      if (attachedHere) await releaseImplicitAttachment(core, id, core.config.nodeName).catch(() => undefined);
       throw err;
     }
-    await ensureFsGroup(core, record, opts);
+    await ensureFsGroup(core, record, { ...opts, fsGroup });
     return volume;
   });
+}
+
+/** The core's own publish: a bind of the staged filesystem (or of the device, for raw block) onto the target. */
+async function bindFromStaging(core: Core, volume: VolumeRecord, target: string, staging: MountRecord | undefined, opts: PublishOptions): Promise<void> {
+  const id = volume.id;
+  if (!staging) throw failedPrecondition(`volume ${id}: its ${volume.backend} backend did not mount ${target} itself, and nothing is staged on this node to bind from`);
+  const source = opts.block ? backendFor(volume.backend).attachedDevice(volume, core) : staging.path;
+  if (!source) throw failedPrecondition(`volume ${id} has no device on this node; stage it first`);
+  if (!opts.block && !mountAt(staging.path)) throw failedPrecondition(`volume ${id} is not mounted at its staging path ${staging.path}; stage it again`);
+  const bindFlags = bindFlagsFor(opts.mountFlags ?? [], staging.mountFlags, opts.readonly);
+  await core.mounter.bind(source, { path: target, within: core.config.kubeletDir }, opts.readonly, bindFlags);
 }
 
 /**
@@ -173,6 +205,10 @@ export async function unpublish(core: Core, targetPath: string, opts: TeardownOp
     return removeMountPoint(target);
   }
   return core.nodeState.lockVolume(record.volumeId, async () => {
+    // A backend that publishes itself unpublishes itself; "declined" (or a mount it left) the core takes off.
+    const volume = await core.catalog.getVolume(record.volumeId);
+    const backend = volume && backendFor(volume.backend);
+    if (volume && backend?.unpublish && mountAt(target)) await backend.unpublish(volume, target, core);
     await core.mounter.unmountAll(target);
     await core.nodeState.remove(record);
     const left = await removeMountPoint(target);
@@ -181,6 +217,8 @@ export async function unpublish(core: Core, targetPath: string, opts: TeardownOp
     if (staging?.implicit && !rest.some((r) => r.kind === 'publish' && r.stagingPath === staging.path)) {
       await unstageLocked(core, staging);
     }
+    // The last mount a backend made without a staging: the implicit attachment it stood for goes.
+    if (record.stagingPath === undefined && !rest.length) await releaseImplicitAttachment(core, record.volumeId, core.config.nodeName);
     return left;
   });
 }

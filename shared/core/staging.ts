@@ -26,6 +26,8 @@ export interface StageOptions {
   claims?: Claims;
   /** How the caller will use the volume; checked against its backend (shared/core/access.ts). */
   access?: AccessRequest;
+  /** What the attach gave the node (CSI publish_context), for a backend that attaches itself. */
+  publishContext?: Readonly<Record<string, string>>;
 }
 
 export interface StageResult {
@@ -94,7 +96,7 @@ export async function stageLocked(core: Core, id: VolumeId, path: string, opts: 
     if (!mounted) {
       await makeMountPoint(path, 'dir');
       await core.nodeState.put(stageRecord(id, path, opts));
-      filled = await backend.stage(volume, { path, within: opts.implicit ? core.config.stateDir : core.config.kubeletDir }, opts.readonly, core, opts.mountFlags);
+      filled = await backend.stage(volume, { path, within: opts.implicit ? core.config.stateDir : core.config.kubeletDir }, opts.readonly, core, opts.mountFlags, opts.publishContext);
     }
   } catch (err) {
     // What did get set up (a mount; a raw block staging's device) stays, with its record, for unstage;
@@ -105,7 +107,7 @@ export async function stageLocked(core: Core, id: VolumeId, path: string, opts: 
     if (!setUp) await dropStaging(core, { volumeId: id, path, implicit: opts.implicit }, attachedByThisCall).catch(() => undefined);
     throw err;
   }
-  if (volume.fsResizePending && filled) await core.catalog.updateVolume(id, (v) => ({ ...v, fsResizePending: undefined }));
+  if (volume.fsResizePending && filled) await core.catalog.updateVolume(id, (v) => ({ ...v, fsResizePending: undefined, fsResizeFrom: undefined }));
   return { volume, device: backend.attachedDevice(volume, core) ?? '' };
 }
 
@@ -181,7 +183,13 @@ export async function unstage(core: Core, stagingPath: string, opts: TeardownOpt
 export async function unstageLocked(core: Core, record: MountRecord): Promise<void> {
   const users = await liveUsersOf(core, record);
   if (users.length) throw failedPrecondition(`volume ${record.volumeId} is still published at ${users.map((u) => u.path).join(', ')}`);
-  if (!record.block) await core.mounter.unmountAll(record.path);
+  if (!record.block) {
+    // A backend that stages itself unstages itself; "declined" (or a mount it left) the core takes off.
+    const volume = await core.catalog.getVolume(record.volumeId);
+    const backend = volume && backendFor(volume.backend);
+    if (volume && backend?.unstage && mountAt(record.path)) await backend.unstage(volume, record.path, core);
+    await core.mounter.unmountAll(record.path);
+  }
   await dropStaging(core, record, Boolean(record.implicit));
 }
 

@@ -198,7 +198,9 @@ export async function expandVolume(core: Core, id: VolumeId, requested: number):
     const backend = backendFor(volume.backend);
     if (newSize <= volume.capacityBytes) return { capacityBytes: volume.capacityBytes, nodeExpansionRequired: backend.expandsOnNode };
     await backend.expand(volume, newSize, core);
-    const next = { ...volume, capacityBytes: newSize, fsResizePending: backend.expandsOnNode || undefined };
+    // The node's half starts from the size its filesystem still has: that of the first pending growth.
+    const fsResizeFrom = backend.expandsOnNode ? (volume.fsResizePending ? (volume.fsResizeFrom ?? volume.capacityBytes) : volume.capacityBytes) : undefined;
+    const next = { ...volume, capacityBytes: newSize, fsResizePending: backend.expandsOnNode || undefined, fsResizeFrom };
     await core.catalog.updateVolumeUnlocked(next);
     return { capacityBytes: newSize, nodeExpansionRequired: backend.expandsOnNode };
   });

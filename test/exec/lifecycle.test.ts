@@ -122,10 +122,13 @@ describe('exec backend: an attachable driver, the whole life', () => {
     expect(deviceSize(device)).toBe(64 * 2 ** 20);
     const calls = csi.calls('loopresize');
     const expandVolume = calls.find((c) => c[0] === 'expandvolume');
-    expect(expandVolume?.slice(2)).toEqual(['', String(64 * 2 ** 20), String(32 * 2 ** 20)]);
+    // kubelet's device mount path (flexvolume plugin.go getDeviceMountPath), then new and old size.
+    const globalMount = join(csi.s.kubeletDir, 'plugins/kubernetes.io/flexvolume/acme/loopresize/mounts', id);
+    expect(expandVolume?.slice(2)).toEqual([globalMount, String(64 * 2 ** 20), String(32 * 2 ** 20)]);
     expect(optionsOf(expandVolume, 1)).toMatchObject({ 'kubernetes.io/pvOrVolumeName': id, image });
     const expandFs = calls.find((c) => c[0] === 'expandfs');
-    expect(expandFs?.slice(2)).toEqual([device, staging, String(64 * 2 ** 20), String(64 * 2 ** 20)]);
+    // The old size is the catalog's before the expansion (kept from ControllerExpandVolume), not the new one again.
+    expect(expandFs?.slice(2)).toEqual([device, staging, String(64 * 2 ** 20), String(32 * 2 ** 20)]);
     await csi.node('NodeUnstageVolume', { volume_id: id, staging_target_path: staging });
     await csi.ctl('ControllerUnpublishVolume', { volume_id: id, node_id: 'node-a' });
   });
