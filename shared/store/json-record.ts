@@ -19,6 +19,18 @@ export interface Versioned {
 }
 
 /**
+ * What the store did in this process, for the tests that assert the work each FlexVolume verb and
+ * CSI RPC does (test/perf/counts.test.ts): record files read (found or not), fsyncs, locks taken.
+ * Plain increments: cheap enough to stay on in production.
+ */
+export interface StoreCounts {
+  reads: number;
+  fsyncs: number;
+  locks: number;
+}
+export const storeCounts: StoreCounts = { reads: 0, fsyncs: 0, locks: 0 };
+
+/**
  * What to do about a record that is not one: it was not half written (writes are atomic), so it was
  * changed by hand, by another program or by damage, and only an operator can tell which.
  */
@@ -31,6 +43,7 @@ const REPAIR = 'twinvol writes its records whole, so something else changed this
  */
 export async function readRecord<T extends Versioned>(path: string, schema: ZodMiniType<T>): Promise<T | undefined> {
   let text: string;
+  storeCounts.reads++;
   try {
     text = await readFile(path, 'utf8');
   } catch (err) {
@@ -61,6 +74,7 @@ export async function writeRecord<T extends Versioned>(path: string, record: T):
   try {
     await mkdir(dirname(path), { recursive: true, mode: 0o700 });
     // Written to a temporary file and renamed over: a failure here leaves the previous record whole.
+    storeCounts.fsyncs++;
     await writeFileAtomic(path, `${JSON.stringify(record, null, 2)}\n`, { fsync: true, mode: 0o600 });
   } catch (err) {
     throw systemError(err, path) ?? err;

@@ -2,6 +2,7 @@ import { mkdir, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { dirname } from 'node:path';
 import { aborted, errnoCode } from '../errors.js';
+import { storeCounts } from './json-record.js';
 
 export interface LockOptions {
   /** How long to wait for a busy lock before giving up with Aborted. */
@@ -43,6 +44,7 @@ export async function withLock<T>(lockPath: string, fn: () => Promise<T>, option
   for (;;) {
     try {
       release = await lockfile.lock(lockPath, lockOptions);
+      storeCounts.locks++;
       await writeOwner(lockPath);
       break;
     } catch (err) {

@@ -1,0 +1,135 @@
+import { execFileSync } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createVolume } from '../../shared/core/volumes.js';
+import { coreIn } from '../shared/core-scratch.js';
+import { flexOptions, mountOptions, podNamed } from '../helpers/flex-runner.js';
+import { deviceMountPath, podVolumeDir } from '../helpers/kubelet-paths.js';
+import { createScratch, type Scratch } from '../helpers/scratch.js';
+import { blockCap, mountCap, MiB, size, stagingPath, targetPath } from '../csi/helpers/requests.js';
+import { flexCall, inProcessCsi, measure, type Work } from './in-process.js';
+
+/**
+ * The work each FlexVolume verb and CSI RPC does, counted rather than timed, so a regression shows
+ * without a clock: the tools spawned, fsyncs, record reads and locks (test/perf/in-process.ts). The
+ * node state lives on a tmpfs, as in production (docs/architecture.md, State). Each table is today's
+ * counts; lowering one is a change to this file, raising one is a regression to explain.
+ */
+let s: Scratch;
+beforeEach(() => {
+  s = createScratch('bench', '/tmp/twinvol-counts-');
+  mkdirSync(s.stateDir, { recursive: true });
+  execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=16m,mode=0700', 'tmpfs', s.stateDir]);
+});
+afterEach(() => s.cleanup());
+
+type Table = Record<string, Work>;
+const w = (spawns: string[], fsyncs: number, reads: number, locks: number): Work => ({ spawns, fsyncs, reads, locks });
+
+describe('FlexVolume: the work of each verb', () => {
+  it('of a block volume through its attachable lifecycle, and of a dir volume mounted and unmounted', async () => {
+    const core = coreIn(s, 'bench');
+    await createVolume(core, { id: 'vol-blk', backend: 'block', capacityBytes: 64 * MiB, createdBy: 'flex' });
+    await createVolume(core, { id: 'vol-dir', backend: 'dir', capacityBytes: MiB, createdBy: 'flex' });
+    const opts = flexOptions('pv-blk', { volumeId: 'vol-blk' });
+    const global = deviceMountPath(s.kubeletDir, 'pv-blk');
+    const target = podVolumeDir(s.kubeletDir, 'uid-b', 'pv-blk');
+    const dirTarget = podVolumeDir(s.kubeletDir, 'uid-d', 'pv-dir');
+    const got: Table = {};
+    const count = async (name: string, verb: string, ...args: string[]) => {
+      const { result, work } = await measure(() => flexCall(s, verb, ...args));
+      got[name] = work;
+      return result;
+    };
+    await count('getvolumename', 'getvolumename', opts);
+    await count('isattached', 'isattached', opts, 'bench');
+    await count('attach', 'attach', opts, 'bench');
+    const { device } = (await count('waitforattach', 'waitforattach', '', opts)) as { device?: string };
+    await count('mountdevice (first: makes the filesystem)', 'mountdevice', global, String(device), opts);
+    await count('mount', 'mount', target, mountOptions('pv-blk', podNamed('uid-b')));
+    await count('unmount', 'unmount', target);
+    await count('unmountdevice', 'unmountdevice', global);
+    await count('mountdevice (again)', 'mountdevice', global, String(device), opts);
+    await count('unmountdevice (again)', 'unmountdevice', global);
+    await count('detach', 'detach', 'pv-blk', 'bench');
+    await count('mount (dir volume)', 'mount', dirTarget, mountOptions('pv-dir', podNamed('uid-d'), { volumeId: 'vol-dir' }));
+    await count('unmount (dir volume)', 'unmount', dirTarget);
+    expect(got).toEqual(FLEX_EXPECTED);
+  });
+});
+
+describe('CSI: the work of each RPC', () => {
+  it.each([
+    ['dir', () => mountCap(), 'dir', MiB],
+    ['block', () => mountCap('ext4'), 'block', 64 * MiB],
+    ['raw block', () => blockCap(), 'block', 64 * MiB],
+  ] as const)('of a %s volume through its node lifecycle, and the reads between', async (kind, cap, backend, bytes) => {
+    const csi = await inProcessCsi(s);
+    const id = `life-${kind.replace(' ', '-')}`;
+    const staging = stagingPath(s.kubeletDir, id);
+    const target = targetPath(s.kubeletDir, `pod-${id}`, id);
+    const got: Table = {};
+    const count = async (service: 'Identity' | 'Controller' | 'Node', method: string, request: object) => {
+      got[method] = (await measure(() => csi.call(service, method, request))).work;
+    };
+    const capability = cap();
+    await count('Controller', 'CreateVolume', { name: id, capacity_range: size(bytes), volume_capabilities: [capability], parameters: { backend } });
+    await count('Controller', 'ControllerPublishVolume', { volume_id: id, node_id: 'bench', volume_capability: capability });
+    await count('Node', 'NodeStageVolume', { volume_id: id, staging_target_path: staging, volume_capability: capability });
+    await count('Node', 'NodePublishVolume', { volume_id: id, staging_target_path: staging, target_path: target, volume_capability: capability });
+    await count('Node', 'NodeGetVolumeStats', { volume_id: id, volume_path: target });
+    await count('Identity', 'Probe', {});
+    await count('Controller', 'ControllerGetVolume', { volume_id: id });
+    await count('Controller', 'ListVolumes', { max_entries: 100 });
+    await count('Node', 'NodeUnpublishVolume', { volume_id: id, target_path: target });
+    await count('Node', 'NodeUnstageVolume', { volume_id: id, staging_target_path: staging });
+    await count('Controller', 'ControllerUnpublishVolume', { volume_id: id, node_id: 'bench' });
+    await count('Controller', 'DeleteVolume', { volume_id: id });
+    expect(got).toEqual(CSI_EXPECTED[kind]);
+  });
+
+  it('ListVolumes reads only the records on its page, however many volumes there are', async () => {
+    const core = coreIn(s, 'bench');
+    for (let i = 0; i < 30; i++) await createVolume(core, { id: `v-${String(i).padStart(2, '0')}`, backend: 'dir', capacityBytes: MiB, createdBy: 'csi' });
+    const csi = await inProcessCsi(s);
+    const { result, work } = await measure(() => csi.call('Controller', 'ListVolumes', { max_entries: 5 }));
+    expect((result as { entries: unknown[] }).entries).toHaveLength(5);
+    expect(work).toEqual(w([], 0, 5, 0));
+  });
+});
+
+const FLEX_EXPECTED: Table = {
+  getvolumename: w([], 0, 1, 0),
+  isattached: w([], 0, 1, 0),
+  attach: w([], 3, 5, 2),
+  waitforattach: w(['losetup'], 0, 2, 1),
+  'mountdevice (first: makes the filesystem)': w(['blkid', 'mkfs.ext4', 'mount'], 2, 4, 2),
+  mount: w(['mount'], 1, 4, 1),
+  unmount: w(['umount'], 0, 4, 1),
+  unmountdevice: w(['umount', 'losetup'], 1, 7, 2),
+  'mountdevice (again)': w(['losetup', 'blkid', 'mount'], 2, 4, 2),
+  'unmountdevice (again)': w(['umount', 'losetup'], 1, 7, 2),
+  detach: w([], 1, 2, 1),
+  'mount (dir volume)': w(['mount', 'mount'], 5, 7, 3),
+  'unmount (dir volume)': w(['umount', 'umount'], 2, 10, 3),
+};
+
+/** What every kind of volume does alike: the controller side and the reads. */
+const COMMON: Table = {
+  CreateVolume: w([], 1, 1, 1),
+  ControllerPublishVolume: w([], 1, 2, 1),
+  NodePublishVolume: w(['mount'], 1, 2, 1),
+  NodeGetVolumeStats: w([], 0, 3, 0),
+  Probe: w([], 0, 0, 0),
+  ControllerGetVolume: w([], 0, 1, 0),
+  ListVolumes: w([], 0, 1, 0),
+  NodeUnpublishVolume: w(['umount'], 0, 4, 1),
+  ControllerUnpublishVolume: w([], 1, 1, 1),
+  DeleteVolume: w([], 0, 1, 1),
+};
+
+const CSI_EXPECTED: Record<'dir' | 'block' | 'raw block', Table> = {
+  dir: { ...COMMON, NodeStageVolume: w(['mount'], 2, 2, 2), NodeUnstageVolume: w(['umount'], 1, 6, 2) },
+  block: { ...COMMON, NodeStageVolume: w(['losetup', 'blkid', 'mkfs.ext4', 'mount'], 2, 2, 2), NodeUnstageVolume: w(['umount', 'losetup'], 1, 6, 2) },
+  'raw block': { ...COMMON, NodeStageVolume: w(['losetup'], 2, 2, 2), NodeUnstageVolume: w(['losetup'], 1, 5, 2) },
+};

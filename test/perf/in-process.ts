@@ -1,0 +1,95 @@
+import type { handleUnaryCall, ServerUnaryCall, ServiceError } from '@grpc/grpc-js';
+import { loadSync } from '@grpc/proto-loader';
+import { controllerService } from '../../csi/controller.js';
+import type { ServiceContext } from '../../csi/context.js';
+import { identityService } from '../../csi/identity.js';
+import { nodeService } from '../../csi/node.js';
+import { Rpc } from '../../csi/rpc.js';
+import { nodeTopology } from '../../csi/topology.js';
+import { dispatch } from '../../flex/dispatch.js';
+import type { FlexReply } from '../../flex/reply.js';
+import { isFlexVerb } from '../../flex/verb-names.js';
+import { loadConfig } from '../../shared/config.js';
+import { openCore } from '../../shared/core/core.js';
+import { registerNode } from '../../shared/core/nodes.js';
+import { Logger } from '../../shared/log.js';
+import { observeSpawns } from '../../shared/runner.js';
+import { storeCounts } from '../../shared/store/json-record.js';
+import type { Scratch } from '../helpers/scratch.js';
+import { nid } from '../helpers/ids.js';
+import { PROTO_PATH } from '../csi/helpers/client.js';
+
+/** The work one call did: the tools it spawned (by name, in order), fsyncs, record reads and locks. */
+export interface Work {
+  spawns: string[];
+  fsyncs: number;
+  reads: number;
+  locks: number;
+}
+
+/**
+ * Runs `fn` and counts what it did through the store's counters (shared/store/json-record.ts) and the
+ * runner's spawn observers (shared/runner.ts): in-process, so nothing but the call itself is counted.
+ */
+export async function measure<T>(fn: () => Promise<T>): Promise<{ result: T; work: Work }> {
+  const spawns: string[] = [];
+  const stop = observeSpawns((r) => spawns.push(r.command));
+  const before = { ...storeCounts };
+  try {
+    const result = await fn();
+    return { result, work: { spawns, fsyncs: storeCounts.fsyncs - before.fsyncs, reads: storeCounts.reads - before.reads, locks: storeCounts.locks - before.locks } };
+  } finally {
+    stop();
+  }
+}
+
+/**
+ * A FlexVolume call as the executable makes it (flex/dispatch.ts), in this process: the scratch's
+ * environment is set for the whole file (each test file runs in its own process, vitest.config.ts).
+ */
+export async function flexCall(s: Scratch, verb: string, ...args: string[]): Promise<FlexReply> {
+  Object.assign(process.env, s.env);
+  if (!isFlexVerb(verb)) throw new Error(`${verb} is not a FlexVolume verb`);
+  const reply = await dispatch(verb, args);
+  if (reply.status !== 'Success') throw new Error(`flex ${verb}: ${JSON.stringify(reply)}`);
+  return reply;
+}
+
+const definition = loadSync(PROTO_PATH, { keepCase: true, longs: String, enums: String, defaults: true, oneofs: true });
+
+interface MethodDefinition {
+  requestSerialize(value: unknown): Buffer;
+  requestDeserialize(bytes: Buffer): unknown;
+}
+
+/** The CSI services of one node-and-controller server, called in this process with requests as grpc-js decodes them. */
+export interface InProcessCsi {
+  call(service: 'Identity' | 'Controller' | 'Node', method: string, request: object): Promise<unknown>;
+}
+
+export async function inProcessCsi(s: Scratch, nodeId = 'bench'): Promise<InProcessCsi> {
+  const config = loadConfig({ TWINVOL_CONFIG: s.env.TWINVOL_CONFIG }, { dataRoot: s.dataRoot, stateDir: s.stateDir, kubeletDir: s.kubeletDir, nodeName: nodeId });
+  const node = nid(nodeId);
+  const ctx: ServiceContext = {
+    core: openCore(config),
+    rpc: new Rpc(new Logger(() => undefined)),
+    settings: { driverName: 'csi.twinvol.io', vendorVersion: 'test', mode: 'all', nodeId: node, maxVolumesPerNode: 0 },
+    tools: { missing: [], missingOptional: [] },
+  };
+  // As csi/server.ts does before it serves: ControllerPublishVolume needs the node registered.
+  await registerNode(ctx.core, node, nodeTopology(node).segments, 'csi');
+  const services: Record<string, object> = { Identity: identityService(ctx), Controller: controllerService(ctx), Node: nodeService(ctx) };
+  return {
+    call(service, method, request) {
+      const handler = (services[service] as Record<string, handleUnaryCall<unknown, unknown> | undefined>)[method];
+      const def = (definition[`csi.v1.${service}`] as unknown as Record<string, MethodDefinition | undefined>)[method];
+      if (!handler || !def) throw new Error(`no ${service}.${method}`);
+      // Through the wire format, so the handler sees defaults and oneof fields as the server would.
+      const decoded = def.requestDeserialize(def.requestSerialize(request));
+      const call = { request: decoded } as ServerUnaryCall<unknown, unknown>;
+      return new Promise((done, fail) =>
+        handler(call, (err: Partial<ServiceError> | null, reply?: unknown) => (err ? fail(new Error(`${method}: ${err.details ?? err.message}`)) : done(reply))),
+      );
+    },
+  };
+}
