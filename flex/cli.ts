@@ -172,7 +172,30 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
         )
         .demandCommand(1, 'name a flex command: check'),
     )
-    .demandCommand(1, 'name a command: volume, node, install, uninstall or flex')
+    .command('migrate', 'move volumes from FlexVolume to CSI', (y) =>
+      y
+        .command(
+          'plan [files..]',
+          "plan the move of every FlexVolume PV in kubectl's output (files, or - for stdin) to CSI: the new PVs and claims as YAML on stdout, or with --out a directory of manifests, the originals for rollback, STEPS.md and migrate.sh; talks to no cluster; exit 0 all planned, 1 some skipped (each said why)",
+          (c) =>
+            c
+              // Repeats make lists here (several files, several --mapping): the global setting keeps the last.
+              .parserConfiguration({ 'duplicate-arguments-array': true })
+              .positional('files', { type: 'string', array: true, describe: 'kubectl get pv,pvc,pods,deploy,sts,ds,secrets -A -o yaml (or -o json) output; - for stdin (the default)' })
+              .option('prefer', { choices: ['exec', 'vendor'] as const, default: 'exec' as const, describe: "vendor: a driver with a built-in mapping (k8s/nfs, fstab/cifs, microsoft.com/smb, azure/blobfuse) moves to its vendor's CSI driver; exec: behind twinvol-csi's exec backend" })
+              .option('mapping', { type: 'string', array: true, default: [] as string[], describe: 'a YAML file of mappings to other CSI drivers (applied whatever --prefer says)' })
+              .option('exec', { type: 'boolean', default: true, describe: 'move drivers without a mapping behind the exec backend (--no-exec: skip them)' })
+              .option('out', { type: 'string', describe: 'write numbered manifests, rollback/, STEPS.md, migrate.sh and rollback.sh to this new or empty directory' }),
+          async (a) => {
+            // flex/migrate/ parses YAML: packed on its own (scripts/build.mjs), loaded only here.
+            if (!load) throw new Error('migrate plan is only available in the built executable');
+            const migrate = load<typeof import('./migrate/index.js')>('migrate');
+            exitCode = migrate.runMigratePlan({ files: a.files ?? [], prefer: a.prefer, mappings: a.mapping, exec: a.exec, ...(a.out !== undefined ? { out: a.out } : {}) });
+          },
+        )
+        .demandCommand(1, 'name a migrate command: plan'),
+    )
+    .demandCommand(1, 'name a command: volume, node, install, uninstall, flex or migrate')
     // A flag given twice takes its last value, as in most tools, rather than becoming an array that
     // every check downstream would have to expect.
     .parserConfiguration({ 'duplicate-arguments-array': false })

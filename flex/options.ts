@@ -10,7 +10,7 @@ const K_FS_GROUP_OLD = `${KUBE}fsGroup`;
 const K_SECRET = `${KUBE}secret/`;
 
 /** The PV options twinvol reads. Unknown ones are refused, so a typo ("volumeID") is a clear error, not a silent default. */
-const DRIVER_KEYS = ['volumeId', 'createIfMissing', 'size', 'backend', 'fsType', 'readOnly', 'access', 'source', 'mountOptions'] as const;
+export const DRIVER_KEYS = ['volumeId', 'createIfMissing', 'size', 'backend', 'fsType', 'readOnly', 'access', 'source', 'mountOptions'] as const;
 
 export interface FlexOptions {
   raw: Record<string, string>;

@@ -1,0 +1,172 @@
+import { chmodSync, existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { stringify } from 'yaml';
+import { cleaned, type JsonObject, label } from './objects.js';
+import type { Move, Plan } from './plan.js';
+import { bashLine, describeLine, type Direction, type Step, steps, uniqueUsers } from './script.js';
+import type { WorkloadUse } from './workloads.js';
+
+/** Multi-document YAML, one `---` before each document, as kubectl apply -f takes it. */
+export function yamlDocuments(docs: readonly JsonObject[]): string {
+  return docs.map((d) => `---\n${stringify(d, { lineWidth: 0 })}`).join('');
+}
+
+/** The new objects of each move: its new Secret (once per Secret), the PV, the claim. */
+export function newObjects(moves: readonly Move[]): JsonObject[][] {
+  const seen = new Set<string>();
+  return moves.map((m) => {
+    const docs: JsonObject[] = [];
+    const secret = m.target.newSecret;
+    const key = secret ? JSON.stringify(secret.metadata) : '';
+    if (secret && !seen.has(key)) {
+      seen.add(key);
+      docs.push(secret);
+    }
+    docs.push(m.newPv);
+    if (m.newClaim) docs.push(m.newClaim);
+    return docs;
+  });
+}
+
+/** The original objects of each move, as they can be applied again (objects.ts cleaned). */
+export function rollbackObjects(moves: readonly Move[]): JsonObject[][] {
+  return moves.map((m) => [cleaned(m.pv.doc), ...(m.claim ? [cleaned(m.claim.doc)] : [])]);
+}
+
+/** The report on stderr: one line per planned PV, skipped object, inline volume and note. */
+export function reportLines(p: Plan): string[] {
+  const lines: string[] = [];
+  for (const m of p.moves) {
+    const claim = m.claim ? `, claim ${m.claim.namespace}/${m.claim.name}` : ', no claim';
+    const users = m.users.length ? `; restart ${m.users.map((u) => label(u.object)).join(', ')}` : '';
+    lines.push(`planned: ${label(m.pv)} (${m.flexDriver}) -> ${routeOf(m)} volumeHandle ${m.target.volumeHandle}${claim}${users}`);
+  }
+  for (const s of p.skipped) lines.push(`skipped: ${s}`);
+  for (const v of p.inline) if (v.replacement) lines.push(`inline: ${label(v.object)} volume ${v.volume} (${v.driver}) -> ${JSON.stringify(v.replacement)}${v.notes.length ? ` (${v.notes.join('; ')})` : ''}`);
+  for (const n of p.notes) lines.push(`note: ${n}`);
+  return lines;
+}
+
+const routeOf = (m: Move) => (m.target.route === 'twinvol' ? `${m.target.driver} (same twinvol volume)` : m.target.route === 'exec' ? `${m.target.driver} (exec backend, driver ${m.flexDriver})` : m.target.driver);
+
+const slug = (s: string) => s.replace(/[^A-Za-z0-9_.-]+/g, '-');
+
+/**
+ * --out DIR: manifests/NN-<pv>.yaml (new objects), rollback/NN-<pv>.yaml (the originals, cleaned),
+ * pods/<ns>_<name>.yaml (pods nothing controls, re-created after the move), STEPS.md, migrate.sh and
+ * rollback.sh. The directory must be new or empty: a plan never mixes with an older one.
+ */
+export function writeOut(dir: string, p: Plan, inputs: readonly string[]): string[] {
+  if (existsSync(dir) && readdirSync(dir).length) throw new OutError(`--out ${dir}: the directory exists and is not empty`);
+  const width = String(p.moves.length).length < 2 ? 2 : String(p.moves.length).length;
+  const file = (m: Move, i: number) => `${String(i + 1).padStart(width, '0')}-${slug(m.pv.name)}.yaml`;
+  const podFile = (u: WorkloadUse) => `pods/${slug(u.object.namespace)}_${slug(u.object.name)}.yaml`;
+  const written: string[] = [];
+  const write = (rel: string, text: string, mode = 0o644) => {
+    mkdirSync(join(dir, rel, '..'), { recursive: true });
+    writeFileSync(join(dir, rel), text, { mode });
+    chmodSync(join(dir, rel), mode);
+    written.push(rel);
+  };
+  mkdirSync(dir, { recursive: true });
+  const fresh = newObjects(p.moves);
+  const originals = rollbackObjects(p.moves);
+  p.moves.forEach((m, i) => {
+    write(`manifests/${file(m, i)}`, yamlDocuments(fresh[i] ?? []));
+    write(`rollback/${file(m, i)}`, yamlDocuments(originals[i] ?? []));
+  });
+  for (const u of uniqueUsers(p.moves)) if (u.action.kind === 'pod') write(podFile(u), yamlDocuments([cleaned(u.object.doc)]));
+  const csiDrivers = [...new Set(p.moves.map((m) => m.target.driver))];
+  const forward: Direction = {
+    currentDriver: (m) => ({ path: '.spec.flexVolume.driver', value: m.flexDriver }),
+    manifest: (m, i) => `manifests/${file(m, i)}`,
+    restorePolicy: true,
+    csiDrivers,
+  };
+  const back: Direction = {
+    currentDriver: (m) => ({ path: '.spec.csi.driver', value: m.target.driver }),
+    manifest: (m, i) => `rollback/${file(m, i)}`,
+    restorePolicy: false,
+    csiDrivers: [],
+  };
+  const forwardSteps = steps(p.moves, forward, podFile);
+  const backSteps = steps(p.moves, back, podFile);
+  write('STEPS.md', stepsMarkdown(p, forwardSteps, backSteps, inputs));
+  write('migrate.sh', script(forwardSteps, `moves ${p.moves.length} FlexVolume PV(s) to CSI`), 0o755);
+  write('rollback.sh', script(backSteps, `puts the ${p.moves.length} PV(s) back on FlexVolume (the originals in rollback/)`), 0o755);
+  return written;
+}
+
+export class OutError extends Error {}
+
+function stepsMarkdown(p: Plan, forward: Step[], back: Step[], inputs: readonly string[]): string {
+  const out: string[] = [];
+  out.push(`# Moving ${p.moves.length} FlexVolume PV(s) to CSI`, '');
+  out.push(`Planned by \`twinvol migrate plan\` from ${inputs.join(', ')}, without talking to a cluster.`);
+  out.push('`./migrate.sh` runs the steps below with kubectl, checking each before the next; it is a dry run');
+  out.push('(changes sent with `--dry-run`) unless given `--apply`. `./rollback.sh` undoes the move the same way.', '');
+  out.push('## What moves', '', '| PV | claim | FlexVolume driver | CSI driver | volumeHandle | workloads restarted |', '|---|---|---|---|---|---|');
+  for (const m of p.moves)
+    out.push(`| ${m.pv.name} | ${m.claim ? `${m.claim.namespace}/${m.claim.name}` : '-'} | ${m.flexDriver} | ${routeOf(m)} | ${m.target.volumeHandle} | ${m.users.map((u) => label(u.object)).join(', ') || '-'} |`);
+  if (p.skipped.length) out.push('', `## Not moved (${p.skipped.length})`, '', ...p.skipped.map((s) => `- ${s}`));
+  const inline = p.inline.filter((v) => v.replacement);
+  if (inline.length) {
+    out.push('', '## Inline flexVolume volumes', '', 'Pods and pod templates are not changed by the steps: edit each volume to its replacement.');
+    for (const v of inline) out.push('', `- ${label(v.object)}, volume \`${v.volume}\` (${v.driver})${v.notes.length ? `: ${v.notes.join('; ')}` : ''}`, '', '```yaml', stringify(v.replacement, { lineWidth: 0 }).trimEnd(), '```');
+  }
+  if (p.notes.length) out.push('', '## Notes', '', ...p.notes.map((n) => `- ${n}`));
+  const render = (list: Step[]) => list.flatMap((s, i) => ['', `${i + 1}. ${s.title}`, '', '   ```sh', ...s.lines.map((l) => `   ${describeLine(l)}`), '   ```']);
+  out.push('', '## Steps (./migrate.sh)', ...render(forward));
+  out.push('', '## Rollback (./rollback.sh)', '', 'The original PVs and claims, cleaned of status, uids and server fields, are in rollback/.', ...render(back));
+  return `${out.join('\n')}\n`;
+}
+
+const PREAMBLE = `set -euo pipefail
+cd "$(dirname "$0")"
+APPLY=0
+case "\${1:-}" in
+  --apply) APPLY=1 ;;
+  '') ;;
+  *) echo "usage: $0 [--apply]" >&2; exit 2 ;;
+esac
+TIMEOUT="\${MIGRATE_TIMEOUT:-300}"
+(( APPLY )) || echo "dry run: changes are sent with --dry-run; run with --apply to make them"
+
+step() { printf '\\n== %s\\n' "$*"; }
+# A change: made with --apply; else validated by the API server and discarded.
+change() { if (( APPLY )); then kubectl "$@"; else kubectl "$@" --dry-run=server; fi; }
+# A new object: in a dry run the old PV still exists, so only the client checks it.
+create() { if (( APPLY )); then kubectl "$@"; else kubectl "$@" --dry-run=client; fi; }
+# A wait on what a change did (kubectl wait, rollout status): with --apply only.
+settle() { if (( APPLY )); then kubectl "$@"; else echo "(dry run) would run: kubectl $*"; fi; }
+# What must hold now, in a dry run too.
+require() {
+  local want=$1 got
+  shift
+  got=$("$@")
+  [[ $got == "$want" ]] || { echo "check failed: $*: got '$got', expected '$want'" >&2; exit 1; }
+}
+# What a change must bring about, polled until TIMEOUT seconds have passed (with --apply only).
+await() {
+  local want=$1 got deadline=$((SECONDS + TIMEOUT))
+  shift
+  if (( ! APPLY )); then echo "(dry run) would wait for: $* = '$want'"; return 0; fi
+  while :; do
+    got=$("$@" 2>/dev/null || true)
+    [[ $got == "$want" ]] && return 0
+    (( SECONDS < deadline )) || { echo "check failed after $TIMEOUT s: $*: got '$got', expected '$want'" >&2; exit 1; }
+    sleep 2
+  done
+}
+# How many pods of a namespace name a claim.
+claim_users() {
+  kubectl get pods -n "$1" -o jsonpath='{range .items[*]}{range .spec.volumes[*]}{.persistentVolumeClaim.claimName}{"\\n"}{end}{end}' | grep -cxF -- "$2" || true
+}
+`;
+
+function script(list: Step[], what: string): string {
+  const body = list.flatMap((s, i) => ['', `step ${shellQuote(`${i + 1}. ${s.title}`)}`, ...s.lines.map(bashLine)]);
+  return `#!/usr/bin/env bash\n# Generated by twinvol migrate plan: ${what}. STEPS.md says what each step does.\n${PREAMBLE}${body.join('\n')}\n\nprintf '\\ndone%s\\n' "$( (( APPLY )) || echo ' (dry run: nothing changed)')"\n`;
+}
+
+const shellQuote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;

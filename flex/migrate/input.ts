@@ -1,0 +1,123 @@
+import { readFileSync } from 'node:fs';
+import { parseAllDocuments } from 'yaml';
+import { isObject, type Json, type JsonObject, type KubeObject } from './objects.js';
+
+/**
+ * What `twinvol migrate plan` reads: whatever `kubectl get pv,pvc,pods,deploy,sts,ds,secrets -A -o
+ * yaml` (or `-o json`) prints, in any number of files or on stdin: a `List` (or any `*List` kind with
+ * `items`), single objects, multi-document YAML. JSON is read by the same parser (YAML 1.2 holds
+ * JSON). An input that does not parse, or a document that is not a Kubernetes object, is a usage
+ * error: nothing is planned from half an input.
+ */
+export class InputError extends Error {}
+
+export interface Source {
+  /** The name messages use: the path, or "stdin". */
+  name: string;
+  text: string;
+}
+
+/** Reads each argument (`-` is stdin, read once); a file that cannot be read is an InputError. */
+export function readSources(paths: readonly string[], stdin: () => string): Source[] {
+  return paths.map((path) => {
+    if (path === '-') return { name: 'stdin', text: stdin() };
+    try {
+      return { name: path, text: readFileSync(path, 'utf8') };
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      throw new InputError(`${path}: cannot be read (${code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'a directory' : (code ?? String(err))})`);
+    }
+  });
+}
+
+/** Every object of every source, Lists flattened, in input order. */
+export function parseSources(sources: readonly Source[]): KubeObject[] {
+  return sources.flatMap(parseSource);
+}
+
+function parseSource(source: Source): KubeObject[] {
+  const objects: KubeObject[] = [];
+  const docs = parseAllDocuments(source.text);
+  docs.forEach((doc, i) => {
+    const where = `${source.name} document ${i + 1}`;
+    const problem = doc.errors[0];
+    if (problem) {
+      const line = problem.linePos?.[0];
+      throw new InputError(`${where}: not YAML or JSON${line ? ` (line ${line.line}, column ${line.col})` : ''}: ${firstLine(problem.message)}`);
+    }
+    const value = doc.toJS({ maxAliasCount: 100 }) as Json | undefined;
+    // An empty document (a stray "---", kubectl's trailing separator) holds nothing.
+    if (value === null || value === undefined) return;
+    collect(value, where, objects);
+  });
+  return objects;
+}
+
+function collect(value: Json, where: string, into: KubeObject[]): void {
+  if (!isObject(value)) throw new InputError(`${where}: not a Kubernetes object (a ${Array.isArray(value) ? 'list' : typeof value}, not a mapping with kind and metadata)`);
+  const kind = value.kind;
+  if (typeof kind !== 'string' || kind === '') throw new InputError(`${where}: not a Kubernetes object: kind is missing`);
+  if (kind === 'List' || (kind.endsWith('List') && Array.isArray(value.items))) {
+    const items = value.items;
+    if (!Array.isArray(items)) throw new InputError(`${where}: ${kind}.items must be a list`);
+    items.forEach((item, n) => collect(item, `${where} items[${n}]`, into));
+    return;
+  }
+  into.push(objectOf(value, kind, where));
+}
+
+function objectOf(doc: JsonObject, kind: string, where: string): KubeObject {
+  const apiVersion = doc.apiVersion;
+  if (typeof apiVersion !== 'string' || apiVersion === '') throw new InputError(`${where}: ${kind}: apiVersion is missing`);
+  const meta = doc.metadata;
+  if (!isObject(meta)) throw new InputError(`${where}: ${kind}: metadata is missing`);
+  const name = meta.name;
+  if (typeof name !== 'string' || name === '') throw new InputError(`${where}: ${kind}: metadata.name is missing`);
+  const namespace = meta.namespace ?? '';
+  if (typeof namespace !== 'string') throw new InputError(`${where}: ${kind}/${name}: metadata.namespace must be a string`);
+  return { kind, apiVersion, name, namespace, doc, origin: where };
+}
+
+const firstLine = (text: string) => text.split('\n')[0]?.trim() ?? text;
+
+/** The objects by kind, and lookups by namespace and name. */
+export interface Inventory {
+  pvs: KubeObject[];
+  claims: Map<string, KubeObject>;
+  secrets: Map<string, KubeObject>;
+  /** Pods and the controllers whose pod template may name a claim or hold an inline flexVolume. */
+  workloads: KubeObject[];
+  /** Objects of other kinds, which the plan leaves alone. */
+  ignored: KubeObject[];
+}
+
+export const nsKey = (namespace: string, name: string) => `${namespace}/${name}`;
+
+/** Kinds whose pods mount volumes: the pod spec's path in each. */
+export const POD_SPEC_PATHS: Readonly<Record<string, string>> = {
+  Pod: 'spec',
+  Deployment: 'spec.template.spec',
+  StatefulSet: 'spec.template.spec',
+  DaemonSet: 'spec.template.spec',
+  ReplicaSet: 'spec.template.spec',
+  ReplicationController: 'spec.template.spec',
+  Job: 'spec.template.spec',
+  CronJob: 'spec.jobTemplate.spec.template.spec',
+};
+
+export function inventory(objects: readonly KubeObject[]): Inventory {
+  const inv: Inventory = { pvs: [], claims: new Map(), secrets: new Map(), workloads: [], ignored: [] };
+  const seen = new Set<string>();
+  for (const o of objects) {
+    // The same object listed twice (two overlapping kubectl outputs) counts once; its first copy wins.
+    const key = `${o.kind}/${o.namespace}/${o.name}`;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    if (o.kind === 'PersistentVolume') inv.pvs.push(o);
+    else if (o.kind === 'PersistentVolumeClaim') inv.claims.set(nsKey(o.namespace, o.name), o);
+    else if (o.kind === 'Secret') inv.secrets.set(nsKey(o.namespace, o.name), o);
+    else if (POD_SPEC_PATHS[o.kind]) inv.workloads.push(o);
+    else inv.ignored.push(o);
+  }
+  return inv;
+}

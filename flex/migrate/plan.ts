@@ -1,0 +1,208 @@
+import { type Inventory, nsKey } from './input.js';
+import { type Mapping, mappingFor } from './mappings.js';
+import { at, cleaned, fields, isObject, type JsonObject, type KubeObject, label, Refusal } from './objects.js';
+import { type CsiTarget, csiPersistentSource, execTarget, type FlexSource, TargetRefusal, twinvolTarget, vendorTarget, isTwinvolDriver } from './targets.js';
+import { type InlineVolume, type WorkloadUse, workloadUses } from './workloads.js';
+
+export interface PlanOptions {
+  /** --prefer vendor: the built-in mappings to vendors' CSI drivers apply. */
+  preferVendor: boolean;
+  /** --mapping files' entries (they apply whatever --prefer says). */
+  mappings: readonly Mapping[];
+  /** --no-exec: a driver with no mapping is not moved behind the exec backend. */
+  exec: boolean;
+}
+
+/** One PV's move. */
+export interface Move {
+  pv: KubeObject;
+  claim?: KubeObject;
+  flexDriver: string;
+  target: CsiTarget;
+  /** The original reclaim policy, restored on the new PV as the last step. */
+  reclaimPolicy: string;
+  newPv: JsonObject;
+  newClaim?: JsonObject;
+  /** The workloads using the claim (stopped before, started after). */
+  users: WorkloadUse[];
+}
+
+export interface Plan {
+  moves: Move[];
+  /** One line per object that is not moved: "Kind ns/name: field: why". */
+  skipped: string[];
+  /** Inline flexVolume volumes of pods and pod templates, with what replaces them. */
+  inline: InlineVolume[];
+  /** What was worth saying about a planned move (an option dropped, a secret copied). */
+  notes: string[];
+}
+
+/** Annotations on a new PV: where it came from, and the reclaim policy the last step restores. */
+export const FROM_ANNOTATION = 'migrate.twinvol.io/from-driver';
+export const POLICY_ANNOTATION = 'migrate.twinvol.io/reclaim-policy';
+
+export function plan(inv: Inventory, options: PlanOptions): Plan {
+  const uses = workloadUses(inv, (src) => inlineTarget(src, options));
+  const result: Plan = { moves: [], skipped: [...uses.refusals], inline: uses.inline, notes: [] };
+  for (const pv of inv.pvs) {
+    if (at(pv.doc, 'spec.flexVolume') === undefined) continue;
+    try {
+      const move = planPv(pv, inv, options, uses.users);
+      result.moves.push(move);
+      result.notes.push(...move.target.notes.map((n) => `${label(pv)}: ${n}`));
+    } catch (err) {
+      if (err instanceof Refusal) result.skipped.push(err.message);
+      else if (err instanceof TargetRefusal) result.skipped.push(`${label(pv)}: ${err.message}`);
+      else throw err;
+    }
+  }
+  return result;
+}
+
+/** Which way a FlexVolume source goes: twinvol's own, a mapping, or the exec backend. */
+function targetOf(src: FlexSource, options: PlanOptions): CsiTarget {
+  if (isTwinvolDriver(src.driver)) return twinvolTarget(src);
+  const mapping = mappingFor(src.driver, options.mappings, options.preferVendor);
+  if (mapping) return vendorTarget(src, mapping);
+  if (!options.exec) throw new TargetRefusal('spec.flexVolume.driver', `${src.driver} has no mapping to a CSI driver (built-in ones apply with --prefer vendor; add one with --mapping), and --no-exec keeps it from the exec backend`);
+  return execTarget(src);
+}
+
+/**
+ * An inline volume's replacement: a CSI inline volume carries no mount options and only a node
+ * publish secret (core/v1 CSIVolumeSource), so a vendor mapping that needs either goes through the
+ * exec backend instead, which passes the driver its options verbatim.
+ */
+function inlineTarget(src: FlexSource, options: PlanOptions): CsiTarget {
+  const target = targetOf(src, options);
+  if (target.route === 'twinvol' || target.route === 'exec') return target;
+  if (target.mountOptions.length === 0 && !target.newSecret && target.secretRef?.placement !== 'nodeStage') return target;
+  const exec = execTarget(src);
+  exec.notes.push(`served by the exec backend: ${target.driver} would need ${target.mountOptions.length ? 'mount options' : 'a node stage secret'}, which an inline CSI volume cannot carry`);
+  return exec;
+}
+
+function planPv(pv: KubeObject, inv: Inventory, options: PlanOptions, users: ReadonlyMap<string, WorkloadUse[]>): Move {
+  const f = fields(pv);
+  const driver = f.requiredString('spec.flexVolume.driver');
+  const claimRef = f.object('spec.claimRef');
+  let claim: KubeObject | undefined;
+  if (claimRef) {
+    const name = f.requiredString('spec.claimRef.name');
+    const namespace = f.requiredString('spec.claimRef.namespace');
+    claim = inv.claims.get(nsKey(namespace, name));
+    if (!claim) return f.refuse(`spec.claimRef names PersistentVolumeClaim ${namespace}/${name}, which is not in the input (kubectl get pvc -n ${namespace} ${name} -o yaml)`);
+    const boundTo = fields(claim).string('spec.volumeName');
+    if (boundTo && boundTo !== pv.name) f.refuse(`spec.claimRef names PersistentVolumeClaim ${namespace}/${name}, which is bound to PersistentVolume ${boundTo}`);
+  }
+  const secretRef = f.object('spec.flexVolume.secretRef');
+  let secret: FlexSource['secret'];
+  if (secretRef) {
+    const name = f.requiredString('spec.flexVolume.secretRef.name');
+    // kubelet reads a PV's secret from secretRef.namespace, else from the pod's namespace, which is
+    // the claim's (pkg/volume/flexvolume/util.go getSecretNameAndNamespace); a CSI PV names it.
+    const namespace = f.string('spec.flexVolume.secretRef.namespace') || claim?.namespace;
+    if (!namespace) return f.refuse('spec.flexVolume.secretRef.namespace is missing, and the PV has no claim whose namespace kubelet would have used');
+    secret = { name, namespace };
+  }
+  const secretData = secret ? secretDataOf(inv, secret) : undefined;
+  const src: FlexSource = {
+    driver,
+    options: f.stringMap('spec.flexVolume.options'),
+    fsType: f.string('spec.flexVolume.fsType') ?? '',
+    readOnly: f.boolean('spec.flexVolume.readOnly'),
+    ...(secret ? { secret } : {}),
+    ...(secretData ? { secretData } : {}),
+    name: pv.name,
+  };
+  const target = targetOf(src, options);
+  const volumeMode = f.string('spec.volumeMode');
+  if (volumeMode === 'Block' && target.route !== 'twinvol')
+    f.refuse(`spec.volumeMode Block: ${target.route === 'exec' ? "the exec backend serves filesystems only (csi/exec-service.ts), as FlexVolume drivers do" : `${target.driver} serves filesystems only`}`);
+  const capacity = f.requiredString('spec.capacity.storage');
+  const accessModes = f.stringList('spec.accessModes');
+  if (!accessModes?.length) f.refuse('spec.accessModes is missing');
+  const reclaimPolicy = f.string('spec.persistentVolumeReclaimPolicy') ?? 'Retain';
+  const mountOptions = [...new Set([...(f.stringList('spec.mountOptions') ?? []), ...target.mountOptions])];
+  if (f.stringList('spec.mountOptions')?.length && target.route !== 'twinvol')
+    target.notes.push('spec.mountOptions kept: kubelet refused mount options for FlexVolume PVs (flexVolumePlugin.SupportsMountOption is false), the CSI driver now gets them');
+  const storageClassName = f.string('spec.storageClassName');
+  const nodeAffinity = f.object('spec.nodeAffinity');
+  const labels = f.stringMap('metadata.labels');
+  const newPv: JsonObject = {
+    apiVersion: 'v1',
+    kind: 'PersistentVolume',
+    metadata: {
+      name: pv.name,
+      ...(Object.keys(labels).length ? { labels } : {}),
+      annotations: { [FROM_ANNOTATION]: driver, [POLICY_ANNOTATION]: reclaimPolicy },
+    },
+    spec: {
+      capacity: { storage: capacity },
+      accessModes: accessModes ?? [],
+      ...(volumeMode ? { volumeMode } : {}),
+      // Retain until the workloads run again on the new PV (the last step restores the original):
+      // a claim deleted on the way must never take the volume with it.
+      persistentVolumeReclaimPolicy: 'Retain',
+      ...(storageClassName !== undefined ? { storageClassName } : {}),
+      ...(mountOptions.length ? { mountOptions } : {}),
+      ...(nodeAffinity ? { nodeAffinity: structuredClone(nodeAffinity) } : {}),
+      ...(claim ? { claimRef: { apiVersion: 'v1', kind: 'PersistentVolumeClaim', namespace: claim.namespace, name: claim.name } } : {}),
+      csi: csiPersistentSource(target),
+    },
+  };
+  const claimUsers = claim ? (users.get(nsKey(claim.namespace, claim.name)) ?? []) : [];
+  for (const u of claimUsers) if (u.refusal) f.refuse(u.refusal);
+  return {
+    pv,
+    ...(claim ? { claim, newClaim: newClaimOf(claim, pv.name, storageClassName) } : {}),
+    flexDriver: driver,
+    target,
+    reclaimPolicy,
+    newPv,
+    users: claimUsers,
+  };
+}
+
+function secretDataOf(inv: Inventory, secret: { name: string; namespace: string }): Record<string, string> | undefined {
+  const object = inv.secrets.get(nsKey(secret.namespace, secret.name));
+  if (!object) return undefined;
+  return fields(object).stringMap('data');
+}
+
+/** Annotations the provisioner and scheduler put on a claim; the re-created claim is pre-bound instead. */
+const CLAIM_ANNOTATIONS = ['volume.beta.kubernetes.io/storage-provisioner', 'volume.kubernetes.io/storage-provisioner', 'volume.beta.kubernetes.io/storage-class'];
+
+/**
+ * The claim to re-create: the same name, namespace, labels, access modes, request and volume mode,
+ * pre-bound (`volumeName`) to the new PV, with the PV's storage class ("" when it has none, so that
+ * no default class is filled in and the binding still matches).
+ */
+function newClaimOf(claim: KubeObject, pvName: string, storageClassName: string | undefined): JsonObject {
+  const f = fields(claim);
+  const meta = cleaned(claim.doc).metadata;
+  const annotations = isObject(meta) && isObject(meta.annotations) ? { ...meta.annotations } : {};
+  for (const key of CLAIM_ANNOTATIONS) delete annotations[key];
+  const labels = f.stringMap('metadata.labels');
+  const accessModes = f.stringList('spec.accessModes');
+  const resources = f.object('spec.resources');
+  if (!resources) f.refuse('spec.resources is missing');
+  const volumeMode = f.string('spec.volumeMode');
+  return {
+    apiVersion: 'v1',
+    kind: 'PersistentVolumeClaim',
+    metadata: {
+      name: claim.name,
+      namespace: claim.namespace,
+      ...(Object.keys(labels).length ? { labels } : {}),
+      ...(Object.keys(annotations).length ? { annotations } : {}),
+    },
+    spec: {
+      ...(accessModes ? { accessModes } : {}),
+      resources: structuredClone(resources ?? {}),
+      ...(volumeMode ? { volumeMode } : {}),
+      storageClassName: storageClassName ?? '',
+      volumeName: pvName,
+    },
+  };
+}
