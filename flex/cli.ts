@@ -172,6 +172,25 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
         )
         .demandCommand(1, 'name a flex command: check'),
     )
+    .command(
+      'compare',
+      'run the same workload through both plugin models on this node (the FlexVolume executable as kubelet runs it, a private twinvol-csi as the sidecars and kubelet call it) in a scratch world removed afterwards: latency, processes and tools per step, and any difference in the resulting mounts',
+      (c) =>
+        c
+          .option('backend', { type: 'string', default: 'all', describe: 'dir, block, static or all' })
+          .option('rounds', { type: 'number', default: 5, describe: 'lifecycles per model and backend' })
+          .option('json', { type: 'boolean', default: false, describe: 'one JSON report instead of the table' })
+          .option('html', { type: 'string', describe: 'also write the report as one self-contained HTML page to this file' })
+          .option('csi-server', { type: 'string', describe: 'the twinvol-csi to start (default: beside this executable, or ../csi/twinvol-csi)' }),
+      async (a) => {
+        // Packed on its own (scripts/build.mjs): grpc loads only for this command.
+        if (!load) throw new Error('compare is only available in the built executable');
+        const compare = load<typeof import('./compare/index.js')>('compare');
+        const usage = compare.compareUsage({ backend: a.backend, rounds: a.rounds, json: a.json, html: a.html, csiServer: a['csi-server'], flexBin: runningExecutable() });
+        if (typeof usage === 'string') throw new UsageError(usage);
+        exitCode = await compare.runCompareCommand(usage);
+      },
+    )
     .command('migrate', 'move volumes from FlexVolume to CSI', (y) =>
       y
         .command(

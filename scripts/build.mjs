@@ -31,6 +31,8 @@ const packedModules = {
   // The driver checker runs drivers through execa: its own module, so neither kubelet's verbs nor the
   // rest of the CLI ever load execa (test/exec/bundle.test.ts).
   check: "export { checkUsage, runCheck } from './flex/check.ts';",
+  // compare talks to a private CSI server (grpc): loaded only for `twinvol compare`.
+  compare: "export { compareUsage, runCompareCommand } from './flex/compare/index.ts';",
   // migrate plan parses YAML: loaded only for `twinvol migrate plan` (test/migrate/plan-bundle.test.ts).
   migrate: "export { runMigratePlan } from './flex/migrate/index.ts';",
 };

@@ -1,15 +1,26 @@
 import { readdirSync, readFileSync } from 'node:fs';
 
+/** A bound loop device as sysfs describes it. */
+export interface LoopDevice {
+  /** `/dev/loopN`. */
+  device: string;
+  /** The backing file's path as the kernel reports it, ` (deleted)` cut off (see `deleted`). */
+  backingFile: string;
+  /** The backing file was unlinked while the device held it open. */
+  deleted: boolean;
+}
+
 /**
- * Finds the loop device backed by `image` from sysfs, which costs no spawn. The kernel, not a record,
- * is the truth: after a crash between losetup and a record write, or a reboot, this still answers right.
+ * Bound loop devices, read from sysfs, which costs no spawn. The kernel, not a record, is the truth:
+ * after a crash between losetup and a record write, or a reboot, this still answers right. A
+ * generator, so that a lookup stops at its device.
  */
-export function findLoopDevice(image: string): string | undefined {
+function* boundLoops(): Generator<LoopDevice> {
   let names: string[];
   try {
     names = readdirSync('/sys/block').filter((n) => n.startsWith('loop'));
   } catch {
-    return undefined;
+    return;
   }
   for (const name of names) {
     let backing: string;
@@ -18,7 +29,29 @@ export function findLoopDevice(image: string): string | undefined {
     } catch {
       continue;
     }
-    if (backing === image || backing === `${image} (deleted)`) return `/dev/${name}`;
+    const deleted = backing.endsWith(DELETED);
+    yield { device: `/dev/${name}`, backingFile: deleted ? backing.slice(0, -DELETED.length) : backing, deleted };
   }
+}
+
+const DELETED = ' (deleted)';
+
+/** Every bound loop device (`twinvol status`: shared/core/inventory.ts). */
+export function loopDevices(): LoopDevice[] {
+  return [...boundLoops()];
+}
+
+/** The loop device backed by `image`, if one is bound; a deleted image's device still counts. */
+export function findLoopDevice(image: string): string | undefined {
+  for (const loop of boundLoops()) if (loop.backingFile === image) return loop.device;
   return undefined;
+}
+
+/** "major:minor" of a block device, as /proc/self/mountinfo names the device a filesystem is mounted from. */
+export function blockDeviceNumber(device: string): string {
+  try {
+    return readFileSync(`/sys/class/block/${device.replace(/^\/dev\//, '')}/dev`, 'utf8').trim();
+  } catch {
+    return '';
+  }
 }

@@ -101,6 +101,11 @@ export async function removeRecord(path: string): Promise<void> {
 /** write-file-atomic names its temporary file `<record>.<decimal number>` (node_modules/write-file-atomic/lib/index.js). */
 const TEMP_SUFFIX = /^\.\d{1,10}$/;
 
+/** Whether `name` is a temporary file of the record named `record` (both base names). */
+export function isRecordTemp(name: string, record: string): boolean {
+  return name.startsWith(record) && TEMP_SUFFIX.test(name.slice(record.length));
+}
+
 async function removeDeadTemps(path: string): Promise<void> {
   const name = basename(path);
   let names: string[];
@@ -110,5 +115,5 @@ async function removeDeadTemps(path: string): Promise<void> {
     if (errnoCode(err) === 'ENOENT') return;
     throw systemError(err, dirname(path)) ?? err;
   }
-  for (const n of names) if (n.startsWith(name) && TEMP_SUFFIX.test(n.slice(name.length))) await rm(join(dirname(path), n), { force: true });
+  for (const n of names) if (isRecordTemp(n, name)) await rm(join(dirname(path), n), { force: true });
 }

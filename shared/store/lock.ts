@@ -115,16 +115,23 @@ async function startTimeOf(pid: number): Promise<string | undefined> {
  * second old, so a fresh lock is never judged by the owner file its dead predecessor left.
  */
 async function expireIfAbandoned(lockPath: string): Promise<boolean> {
+  if (!(await isAbandonedLock(lockPath))) return false;
+  const old = new Date(Date.now() - 2 * LIBRARY_STALE_MS);
+  await utimes(lockPath, old, old).catch(() => undefined);
+  return true;
+}
+
+/**
+ * Whether the lock at `lockPath` is held by nobody alive, by the rules above (a missing lock is not
+ * abandoned: nobody holds it). Also what `twinvol status` reports as a stale lock (shared/core/inventory.ts).
+ */
+export async function isAbandonedLock(lockPath: string): Promise<boolean> {
   const st = await stat(lockPath).catch(() => undefined);
   if (!st) return false;
   const age = Date.now() - st.mtimeMs;
   const owner = parseOwner(await readFile(ownerPath(lockPath), 'utf8').catch(() => ''));
-  if (owner && owner.host === hostname() && owner.ino === st.ino) {
-    if (age < 1000 || (await startTimeOf(owner.pid)) === owner.start) return false;
-  } else if (age < STALE_MS) return false;
-  const old = new Date(Date.now() - 2 * LIBRARY_STALE_MS);
-  await utimes(lockPath, old, old).catch(() => undefined);
-  return true;
+  if (owner && owner.host === hostname() && owner.ino === st.ino) return age >= 1000 && (await startTimeOf(owner.pid)) !== owner.start;
+  return age >= STALE_MS;
 }
 
 function sleep(ms: number): Promise<void> {

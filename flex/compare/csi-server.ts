@@ -1,0 +1,114 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync, mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { credentials, loadPackageDefinition, type ServiceClientConstructor, type ServiceError, status } from '@grpc/grpc-js';
+import { type CsiService, packageDefinitionFromText } from '../../csi/definition.js';
+import protoText from '../../csi/proto/csi.proto';
+
+/** A request or reply as proto-loader gives it (csi/definition.ts LOADER_OPTIONS: field names as written, int64 as strings). */
+export type Message = Record<string, unknown>;
+type Unary = (req: Message, cb: (err: ServiceError | null, res: Message) => void) => void;
+interface Closable {
+  close(): void;
+}
+
+export interface PrivateCsiOptions {
+  /** The twinvol-csi executable. */
+  bin: string;
+  socketPath: string;
+  nodeId: string;
+  /** Flags after --endpoint and --node-id (--data-root, --state-dir, --kubelet-dir). */
+  args: readonly string[];
+  env: Record<string, string>;
+  /** How long it may take to answer Probe ready. */
+  startMs?: number;
+}
+
+/**
+ * A private twinvol-csi on its own socket, called as the CSI sidecars and kubelet call it: one gRPC
+ * client per service over the unix socket, one unary call at a time.
+ */
+export class PrivateCsi {
+  private readonly clients = new Map<CsiService, Record<string, Unary> & Closable>();
+  private readonly stderr: string[] = [];
+  private readonly exited: Promise<void>;
+
+  private constructor(
+    private readonly child: ChildProcess,
+    private readonly socketPath: string,
+  ) {
+    let partial = '';
+    child.stderr?.on('data', (d: Buffer) => {
+      const parts = (partial + d.toString()).split('\n');
+      partial = parts.pop() ?? '';
+      this.stderr.push(...parts);
+      if (this.stderr.length > 200) this.stderr.splice(0, this.stderr.length - 200);
+    });
+    this.exited = new Promise((done) => child.once('exit', () => done()));
+  }
+
+  /** Starts the server and waits (a readiness poll with a deadline) until Probe answers ready. */
+  static async start(o: PrivateCsiOptions): Promise<PrivateCsi> {
+    mkdirSync(dirname(o.socketPath), { recursive: true });
+    const child = spawn(o.bin, ['--endpoint', `unix://${o.socketPath}`, '--node-id', o.nodeId, ...o.args], { cwd: '/', env: o.env, stdio: ['ignore', 'ignore', 'pipe'] });
+    const csi = new PrivateCsi(child, o.socketPath);
+    const spawned = new Promise<void>((done, fail) => {
+      child.once('spawn', () => done());
+      child.once('error', fail);
+    });
+    try {
+      await spawned;
+      const until = performance.now() + (o.startMs ?? 20_000);
+      for (;;) {
+        if (child.exitCode !== null || child.signalCode !== null) throw new Error(`twinvol-csi exited at start: ${csi.lastLines()}`);
+        if (existsSync(o.socketPath)) {
+          const probe = await csi.call('Identity', 'Probe', {}).catch(() => undefined);
+          if ((probe?.ready as { value?: boolean } | undefined)?.value) return csi;
+        }
+        if (performance.now() > until) throw new Error(`twinvol-csi did not answer Probe ready: ${csi.lastLines()}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    } catch (err) {
+      await csi.stop();
+      throw err;
+    }
+  }
+
+  /** The server's last log lines, for an error message. */
+  lastLines(n = 5): string {
+    return this.stderr.slice(-n).join(' | ') || '(no output)';
+  }
+
+  private client(service: CsiService): Record<string, Unary> & Closable {
+    let c = this.clients.get(service);
+    if (!c) {
+      const pkg = loadPackageDefinition(packageDefinitionFromText(protoText)) as unknown as { csi: { v1: Record<string, ServiceClientConstructor> } };
+      const ctor = pkg.csi.v1[service];
+      if (!ctor) throw new Error(`csi.proto has no service ${service}`);
+      c = new ctor(`unix://${this.socketPath}`, credentials.createInsecure()) as unknown as Record<string, Unary> & Closable;
+      this.clients.set(service, c);
+    }
+    return c;
+  }
+
+  /** One RPC; a failure throws with its status code name and message. */
+  call(service: CsiService, method: string, req: Message): Promise<Message> {
+    const client = this.client(service);
+    const fn = client[method];
+    if (typeof fn !== 'function') throw new Error(`csi.v1.${service} has no method ${method}`);
+    return new Promise((done, fail) =>
+      fn.call(client, req, (err, res) => (err ? fail(new Error(`${method}: ${typeof err.code === 'number' ? status[err.code] : 'error'}: ${err.details ?? err.message}`)) : done(res))),
+    );
+  }
+
+  /** SIGTERM (the server removes its socket), SIGKILL if it has not exited within `graceMs`. */
+  async stop(graceMs = 10_000): Promise<void> {
+    for (const c of this.clients.values()) c.close();
+    this.clients.clear();
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
+    this.child.kill('SIGTERM');
+    const late = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
+    await this.exited;
+    clearTimeout(late);
+  }
+}

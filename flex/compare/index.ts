@@ -1,0 +1,187 @@
+import { spawnSync } from 'node:child_process';
+import { accessSync, constants, existsSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { createScratch } from '../../test/helpers/scratch.js';
+import { PrivateCsi } from './csi-server.js';
+import { renderHtml } from './html.js';
+import { progressBar } from './progress.js';
+import { type BackendReport, type CompareReport, formatCompareTable, METHOD, modelSteps } from './report.js';
+import { type Difference, diffStates } from './state.js';
+import { ToolCounter } from './tool-count.js';
+import { BACKENDS, type CompareBackend, csiRound, flexRound, type RoundResult, STEPS, volumeSpec, type Workbench } from './workload.js';
+
+export { formatCompareTable, renderHtml };
+export type { CompareReport };
+
+export interface CompareOptions {
+  backends: CompareBackend[];
+  rounds: number;
+  json: boolean;
+  html?: string;
+  /** The FlexVolume executable to run as kubelet (default: the one running). */
+  flexBin: string;
+  /** The twinvol-csi executable (default: beside the FlexVolume executable). */
+  csiBin: string;
+  /** Called after each model's round. */
+  onRound?: (label: string) => void;
+  signal?: AbortSignal;
+}
+
+export interface CompareArgs {
+  backend?: string;
+  rounds?: number;
+  json?: boolean;
+  html?: string;
+  csiServer?: string;
+  flexBin: string;
+}
+
+export const MAX_ROUNDS = 1000;
+const NODE = 'compare-node';
+
+/**
+ * The command line's values checked before anything is made: the options, or one line saying what is
+ * wrong (exit 2). twinvol-csi is looked for beside the FlexVolume executable, and where `npm run build`
+ * puts it (dist/csi/twinvol-csi from dist/flex/twinvol).
+ */
+export function compareUsage(a: CompareArgs): CompareOptions | string {
+  const backend = a.backend ?? 'all';
+  if (backend !== 'all' && !(BACKENDS as readonly string[]).includes(backend)) return `--backend must be one of dir, block, static, all (got ${JSON.stringify(backend)})`;
+  const rounds = a.rounds ?? 5;
+  if (!Number.isInteger(rounds) || rounds < 1 || rounds > MAX_ROUNDS) return `--rounds must be a whole number from 1 to ${MAX_ROUNDS} (got ${String(a.rounds)})`;
+  if (a.html !== undefined) {
+    const dir = dirname(resolve(a.html));
+    if (!a.html || !isDir(dir)) return `--html ${JSON.stringify(a.html)}: directory ${dir} does not exist`;
+  }
+  const csiBin = a.csiServer ?? [join(dirname(a.flexBin), 'twinvol-csi'), join(dirname(a.flexBin), '../csi/twinvol-csi')].find(existsSync);
+  if (!csiBin) return `twinvol-csi not found beside ${a.flexBin} (nor in ../csi/): name it with --csi-server`;
+  try {
+    accessSync(csiBin, constants.X_OK);
+  } catch {
+    return `--csi-server ${JSON.stringify(csiBin)} is not an executable file`;
+  }
+  return {
+    backends: backend === 'all' ? [...BACKENDS] : [backend as CompareBackend],
+    rounds,
+    json: Boolean(a.json),
+    ...(a.html !== undefined ? { html: resolve(a.html) } : {}),
+    flexBin: a.flexBin,
+    csiBin,
+  };
+}
+
+function isDir(p: string): boolean {
+  try {
+    return statSync(p).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Runs the same workload through both models on this machine, in a private scratch world (its own data
+ * root, state dir and kubelet dir under $TMPDIR, its own empty config file, a private twinvol-csi on a
+ * socket there), and removes all of it afterwards, whatever happened: the server is stopped, every mount
+ * below the scratch dir unmounted, its loop devices detached, the dir removed.
+ */
+export async function runCompare(o: CompareOptions): Promise<CompareReport> {
+  const startedAt = new Date().toISOString();
+  const scratch = createScratch(NODE, join(tmpdir(), 'twinvol-compare-'));
+  let csi: PrivateCsi | undefined;
+  try {
+    const tools = new ToolCounter(join(scratch.root, 'shim'));
+    // kubelet runs the driver with its own environment: here, the scratch world's settings and the shim.
+    const path = [tools.path, dirname(process.execPath), '/usr/bin', '/bin'].filter((p, i, all) => p && all.indexOf(p) === i).join(':');
+    const flexEnv = { ...scratch.env, PATH: path };
+    const started = performance.now();
+    csi = await PrivateCsi.start({
+      bin: o.csiBin,
+      socketPath: join(scratch.root, 'csi/csi.sock'),
+      nodeId: NODE,
+      args: ['--data-root', scratch.dataRoot, '--state-dir', scratch.stateDir, '--kubelet-dir', scratch.kubeletDir],
+      env: { PATH: path, TWINVOL_CONFIG: scratch.env.TWINVOL_CONFIG ?? '' },
+    });
+    const csiStartMs = performance.now() - started;
+    tools.take();
+    const w: Workbench = { scratch, node: NODE, flexBin: o.flexBin, flexEnv, csi, tools, ...(o.signal ? { signal: o.signal } : {}) };
+    const backends: BackendReport[] = [];
+    for (const backend of o.backends) backends.push(await compareBackend(w, backend, o));
+    return { command: 'twinvol compare', startedAt, node: NODE, rounds: o.rounds, method: METHOD, csiStartMs: Math.round(csiStartMs * 10) / 10, backends };
+  } finally {
+    try {
+      await csi?.stop();
+    } finally {
+      scratch.cleanup();
+    }
+  }
+}
+
+async function compareBackend(w: Workbench, backend: CompareBackend, o: CompareOptions): Promise<BackendReport> {
+  const specs = { flex: volumeSpec(backend, 'flex'), csi: volumeSpec(backend, 'csi') };
+  for (const v of Object.values(specs)) admin(w, ['volume', 'create', v.id, ...v.createArgs]);
+  const results: Record<'flex' | 'csi', RoundResult[]> = { flex: [], csi: [] };
+  const differences: BackendReport['differences'] = [];
+  for (let round = 1; round <= o.rounds; round++) {
+    // Odd rounds FlexVolume first, even rounds CSI first: neither always runs on a warmer cache.
+    const order = round % 2 ? (['flex', 'csi'] as const) : (['csi', 'flex'] as const);
+    for (const model of order) {
+      results[model].push(await (model === 'flex' ? flexRound : csiRound)(w, specs[model], round));
+      o.onRound?.(`${backend} round ${round} ${model}`);
+    }
+    const flex = results.flex[round - 1];
+    const csi = results.csi[round - 1];
+    if (flex && csi) for (const d of diffStates(flex.state, csi.state)) if (!differences.some((x) => same(x, d))) differences.push({ ...d, round });
+  }
+  for (const v of Object.values(specs)) admin(w, ['volume', 'delete', v.id]);
+  w.tools.take();
+  const flex = modelSteps('flex', results.flex);
+  const csi = modelSteps('csi', results.csi);
+  const flexCalls = results.flex.flatMap((r) => Object.values(r.steps).flat());
+  return {
+    backend,
+    volume: { sizeBytes: specs.flex.sizeBytes, growBytesPerRound: specs.flex.growBytes, fsType: specs.flex.fsType },
+    steps: STEPS.map((step) => ({ step, flex: flex[step], csi: csi[step] })),
+    differences,
+    state: results.flex[0] && results.csi[0] ? { flex: results.flex[0].state, csi: results.csi[0].state } : null,
+    flexLogAgrees: flexCalls.every((c) => c.tools.length === (c.logged ?? []).length),
+  };
+}
+
+const same = (a: Difference, b: Difference) => a.where === b.where && a.field === b.field && a.flex === b.flex && a.csi === b.csi;
+
+/** The administrator's side (`twinvol volume create|delete`), in the scratch world; a failure stops the run. */
+function admin(w: Workbench, args: string[]): void {
+  const r = spawnSync(w.flexBin, args, { cwd: '/', env: w.flexEnv, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  if (r.status !== 0) throw new Error(`twinvol ${args.slice(0, 3).join(' ')} failed: ${(r.stderr || r.stdout || String(r.error)).trim()}`);
+}
+
+/**
+ * `twinvol compare` from the command line: a progress bar on a terminal, the table (or --json), the
+ * HTML page with --html. SIGINT and SIGTERM stop the run between two calls and still clean up.
+ * Returns the exit code: 0 done, 1 failed (one line on stderr).
+ */
+export async function runCompareCommand(o: CompareOptions): Promise<number> {
+  const bar = progressBar(o.backends.length * o.rounds * 2);
+  const abort = new AbortController();
+  const stop = (signal: NodeJS.Signals) => abort.abort(new Error(`stopped by ${signal}`));
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
+  try {
+    const report = await runCompare({ ...o, onRound: (label) => bar.tick(label), signal: abort.signal });
+    bar.done();
+    process.stdout.write(o.json ? `${JSON.stringify(report, null, 2)}\n` : formatCompareTable(report));
+    if (o.html) {
+      writeFileSync(o.html, renderHtml(report));
+      if (!o.json) process.stdout.write(`wrote ${o.html}\n`);
+    }
+    return 0;
+  } catch (err) {
+    bar.done();
+    process.stderr.write(`twinvol compare: ${(err instanceof Error ? err.message : String(err)).replace(/\s+/g, ' ').trim()}\n`);
+    return 1;
+  } finally {
+    process.off('SIGINT', stop);
+    process.off('SIGTERM', stop);
+  }
+}

@@ -1,0 +1,133 @@
+import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CompareReport, ModelStep } from '../../flex/compare/report.js';
+import { STEPS } from '../../flex/compare/workload.js';
+import { runAdmin } from '../helpers/flex-runner.js';
+import { loopsLeftUnder, mountsUnder, releaseUnder } from '../helpers/scratch.js';
+
+/**
+ * `twinvol compare` run for real from the built executable: its private scratch world goes under the
+ * TMPDIR it is given, so each test can see that nothing is left there afterwards. No timing is
+ * asserted: the figures are checked for shape and the counts for what they must be.
+ */
+let tmp: string;
+const run = (...args: string[]) => runAdmin({ TMPDIR: tmp }, ['compare', ...args]);
+
+async function expectNothingLeft(): Promise<void> {
+  expect(readdirSync(tmp)).toEqual([]);
+  expect(mountsUnder(tmp)).toEqual([]);
+  expect(await loopsLeftUnder(tmp)).toEqual([]);
+}
+
+const isCount = (n: unknown) => Number.isInteger(n) && (n as number) >= 0;
+
+/** What must hold of one model's step in a run of `rounds` rounds. */
+function checkModelStep(m: ModelStep, model: 'flex' | 'csi', rounds: number): void {
+  if (!m.supported) {
+    expect(m.note, 'an unsupported step says why').toMatch(/\w/);
+    expect(m.latencyMs).toBeNull();
+    return;
+  }
+  expect(m.calls.length).toBeGreaterThan(0);
+  expect(m.latencyMs?.rounds).toHaveLength(rounds);
+  for (const ms of m.latencyMs?.rounds ?? []) expect(ms).toBeGreaterThan(0);
+  expect(m.processes).toHaveLength(rounds);
+  for (const n of m.processes) {
+    expect(isCount(n), `processes ${n}`).toBe(true);
+    // Every FlexVolume call is a process of its own, whatever it runs.
+    if (model === 'flex') expect(n).toBeGreaterThanOrEqual(m.calls.length);
+  }
+  for (const [tool, n] of Object.entries(m.tools)) {
+    expect(tool).toMatch(/^[a-z0-9._]+$/);
+    expect(Number.isInteger(n) && n > 0).toBe(true);
+  }
+}
+
+function checkReport(report: CompareReport, backend: string, rounds: number): CompareReport['backends'][number] {
+  expect(report.command).toBe('twinvol compare');
+  expect(report.rounds).toBe(rounds);
+  expect(report.csiStartMs).toBeGreaterThan(0);
+  expect(report.backends.map((b) => b.backend)).toEqual([backend]);
+  const b = report.backends[0];
+  if (!b) throw new Error('no backend in the report');
+  expect(b.steps.map((s) => s.step)).toEqual([...STEPS]);
+  for (const s of b.steps) {
+    checkModelStep(s.flex, 'flex', rounds);
+    checkModelStep(s.csi, 'csi', rounds);
+  }
+  const step = (name: string) => b.steps.find((s) => s.step === name);
+  // Both models do every step but stats, which FlexVolume has no call for.
+  for (const s of b.steps) expect(s.csi.supported, `csi ${s.step}`).toBe(true);
+  for (const s of b.steps) expect(s.flex.supported, `flex ${s.step}`).toBe(s.step !== 'stats');
+  // Staging mounts something in both models: the tools prove the counting reaches the CSI server too.
+  expect(step('stage')?.csi.tools.mount).toBeGreaterThanOrEqual(rounds);
+  expect(step('stage')?.flex.tools.mount).toBeGreaterThanOrEqual(rounds);
+  for (const n of step('stage')?.csi.processes ?? []) expect(n).toBeGreaterThan(0);
+  expect(b.flexLogAgrees).toBe(true);
+  expect(b.differences).toEqual([]);
+  // The compared state is real: both pods see a mount owned by the pod's fsGroup.
+  for (const model of ['flex', 'csi'] as const) {
+    expect(b.state?.[model].target.mount).not.toBeNull();
+    expect(b.state?.[model].target.gid).toBe(2000);
+  }
+  return b;
+}
+
+beforeAll(() => {
+  tmp = mkdtempSync('/tmp/twinvol-compare-test-');
+});
+
+afterAll(() => {
+  releaseUnder(tmp);
+});
+
+describe('twinvol compare', () => {
+  it('--backend dir --rounds 2 --json: every step for both models, counts, no difference, nothing left', async () => {
+    const r = await run('--backend', 'dir', '--rounds', '2', '--json');
+    expect(r.exitCode, r.stderr).toBe(0);
+    // Not a terminal: no progress bar on stderr.
+    expect(r.stderr).toBe('');
+    const b = checkReport(JSON.parse(r.stdout) as CompareReport, 'dir', 2);
+    expect(b.state?.flex.target.mount?.device).toBe(b.state?.csi.target.mount?.device);
+    expect(b.state?.flex.target.mount?.device).toContain('<volume>/data');
+    await expectNothingLeft();
+  });
+
+  it('--backend block --rounds 1 --html F: a table, a self-contained page, a formatted loop device, nothing left', async () => {
+    const page = join(mkdtempSync('/tmp/twinvol-compare-page-'), 'report.html');
+    try {
+      const r = await run('--backend', 'block', '--rounds', '1', '--html', page);
+      expect(r.exitCode, r.stderr).toBe(0);
+      expect(r.stdout).toMatch(/^block \(ext4, 64Mi/m);
+      expect(r.stdout).toMatch(/^stage +flex +waitforattach, mountdevice .*mkfs\.ext4/m);
+      expect(r.stdout).toMatch(/^ +csi +NodeStageVolume .*losetup/m);
+      expect(r.stdout).toContain('differences in the resulting state: none');
+      const html = readFileSync(page, 'utf8');
+      expect(html).toMatch(/^<!doctype html>/);
+      expect(html).toContain('<svg');
+      expect(html).toContain('NodeStageVolume');
+      // Self-contained: nothing it would fetch or run.
+      expect(html).not.toMatch(/<script|<link|<img|<iframe|\bsrc=|\bhref=|url\(|@import/i);
+      await expectNothingLeft();
+    } finally {
+      releaseUnder(join(page, '..'));
+    }
+  });
+
+  it.each([
+    [['--backend', 'nfs'], /--backend must be one of dir, block, static, all/],
+    [['--rounds', '0'], /--rounds must be a whole number from 1/],
+    [['--rounds', '1.5'], /--rounds must be a whole number from 1/],
+    [['--html', '/nonexistent-twinvol-dir/report.html'], /--html .* does not exist/],
+    [['--csi-server', '/nonexistent-twinvol-csi'], /--csi-server .* is not an executable file/],
+  ])('%j: exit 2, one line, nothing created', async (args, message) => {
+    const r = await run(...args);
+    expect(r.exitCode).toBe(2);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(message);
+    expect(r.stderr.trimEnd().split('\n')).toHaveLength(1);
+    await expectNothingLeft();
+    expect(existsSync('/nonexistent-twinvol-dir')).toBe(false);
+  });
+});

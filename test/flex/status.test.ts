@@ -1,0 +1,160 @@
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { Inventory, ProblemKind } from '../../shared/index.js';
+import { stagingPath, targetPath } from '../csi/helpers/requests.js';
+import { flexOptions, flexSession, mountOptions, podNamed, runAdmin } from '../helpers/flex-runner.js';
+import { deviceMountPath, podVolumeDir } from '../helpers/kubelet-paths.js';
+import { createScratch, type Scratch } from '../helpers/scratch.js';
+
+// `twinvol status` (shared/core/inventory.ts, flex/status.ts): a world twinvol set up itself is
+// consistent; each inconsistency is then made for real, behind twinvol's back, and must be found by
+// name, with exit code 1. The scratch's cleanup unmounts and detaches whatever a test left.
+let s: Scratch;
+beforeEach(() => {
+  s = createScratch('node-a');
+});
+afterEach(() => s.cleanup());
+
+const { ok, createVolume } = flexSession(() => s.env);
+
+async function status(): Promise<{ exitCode: number; inventory: Inventory }> {
+  const r = await runAdmin(s.env, ['status', '--json']);
+  expect(r.stderr).toBe('');
+  return { exitCode: r.exitCode, inventory: JSON.parse(r.stdout) as Inventory };
+}
+
+/** The problems found, as "kind subject" lines, sorted: what a test expects by name. */
+function problems(inv: Inventory): string[] {
+  return inv.problems.map((p) => `${p.kind} ${p.subject}`).sort();
+}
+
+/** kubelet and the controller-manager's attachable sequence for one pod (as test/flex/lifecycle.test.ts). */
+async function inUse(id: string, podUid: string): Promise<{ global: string; dir: string }> {
+  const pv = `pv-${id}`;
+  const opts = flexOptions(pv, { volumeId: id });
+  await ok('attach', opts, 'node-a');
+  const wait = await ok('waitforattach', '', opts);
+  const global = deviceMountPath(s.kubeletDir, pv);
+  await ok('mountdevice', global, String(wait.reply.device ?? ''), opts);
+  const dir = podVolumeDir(s.kubeletDir, podUid, pv);
+  await ok('mount', dir, mountOptions(pv, podNamed(podUid)));
+  return { global, dir };
+}
+
+const problem = (kind: ProblemKind, subject: string, volumeId?: string) => expect.objectContaining({ kind, subject, ...(volumeId ? { volumeId } : {}) });
+
+describe('twinvol status', () => {
+  it('says a world twinvol made itself is consistent: volumes, attachments, mounts, loop devices, exit 0', async () => {
+    await createVolume('blk', '--size', '8Mi');
+    await createVolume('dir', '--backend', 'dir', '--size', '1Mi');
+    await createVolume('idle', '--backend', 'dir', '--size', '1Mi');
+    const b = await inUse('blk', 'pod-1');
+    const d = await inUse('dir', 'pod-2');
+    // Attached and bound, not yet mounted: FlexVolume between waitforattach and mountdevice.
+    await createVolume('half', '--size', '8Mi');
+    await ok('attach', flexOptions('pv-half', { volumeId: 'half' }), 'node-a');
+    await ok('waitforattach', '', flexOptions('pv-half', { volumeId: 'half' }));
+
+    const { exitCode, inventory } = await status();
+    expect(inventory.problems).toEqual([]);
+    expect({ exitCode, consistent: inventory.consistent }).toEqual({ exitCode: 0, consistent: true });
+    expect(inventory.volumes.map((v) => [v.id, v.attachments.map((a) => a.node)])).toEqual([['blk', ['node-a']], ['dir', ['node-a']], ['half', ['node-a']], ['idle', []]]);
+    expect(inventory.nodes.map((n) => n.nodeId)).toEqual(['node-a']);
+    expect(inventory.mounts.map((m) => [m.volumeId, m.kind, m.path, Boolean(m.mounted)]).sort()).toEqual(
+      [['blk', 'publish', b.dir, true], ['blk', 'stage', b.global, true], ['dir', 'publish', d.dir, true], ['dir', 'stage', d.global, true]].sort(),
+    );
+    expect(inventory.loops.map((l) => l.volumeId).sort()).toEqual(['blk', 'half']);
+
+    const text = await runAdmin(s.env, ['status']);
+    expect(text.exitCode).toBe(0);
+    const lines = text.stdout.split('\n');
+    for (const header of [/^ID +BACKEND +SIZE +FSTYPE +ACCESS +ATTACHMENTS$/, /^VOLUME +KIND +PATH +MODE +MOUNTED$/, /^DEVICE +VOLUME +BACKING FILE$/]) expect(lines.some((l) => header.test(l)), String(header)).toBe(true);
+    expect(text.stdout).toContain('consistent:');
+    expect(text.stdout).not.toContain('PROBLEMS');
+  });
+
+  it('finds a staged volume unmounted behind its record\'s back', async () => {
+    await createVolume('dir', '--backend', 'dir', '--size', '1Mi');
+    const { global } = await inUse('dir', 'pod-1');
+    execFileSync('umount', [global]);
+
+    const { exitCode, inventory } = await status();
+    expect(exitCode).toBe(1);
+    expect(inventory.consistent).toBe(false);
+    expect(inventory.problems).toEqual([problem('record-without-mount', global, 'dir')]);
+    const text = await runAdmin(s.env, ['status']);
+    expect(text.exitCode).toBe(1);
+    expect(text.stdout).toMatch(/^PROBLEMS \(1\)\nPROBLEM +SUBJECT +DETAIL\nrecord-without-mount +\S+/m);
+  });
+
+  it('finds mounts at twinvol\'s FlexVolume and CSI paths that it has no record of, and its data mounted elsewhere', async () => {
+    await createVolume('dir', '--backend', 'dir', '--size', '1Mi');
+    const csiStaging = stagingPath(s.kubeletDir, 'nobody-made-this');
+    const flexDevice = deviceMountPath(s.kubeletDir, 'pv-by-hand');
+    const csiPod = targetPath(s.kubeletDir, 'pod-9', 'pv-by-hand');
+    // kubelet writes vol_data.json beside a CSI pod mount: that is how a pod mount names its driver.
+    mkdirSync(csiPod, { recursive: true });
+    writeFileSync(join(csiPod, '..', 'vol_data.json'), JSON.stringify({ driverName: 'csi.twinvol.io', volumeHandle: 'by-hand' }));
+    for (const path of [csiStaging, flexDevice, csiPod]) {
+      mkdirSync(path, { recursive: true });
+      execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', path]);
+    }
+    // A volume's data bound into a pod by hand, at a FlexVolume pod path.
+    const bound = podVolumeDir(s.kubeletDir, 'pod-8', 'pv-dir');
+    mkdirSync(bound, { recursive: true });
+    execFileSync('mount', ['--bind', join(s.dataRoot, 'volumes/dir/data'), bound]);
+    // Another driver's CSI staging is not twinvol's business.
+    const other = join(s.kubeletDir, 'plugins/kubernetes.io/csi/other.example.com', 'a'.repeat(64), 'globalmount');
+    mkdirSync(other, { recursive: true });
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', other]);
+
+    const { exitCode, inventory } = await status();
+    expect(exitCode).toBe(1);
+    expect(problems(inventory)).toEqual([bound, csiPod, csiStaging, flexDevice].map((p) => `mount-without-record ${p}`).sort());
+    expect(inventory.problems.find((p) => p.subject === bound)?.volumeId).toBe('dir');
+  });
+
+  it('finds a loop device bound to a volume\'s image without any record', async () => {
+    await createVolume('blk', '--size', '8Mi');
+    const device = execFileSync('losetup', ['-f', '--show', join(s.dataRoot, 'volumes/blk/image.img')], { encoding: 'utf8' }).trim();
+
+    const { exitCode, inventory } = await status();
+    expect(exitCode).toBe(1);
+    expect(inventory.problems).toEqual([problem('loop-without-record', device, 'blk')]);
+    expect(inventory.loops).toEqual([expect.objectContaining({ device, volumeId: 'blk', deleted: false })]);
+  });
+
+  it('finds an attachment to a node that is not registered', async () => {
+    await createVolume('dir', '--backend', 'dir', '--size', '1Mi');
+    await ok('attach', flexOptions('pv-dir', { volumeId: 'dir' }), 'node-b');
+    expect((await status()).exitCode).toBe(0);
+    // The node's registration removed, as by an administrator cleaning up a node that left.
+    rmSync(join(s.dataRoot, 'nodes/node-b.json'));
+
+    const { exitCode, inventory } = await status();
+    expect(exitCode).toBe(1);
+    expect(inventory.problems).toEqual([problem('attachment-to-unregistered-node', 'node-b', 'dir')]);
+    expect(inventory.problems[0]?.detail).toContain('twinvol volume release dir --node node-b --force');
+  });
+
+  it('finds a lock whose holder is gone and a temporary record file a killed writer left', async () => {
+    await createVolume('dir', '--backend', 'dir', '--size', '1Mi');
+    // What SIGKILL leaves (shared/store/lock.ts, write-file-atomic): a lock directory and its owner file
+    // naming a process that has exited, and a temporary copy of a record, both older than a live holder's.
+    const gone = Number(execFileSync('sh', ['-c', 'echo $$'], { encoding: 'utf8' }).trim());
+    const lock = join(s.dataRoot, 'locks/volume-dir.lock');
+    mkdirSync(lock, { recursive: true });
+    const temp = join(s.dataRoot, 'volumes/dir/volume.json.123456');
+    writeFileSync(temp, '{');
+    writeFileSync(`${lock}.owner`, JSON.stringify({ pid: gone, start: '1', host: hostname(), ino: statSync(lock).ino }));
+    const past = new Date(Date.now() - 60_000);
+    for (const p of [lock, temp]) utimesSync(p, past, past);
+
+    const { exitCode, inventory } = await status();
+    expect(exitCode).toBe(1);
+    expect(problems(inventory)).toEqual([`stale-lock ${lock}`, `stale-temp-file ${temp}`]);
+  });
+});
