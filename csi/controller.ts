@@ -1,6 +1,6 @@
 import { statfs } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import { attach, backendTraits, contradiction, type Core, createSnapshot, deleteSnapshot, deleteVolume, detach, errnoCode, expandVolume, getSnapshot, idForNameOrUndefined, invalidArgument, listSnapshots, type LogFields, sameStringMap, validateName, validateNodeName, validateSnapshotId, validateVolumeId, volumeCondition, type VolumeRecord } from '../shared/index.js';
+import { attach, backendTraits, contradiction, type Core, createSnapshot, deleteSnapshot, deleteVolume, detach, errnoCode, expandVolume, getSnapshot, idForNameOrUndefined, invalidArgument, listSnapshots, type LogFields, publishedNodes, sameStringMap, validateName, validateNodeName, validateSnapshotId, validateVolumeId, volumeCondition, type VolumeRecord } from '../shared/index.js';
 import { accessRequestOf, mismatch, parseCapabilities, parseCapability } from './capabilities.js';
 import { sizeFromRange } from './capacity.js';
 import type { ServiceContext, Settings } from './context.js';
@@ -193,8 +193,7 @@ async function listVolumesRpc(core: Core, req: ListVolumesRequest): Promise<List
 }
 
 async function statusOf(core: Core, volume: VolumeRecord): Promise<VolumeStatus> {
-  // A fenced attachment was unpublished as far as the CO knows; it only keeps other nodes out.
-  return { published_node_ids: volume.attachments.filter((a) => !a.fenced).map((a) => a.node), volume_condition: await volumeCondition(core, volume) };
+  return { published_node_ids: await publishedNodes(core, volume), volume_condition: await volumeCondition(core, volume) };
 }
 
 /**

@@ -157,6 +157,23 @@ export async function releaseImplicitAttachment(core: Core, id: VolumeId, node: 
   });
 }
 
+/**
+ * The nodes the volume is published to, as the CO asks (CSI ControllerGetVolume, ListVolumes): its
+ * attachments, fenced ones aside (unpublished as far as the CO knows; they only keep other nodes
+ * out). A backend that can tell (Backend.isAttached: a FlexVolume driver's isattached) leaves out a
+ * node it says no longer has the volume; where it cannot tell, the record stands, as kubelet assumes.
+ */
+export async function publishedNodes(core: Core, volume: VolumeRecord): Promise<NodeId[]> {
+  const backend = backendFor(volume.backend);
+  const nodes: NodeId[] = [];
+  for (const a of volume.attachments) {
+    if (a.fenced) continue;
+    if (!a.implicit && backend.isAttached && (await backend.isAttached(volume, a.node, core)) === false) continue;
+    nodes.push(a.node);
+  }
+  return nodes;
+}
+
 /** The node's attachment, a fenced one (detached, still staged) not counting as attached. */
 export function attachmentOf(volume: VolumeRecord, node: string): Attachment | undefined {
   return volume.attachments.find((a) => a.node === node && !a.fenced);

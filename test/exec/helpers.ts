@@ -17,6 +17,7 @@ const SCRIPTS: Record<string, string> = {
   stack: 'tmpfs.sh',
   hang: 'tmpfs.sh',
   daemon: 'tmpfs.sh',
+  nofsgroup: 'tmpfs.sh',
 };
 export type TestDriver = keyof typeof SCRIPTS;
 export const VENDOR = 'acme';

@@ -7,6 +7,7 @@
 #   stack   mounts again on a repeated mount (never checks)
 #   hang    hangs in mount, with a child, past any deadline
 #   daemon  leaves a daemon holding its stdout after answering
+#   nofsgroup  well behaved, but its init says fsGroup: false (kubelet then leaves ownership alone)
 # Pids of anything left running go to pids.log; argv to calls.log (see loop.sh).
 set -u
 here=$(dirname "$0")
@@ -18,7 +19,9 @@ ok() { printf '{"status":"Success"%s}\n' "${1:+,$1}"; exit 0; }
 fail() { printf '{"status":"Failure","message":%s}\n' "$(jq -Rn --arg m "$1" '$m')"; exit 1; }
 
 case "${1:-}" in
-init) ok '"capabilities":{"attach":false,"requiresFSResize":false}' ;;
+init)
+  [ "$name" = nofsgroup ] && ok '"capabilities":{"attach":false,"requiresFSResize":false,"fsGroup":false}'
+  ok '"capabilities":{"attach":false,"requiresFSResize":false}' ;;
 mount)
   target=$2
   case "$name" in
