@@ -1,7 +1,8 @@
 import yargs, { type Argv } from 'yargs';
 import { VENDOR_VERSION } from '../csi/version.js';
-import { asTwinvolError, checkVolumeSpec, type Config, type Core, createVolume, DEFAULT_CONFIG_PATH, deleteVolume, formatSize, listNodes, listVolumes, loadConfig, type NodeRecord, notFound, openCore, parseSize, releaseAttachment, validateBackend, validateNodeName, validateVolumeId, type VolumeRecord } from '../shared/index.js';
+import { asTwinvolError, checkVolumeSpec, type Config, type Core, createVolume, DEFAULT_CONFIG_PATH, DEFAULT_CSI_DRIVER_NAME, deleteVolume, failedPrecondition, formatSize, inventory, listNodes, listVolumes, loadConfig, type NodeRecord, notFound, openCore, parseSize, releaseAttachment, validateBackend, validateNodeName, validateVolumeId, type VolumeRecord } from '../shared/index.js';
 import type { CheckOptions } from './check.js';
+import { statusLines } from './status.js';
 import { configText, DEFAULT_FLEX_PLUGIN_DIR, DEFAULT_VENDOR, installFlex, installTarget, type InstallTarget, runningExecutable, uninstallFlex } from './install.js';
 import type { loadPacked } from './packed-modules.js';
 
@@ -19,7 +20,7 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
   const parser = yargs([...argv])
     .scriptName('twinvol')
     .usage(
-      `$0 volume|node|install|uninstall|flex <command>\n\nThe administrator's side of the twinvol FlexVolume driver. kubelet runs this same file with its own verbs (init, attach, mount, ...) and reads one JSON reply; those are not for a terminal.\nSettings come from ${DEFAULT_CONFIG_PATH} (or TWINVOL_CONFIG) and TWINVOL_DATA_ROOT, TWINVOL_STATE_DIR, TWINVOL_KUBELET_DIR, TWINVOL_NODE_NAME.\nExit codes: 0 done, 1 refused or failed, 2 a command line that does not parse (nothing was touched).`,
+      `$0 volume|node|status|install|uninstall|flex <command>\n\nThe administrator's side of the twinvol FlexVolume driver. kubelet runs this same file with its own verbs (init, attach, mount, ...) and reads one JSON reply; those are not for a terminal.\nSettings come from ${DEFAULT_CONFIG_PATH} (or TWINVOL_CONFIG) and TWINVOL_DATA_ROOT, TWINVOL_STATE_DIR, TWINVOL_KUBELET_DIR, TWINVOL_NODE_NAME.\nExit codes: 0 done, 1 refused or failed, 2 a command line that does not parse (nothing was touched).`,
     )
     .command('volume', 'create, delete, list and inspect volumes in the catalog', (y) =>
       y
@@ -89,12 +90,25 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
           },
         )
         .command(
-          'release <id> <node>',
-          'remove a node\'s attachment, even one kept because the node still has the volume staged (for a node that is gone)',
-          (c) => c.positional('id', { type: 'string', demandOption: true }).positional('node', { type: 'string', demandOption: true }),
+          'release <id> [node]',
+          "remove a node's attachment, even one kept because the node still has the volume staged, for a node that is gone: needs --force, and is refused for this node while it still has the volume mounted here",
+          (c) =>
+            c
+              .positional('id', { type: 'string', demandOption: true })
+              .positional('node', { type: 'string', describe: 'the node (or --node)' })
+              .option('node', { type: 'string', describe: 'the node whose attachment goes' })
+              .option('force', { type: 'boolean', default: false, describe: 'yes: whatever that node still writes is no longer kept from other nodes' }),
           async (a) => {
-            const released = await releaseAttachment(open(), validateVolumeId(a.id), validateNodeName(a.node));
-            print(released ? `released: ${a.id} from node ${a.node}` : `${a.id} was not attached to node ${a.node}`);
+            const { id, node } = usable(() => {
+              if (a.node === undefined) throw new UsageError('name the node: volume release <id> --node <node> --force');
+              return { id: validateVolumeId(a.id), node: validateNodeName(a.node) };
+            });
+            const volume = await open().catalog.requireVolume(id);
+            if (!volume.attachments.some((x) => x.node === node)) return print(`${id} was not attached to node ${node}`);
+            if (!a.force)
+              throw failedPrecondition(`releasing ${id} from node ${node} lets other nodes attach it while ${node} may still write to it; if ${node} is gone, run again with --force`);
+            const released = await releaseAttachment(open(), id, node);
+            print(released ? `released: ${id} from node ${node}` : `${id} was not attached to node ${node}`);
           },
         )
         .demandCommand(1, 'name a volume command: create, delete, list, inspect or release'),
@@ -113,6 +127,20 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
           },
         )
         .demandCommand(1, 'name a node command: list'),
+    )
+    .command(
+      'status',
+      'what this node and the catalog hold (volumes, attachments, nodes, mounts, loop devices) and everything that does not agree; exit 1 when something does not',
+      (c) =>
+        c
+          .option('json', { type: 'boolean', default: false })
+          .option('driver-name', { type: 'string', default: DEFAULT_CSI_DRIVER_NAME, describe: "the CSI driver name twinvol-csi serves here (kubelet's staging paths carry it)" }),
+      async (a) => {
+        const found = await inventory(open(), { csiDriverName: a['driver-name'] });
+        if (a.json) print(found);
+        else for (const line of statusLines(found)) print(line);
+        if (!found.consistent) exitCode = 1;
+      },
     )
     .command('install', 'install this executable as a FlexVolume driver on this node', (y) =>
       y
@@ -214,7 +242,7 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
         )
         .demandCommand(1, 'name a migrate command: plan'),
     )
-    .demandCommand(1, 'name a command: volume, node, install, uninstall, flex or migrate')
+    .demandCommand(1, 'name a command: volume, node, status, install, uninstall, flex or migrate')
     // A flag given twice takes its last value, as in most tools, rather than becoming an array that
     // every check downstream would have to expect.
     .parserConfiguration({ 'duplicate-arguments-array': false })
