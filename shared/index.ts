@@ -69,7 +69,6 @@ export { type AttachOptions, attach, type Attached, attachmentOf, detach, publis
 export { type Claims, contradiction, refuseContradiction } from './core/contradiction.js';
 export { sweepAbandonedWork, type SweepReport } from './core/housekeeping.js';
 export { DEFAULT_CSI_DRIVER_NAME, inventory, type Inventory, type InventoryOptions, type LoopLine, type MountLine, type Problem, PROBLEM_KINDS, type ProblemKind } from './core/inventory.js';
-export { DEFAULT_CSI_DRIVER_NAME, inventory, type Inventory, type InventoryOptions, type LoopLine, type MountLine, type Problem, PROBLEM_KINDS, type ProblemKind } from './core/inventory.js';
 export { thawAbandonedFreezes } from './core/freeze.js';
 export { createGroupSnapshot, deleteGroupSnapshot, getGroupSnapshot, type GroupSnapshot, MAX_GROUP_VOLUMES } from './core/group-snapshots.js';
 export { checkedPathUnder } from './core/mount-target.js';
