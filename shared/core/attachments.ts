@@ -1,6 +1,7 @@
 import { backendFor } from '../backends/index.js';
 import { alreadyExists, failedPrecondition, resourceExhausted } from '../errors.js';
 import type { Attachment, Origin, VolumeRecord } from '../model.js';
+import { mountAt } from '../mountinfo.js';
 import { type NodeId, validateNodeName, validateVolumeId, type VolumeId } from '../validate.js';
 import { type AccessRequest, requireAccess } from './access.js';
 import { type Claims, refuseContradiction } from './contradiction.js';
@@ -135,11 +136,26 @@ export async function markNodeUse(core: Core, id: VolumeId, node: NodeId, inUse:
  * and in the kernel, or its loop device): that node is not gone, and its teardown frees the volume.
  */
 export async function releaseAttachment(core: Core, id: VolumeId, node: NodeId): Promise<boolean> {
-  return core.catalog.lock('volume', id, async () => {
+  validateVolumeId(id);
+  validateNodeName(node);
+  const release = () =>
+    core.catalog.lock('volume', id, async () => {
+      const volume = await core.catalog.requireVolume(id);
+      if (!volume.attachments.some((a) => a.node === node)) return false;
+      await core.catalog.updateVolumeUnlocked({ ...volume, attachments: volume.attachments.filter((a) => a.node !== node) });
+      return true;
+    });
+  if (node !== core.config.nodeName) return release();
+  // Node lock first, then the catalog's (the order every node-side call takes): no stage slips in between.
+  return core.nodeState.lockVolume(id, async () => {
     const volume = await core.catalog.requireVolume(id);
-    if (!volume.attachments.some((a) => a.node === node)) return false;
-    await core.catalog.updateVolumeUnlocked({ ...volume, attachments: volume.attachments.filter((a) => a.node !== node) });
-    return true;
+    const live = (await core.nodeState.listForVolume(id)).find((r) => mountAt(r.path) || (r.block && r.kind === 'stage'));
+    const device = backendFor(volume.backend).attachedDevice(volume, core);
+    if (live || device)
+      throw failedPrecondition(
+        `node ${node} is this node, and it still has volume ${id} ${live ? `${live.kind === 'stage' ? 'staged' : 'published'} at ${live.path}` : `bound to ${device}`}: it is not gone; tear the volume down here (kubelet's unmount and unmountdevice, CSI NodeUnpublish and NodeUnstage), which frees it`,
+      );
+    return release();
   });
 }
 
