@@ -54,8 +54,8 @@ async function packedPlugin() {
 
 const entries = [
   // The start-up path of every kubelet call: minified, no import.meta shim, the rest packed inside.
-  { in: 'flex/main.ts', out: 'dist/flex/twinvol', lean: true, plugins: async () => [await packedPlugin()] },
-  { in: 'csi/main.ts', out: 'dist/csi/twinvol-csi' },
+  { in: 'flex/main.ts', out: 'dist/flex/twinvol', lean: true, plugins: async () => [await packedPlugin()], sea: 'dist/sea/twinvol' },
+  { in: 'csi/main.ts', out: 'dist/csi/twinvol-csi', sea: 'dist/sea/twinvol-csi' },
   { in: 'scripts/demo.ts', out: 'dist/demo.cjs' },
 ];
 const only = process.argv.slice(2);
@@ -83,4 +83,12 @@ for (const entry of entries) {
   });
   await chmod(temporary, 0o755);
   await rename(temporary, entry.out);
+}
+// The same bundles as Node single executables, for hosts without Node (scripts/sea.mjs). The tests
+// run them (test/sea, the single-executable pass of test/flex): TWINVOL_NO_SEA=1 skips them for a
+// quick build only.
+if (process.env.TWINVOL_NO_SEA !== '1') {
+  const { buildSea } = await import('./sea.mjs');
+  const wanted = entries.filter((e) => e.sea && (!only.length || only.includes(e.out)));
+  await Promise.all(wanted.map((e) => buildSea({ main: e.out, out: e.sea })));
 }

@@ -6,12 +6,15 @@ import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSy
 import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { mountAt } from '../../shared/mountinfo.js';
-import { FLEX_BIN, flexOptions, mountOptions } from '../helpers/flex-runner.js';
+import { FLEX_BIN, flexOptions, mountOptions, SEA_PASS } from '../helpers/flex-runner.js';
 import { deviceMountPath, podVolumeDir } from '../helpers/kubelet-paths.js';
 import { mountsUnder } from '../helpers/scratch.js';
 import { attachmentsOf, call, createVolume, KUBELET_PATH, labelOf, listing, MiB, nonAttachable, pod, refused, replyOf, s, succeed, undo, useConfig, useKubeletWorld } from './helpers/kubelet-world.js';
 
 useKubeletWorld();
+
+// test/sea/flex-protocol-reply.test.ts runs this file again against the single executable; tests marked
+// it.skipIf(SEA_PASS) test the core rather than the executable, and run once, in the bundle's pass.
 
 describe('the reply kubelet parses', () => {
   it('every verb, in every outcome, writes one JSON object of known, typed fields to stdout and nothing to stderr', async () => {
@@ -183,7 +186,7 @@ describe('children and deadlines', () => {
   });
 
   // Once a bug, same root cause: a hung helper outlived commandTimeoutMs.
-  it('a hung mount helper is cut off at commandTimeoutMs: the call ends soon after with Failure and mounts nothing', async () => {
+  it.skipIf(SEA_PASS)('a hung mount helper is cut off at commandTimeoutMs: the call ends soon after with Failure and mounts nothing', async () => {
     useConfig({ flexAttach: false, commandTimeoutMs: 1000 });
     const type = installMountHelper((pidFile) => `echo $$ > ${pidFile}\nexec sleep 10`);
     await createVolume('hung', '--backend', 'static', '--source', 'tmpfs', '--fs-type', type);

@@ -2,7 +2,28 @@ import { spawn } from 'node:child_process';
 import { resolve } from 'node:path';
 import { goJson } from './go-json.js';
 
-export const FLEX_BIN = resolve(import.meta.dirname, '../../dist/flex/twinvol');
+/** The two builds of the FlexVolume executable (scripts/build.mjs): the bundle run by node, and the single executable. */
+export const FLEX_BUILDS = {
+  bundle: resolve(import.meta.dirname, '../../dist/flex/twinvol'),
+  sea: resolve(import.meta.dirname, '../../dist/sea/twinvol'),
+} as const;
+export type FlexBuild = keyof typeof FLEX_BUILDS;
+
+/**
+ * Which build the suites run: the bundle, or the single executable when TWINVOL_FLEX_BUILD=sea (set by
+ * test/sea/use-sea.ts for the second pass of the key suites, or by hand for any flex suite). Read once,
+ * when this module loads: every test file loads it afresh.
+ */
+export const FLEX_BUILD: FlexBuild = flexBuildFrom(process.env.TWINVOL_FLEX_BUILD);
+export const FLEX_BIN = FLEX_BUILDS[FLEX_BUILD];
+/** True in the single executable's pass: tests of the core alone, not of the executable, run once (in the bundle's pass). */
+export const SEA_PASS = FLEX_BUILD === 'sea';
+
+function flexBuildFrom(value: string | undefined): FlexBuild {
+  if (value === undefined || value === '' || value === 'bundle') return 'bundle';
+  if (value === 'sea') return 'sea';
+  throw new Error(`TWINVOL_FLEX_BUILD=${JSON.stringify(value)}: expected bundle or sea`);
+}
 
 export interface FlexResult {
   exitCode: number;

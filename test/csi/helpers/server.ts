@@ -12,6 +12,8 @@ export interface LaunchOptions {
   args?: string[];
   /** Variables over the plain environment (a PATH with a stalling tool first, say). */
   env?: NodeJS.ProcessEnv;
+  /** The server to run (default: node and the bundle); test/sea runs the single executable. */
+  command?: readonly [string, ...string[]];
 }
 
 export interface RunningCsi {
@@ -70,7 +72,8 @@ function requireBundle(): void {
 export async function launchCsi(s: CsiScratch, options: LaunchOptions = {}): Promise<RunningCsi> {
   requireBundle();
   const nodeId = options.nodeId ?? 'node-a';
-  const child = spawn(process.execPath, [CSI_BIN, ...scratchArgs(s, nodeId), ...(options.args ?? [])], {
+  const [command, ...before] = options.command ?? [process.execPath, CSI_BIN];
+  const child = spawn(command, [...before, ...scratchArgs(s, nodeId), ...(options.args ?? [])], {
     env: { ...serverEnv(s), ...options.env },
     stdio: ['ignore', 'ignore', 'pipe'],
   });

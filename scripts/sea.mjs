@@ -1,0 +1,128 @@
+// Node single executable applications (https://nodejs.org/api/single-executable-applications.html)
+// of the bundles: a copy of the node binary carrying the bundle, so the FlexVolume driver runs where
+// there is no Node (distroless kube-controller-manager images, `env -i`). Called by scripts/build.mjs.
+//
+// postject rewrites the whole ~100 MB ELF binary through LIEF in WebAssembly: 5 to 8 s a copy here,
+// paid on every build since global-setup rebuilds before each test run. So postject runs once per node
+// binary, injecting a zero-filled slot larger than any blob (the template, kept in
+// node_modules/.cache); a build copies the template and writes its blob into the slot. Node reads the
+// blob as length-prefixed fields (SeaDeserializer in Node's src/node_sea.cc) and ignores the zeros
+// after them. A bundle that did not change since the last build is not rebuilt at all.
+import { spawn } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { constants } from 'node:fs';
+import { copyFile, chmod, mkdir, mkdtemp, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { basename, dirname, join } from 'node:path';
+
+// The fuse Node's binary carries (src/node_sea.cc); postject flips it to mark the binary a SEA.
+const FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
+const CACHE = 'node_modules/.cache/twinvol-sea';
+const MiB = 2 ** 20;
+
+/** Runs a command, its output kept and shown only if it fails (postject prints LIEF warnings). */
+function run(cmd, args) {
+  return new Promise((done, fail) => {
+    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (out += d));
+    child.on('error', fail);
+    child.on('close', (code) => (code === 0 ? done(out) : fail(new Error(`${basename(cmd)} ${args.join(' ')} failed (${code}):\n${out}`))));
+  });
+}
+
+const templates = new Map();
+/** The node binary with an empty slot of `slotBytes` injected, made once and kept; its path and the slot's offset. */
+function template(slotBytes) {
+  // Both executables of one build share one template: made once, not by both at the same time.
+  if (!templates.has(slotBytes)) templates.set(slotBytes, makeTemplate(slotBytes));
+  return templates.get(slotBytes);
+}
+
+async function makeTemplate(slotBytes) {
+  const node = process.execPath;
+  const st = await stat(node);
+  const id = createHash('sha256').update(`${node}\0${st.size}\0${st.mtimeMs}\0${process.version}`).digest('hex').slice(0, 16);
+  const path = join(CACHE, `node-${process.version}-${id}-${slotBytes / MiB}M`);
+  try {
+    const meta = JSON.parse(await readFile(`${path}.json`, 'utf8'));
+    await stat(path);
+    return { path, offset: meta.offset, slotBytes };
+  } catch {
+    // not made yet (or half made by a build that was killed): make it
+  }
+  await mkdir(CACHE, { recursive: true });
+  const work = await mkdtemp(join(tmpdir(), 'twinvol-sea-'));
+  try {
+    const marker = Buffer.from(`twinvol-sea-slot-${randomBytes(16).toString('hex')}`);
+    const slot = Buffer.alloc(slotBytes);
+    marker.copy(slot);
+    await writeFile(join(work, 'slot'), slot);
+    const binary = join(work, 'node');
+    await copyFile(node, binary);
+    const postject = createRequire(import.meta.url).resolve('postject/dist/cli.js');
+    await run(process.execPath, [postject, binary, 'NODE_SEA_BLOB', join(work, 'slot'), '--sentinel-fuse', FUSE]);
+    const bytes = await readFile(binary);
+    const offset = bytes.indexOf(marker);
+    if (offset < 0 || bytes.indexOf(marker, offset + 1) >= 0) throw new Error('sea: the injected slot is not found exactly once in the template');
+    const tmp = `${path}.${process.pid}.tmp`;
+    await rename(binary, tmp).catch(async () => {
+      await copyFile(binary, tmp);
+    });
+    await rename(tmp, path);
+    await writeFile(`${path}.json.${process.pid}.tmp`, JSON.stringify({ offset, node, version: process.version }));
+    await rename(`${path}.json.${process.pid}.tmp`, `${path}.json`);
+    return { path, offset, slotBytes };
+  } finally {
+    await rm(work, { recursive: true, force: true });
+  }
+}
+
+/** The preparation blob of one bundle, made by this very node (a blob only runs in the binary that made it). */
+async function blobOf(main, codeCache) {
+  const work = await mkdtemp(join(tmpdir(), 'twinvol-sea-'));
+  try {
+    const config = join(work, 'sea-config.json');
+    // disableExperimentalSEAWarning: kubelet reads stderr as part of the reply; a warning there breaks it.
+    await writeFile(config, JSON.stringify({ main, output: join(work, 'blob'), disableExperimentalSEAWarning: true, useCodeCache: codeCache }));
+    await run(process.execPath, ['--experimental-sea-config', config]);
+    return await readFile(join(work, 'blob'));
+  } finally {
+    await rm(work, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Makes `out`, a single executable running the CommonJS bundle `main`, unless the one there was made
+ * from the same bundle by the same node. Renamed into place, like the bundles (scripts/build.mjs).
+ */
+export async function buildSea({ main, out, codeCache = true }) {
+  const key = createHash('sha256')
+    .update(await readFile(main))
+    .update(`\0${codeCache}\0${process.execPath}\0${process.version}\0${(await stat(process.execPath)).mtimeMs}`)
+    .digest('hex');
+  const keyFile = join(dirname(out), `.${basename(out)}.key`);
+  const previous = await readFile(keyFile, 'utf8').catch(() => '');
+  if (previous === key && (await stat(out).catch(() => null))) return { out, rebuilt: false };
+  const blob = await blobOf(main, codeCache);
+  let slot = 8 * MiB;
+  while (slot < blob.length) slot *= 2;
+  const t = await template(slot);
+  await mkdir(dirname(out), { recursive: true });
+  const tmp = `${out}.${process.pid}.tmp`;
+  // A reflink where the filesystem has them; a plain copy otherwise.
+  await copyFile(t.path, tmp, constants.COPYFILE_FICLONE);
+  const fd = await open(tmp, 'r+');
+  try {
+    await fd.write(blob, 0, blob.length, t.offset);
+  } finally {
+    await fd.close();
+  }
+  await chmod(tmp, 0o755);
+  await rename(tmp, out);
+  await writeFile(`${keyFile}.${process.pid}.tmp`, key);
+  await rename(`${keyFile}.${process.pid}.tmp`, keyFile);
+  return { out, rebuilt: true };
+}

@@ -1,0 +1,137 @@
+// The single executables (dist/sea, made by scripts/sea.mjs) where there is no Node: under `env -i`
+// there is no PATH at all, so nothing can find a node; the CSI server runs with a PATH holding none.
+// Whatever the executables still assumed of Node (a shebang, re-spawning process.execPath, a file
+// read beside __filename, a require of a non-builtin, an ExperimentalWarning on stderr) fails here.
+// The FlexVolume suites run against the single executable too: test/sea/flex-*.test.ts.
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import pkg from '../../package.json' with { type: 'json' };
+import { launchCsi, type RunningCsi } from '../csi/helpers/server.js';
+import { createCsiScratch, type CsiScratch } from '../csi/helpers/scratch.js';
+import { FLEX_BUILDS, flexOptions } from '../helpers/flex-runner.js';
+import { createScratch, type Scratch } from '../helpers/scratch.js';
+
+const FLEX_SEA = FLEX_BUILDS.sea;
+const CSI_SEA = resolve(import.meta.dirname, '../../dist/sea/twinvol-csi');
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** `env -i [VAR=value...] bin args...` from cwd /: the executable gets exactly `vars`, nothing else. */
+function envI(bin: string, args: readonly string[], vars: Record<string, string> = {}): Promise<Run> {
+  return new Promise((done, fail) => {
+    const assigned = Object.entries(vars).map(([k, v]) => `${k}=${v}`);
+    const child = spawn('/usr/bin/env', ['-i', ...assigned, bin, ...args], { cwd: '/', stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('error', fail);
+    child.on('close', (code) => done({ code, stdout, stderr }));
+  });
+}
+
+const sha256 = (path: string) => createHash('sha256').update(readFileSync(path)).digest('hex');
+
+describe('the single executables under an empty environment', () => {
+  let s: Scratch;
+  beforeEach(() => {
+    s = createScratch('node-a');
+  });
+  afterEach(() => s.cleanup());
+
+  it('are Node single executables, not scripts for a node found on the PATH', () => {
+    for (const bin of [FLEX_SEA, CSI_SEA]) {
+      expect(existsSync(bin), `${bin}: npm run build makes it (unless TWINVOL_NO_SEA=1)`).toBe(true);
+      // An ELF binary with the fuse postject flips, not a "#!" script.
+      const bytes = readFileSync(bin);
+      expect(bytes.subarray(0, 4).toString('latin1'), bin).toBe('\x7fELF');
+      expect(bytes.includes('NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2:1'), bin).toBe(true);
+    }
+  });
+
+  it('twinvol answers init, --version and an unknown verb with nothing on stderr (no ExperimentalWarning)', async () => {
+    const init = await envI(FLEX_SEA, ['init']);
+    expect(init).toEqual({ code: 0, stdout: expect.any(String), stderr: '' });
+    const reply = JSON.parse(init.stdout) as { status: string };
+    if (!existsSync('/etc/twinvol/config.json')) expect(reply).toEqual({ status: 'Success', capabilities: { fsGroup: false } });
+    else expect(reply.status).toBe('Success');
+    // --version loads the packed CLI (flex/packed-modules.ts), which the single executable must find inside itself.
+    expect(await envI(FLEX_SEA, ['--version'])).toEqual({ code: 0, stdout: `twinvol ${pkg.version}\n`, stderr: '' });
+    expect(await envI(FLEX_SEA, ['frobnicate', '{}'])).toEqual({ code: 0, stdout: '{"status":"Not supported"}', stderr: '' });
+  });
+
+  it('twinvol answers kubelet verbs with a JSON reply, its settings from TWINVOL_CONFIG alone', async () => {
+    const config = join(s.root, 'sea-config.json');
+    writeFileSync(config, JSON.stringify({ dataRoot: s.dataRoot, stateDir: s.stateDir, kubeletDir: s.kubeletDir, nodeName: 'node-a' }));
+    const vars = { TWINVOL_CONFIG: config };
+    // Made by the single executable's own CLI (the packed yargs module), under the same empty environment.
+    const created = await envI(FLEX_SEA, ['volume', 'create', 'vol-sea', '--backend', 'dir', '--size', '1Mi'], vars);
+    expect(created.stderr).toBe('');
+    expect(created.code).toBe(0);
+    const opts = flexOptions('pv-sea', { volumeId: 'vol-sea' });
+    expect(await envI(FLEX_SEA, ['getvolumename', opts], vars)).toEqual({ code: 0, stdout: '{"status":"Success","volumeName":"vol-sea"}', stderr: '' });
+    expect(await envI(FLEX_SEA, ['isattached', opts, 'node-a'], vars)).toEqual({ code: 0, stdout: '{"status":"Success","attached":false}', stderr: '' });
+    const missing = await envI(FLEX_SEA, ['getvolumename', flexOptions('pv-none', { volumeId: 'vol-none' })], vars);
+    expect(missing.stderr).toBe('');
+    expect(missing.code).toBe(1);
+    expect(JSON.parse(missing.stdout)).toEqual({ status: 'Failure', message: expect.stringContaining('vol-none') });
+  });
+
+  it('install flex, run from the single executable, copies the single executable, which runs alone from there', async () => {
+    // A private copy, run from where no bundle is: another test run may rebuild dist/ meanwhile.
+    const own = join(s.root, 'downloaded', 'twinvol');
+    mkdirSync(dirname(own), { recursive: true });
+    copyFileSync(FLEX_SEA, own);
+    chmodSync(own, 0o755);
+    const pluginDir = join(s.root, 'volume-plugins');
+    const r = await envI(own, ['install', 'flex', '--plugin-dir', pluginDir, '--vendor', 'acme']);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    const installed = join(pluginDir, 'acme~twinvol', 'twinvol');
+    expect(readdirSync(join(pluginDir, 'acme~twinvol'))).toEqual(['twinvol']);
+    expect(sha256(installed)).toBe(sha256(own));
+    expect(await envI(installed, ['--version'])).toEqual({ code: 0, stdout: `twinvol ${pkg.version}\n`, stderr: '' });
+  });
+
+  it('twinvol-csi answers --version', async () => {
+    expect(await envI(CSI_SEA, ['--version'])).toEqual({ code: 0, stdout: `twinvol-csi ${pkg.version}\n`, stderr: '' });
+  });
+});
+
+describe('the single executable CSI server', () => {
+  let s: CsiScratch;
+  let server: RunningCsi | undefined;
+  let emptyPath: string;
+  beforeEach(() => {
+    s = createCsiScratch('node-a');
+    writeFileSync(s.configPath, '{}');
+    emptyPath = mkdtempSync('/tmp/twinvol-sea-path-');
+  });
+  afterEach(async () => {
+    try {
+      await server?.stop();
+    } finally {
+      server = undefined;
+      rmSync(emptyPath, { recursive: true, force: true });
+      s.cleanup();
+    }
+  });
+
+  it('serves Probe and GetPluginInfo on a temp socket with no node on its PATH, and logs no warning', async () => {
+    server = await launchCsi(s, { command: [CSI_SEA], env: { PATH: emptyPath } });
+    expect(await server.client.call('Identity', 'Probe')).toMatchObject({ ready: { value: true } });
+    expect(await server.client.call('Identity', 'GetPluginInfo')).toMatchObject({ vendor_version: pkg.version });
+    // stderr is the JSON log: every line parses, and none is Node's ExperimentalWarning.
+    const { text } = await server.logWhen(() => true);
+    expect(text).not.toMatch(/ExperimentalWarning|single-executable/i);
+    for (const line of server.logLines()) expect(() => JSON.parse(line), line).not.toThrow();
+    expect(await server.stop()).toBe(0);
+  });
+});
