@@ -78,7 +78,8 @@ function objectOf(doc: JsonObject, kind: string, where: string): KubeObject {
   return { kind, apiVersion, name, namespace, doc, origin: where };
 }
 
-const firstLine = (text: string) => text.split('\n')[0]?.trim() ?? text;
+// The parser's first line ends with its own "at line L, column C:", which the message already gives.
+const firstLine = (text: string) => (text.split('\n')[0] ?? text).trim().replace(/ at line \d+, column \d+:?$/, '');
 
 /** The objects by kind, and lookups by namespace and name. */
 export interface Inventory {

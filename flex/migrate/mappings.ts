@@ -188,7 +188,7 @@ export function parseMappingFile(source: Source): Mapping[] {
   const doc = docs[0];
   if (docs.length !== 1 || !doc) throw new InputError(`${source.name}: a mapping file is one YAML document`);
   const problem = doc.errors[0];
-  if (problem) throw new InputError(`${source.name}: not YAML: ${problem.message.split('\n')[0] ?? ''}`);
+  if (problem) throw new InputError(`${source.name}: not YAML: ${(problem.message.split('\n')[0] ?? '').replace(/:$/, '')}`);
   const parsed = mappingFile.safeParse(doc.toJS() as Json);
   if (!parsed.success) throw new InputError(`${source.name}: ${describeIssues(parsed.error)}`);
   return parsed.data.mappings.map((m, i) => {

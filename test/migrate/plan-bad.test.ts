@@ -1,0 +1,104 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { runAdmin } from '../helpers/flex-runner.js';
+import { fixture, linesOf, planOf } from './plan-helpers.js';
+
+/**
+ * Bad input to `twinvol migrate plan`: one clear line naming the object (or document) and the field,
+ * never a stack trace. An input that cannot be read as Kubernetes objects plans nothing (exit 2); a
+ * PV that cannot move is skipped with its reason while the rest is planned (exit 1).
+ */
+const bad = (name: string) => fixture(`bad/${name}`);
+const USAGE = ' (see: twinvol migrate plan --help)\n';
+const scratch = mkdtempSync(join(tmpdir(), 'twinvol-plan-bad-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+describe('input that is not Kubernetes objects: exit 2, one line, nothing planned', () => {
+  it.each([
+    ['not-yaml.yaml', 'document 1: not YAML or JSON (line 3, column 1): Flow sequence in block collection must be sufficiently indented and end with a ]'],
+    ['broken.json', 'document 1: not YAML or JSON (line 2, column 1): Flow map must end with a }'],
+    ['not-an-object.yaml', 'document 1: not a Kubernetes object (a list, not a mapping with kind and metadata)'],
+    ['no-kind.yaml', 'document 1: not a Kubernetes object: kind is missing'],
+    ['no-name.yaml', 'document 1: PersistentVolume: metadata.name is missing'],
+    ['missing.yaml', ': cannot be read (no such file)'],
+  ])('%s', (file, message) => {
+    const r = planOf({ files: [bad(file)] });
+    expect(r).toMatchObject({ exitCode: 2, stdout: '' });
+    expect(r.stderr).toBe(`twinvol migrate plan: ${bad(file)}${message.startsWith(':') ? '' : ' '}${message}${USAGE}`);
+  });
+
+  it('an input with no PersistentVolume says what it found instead', () => {
+    const r = planOf({ files: [bad('no-pv.yaml')] });
+    expect(r).toEqual({
+      exitCode: 2,
+      stdout: '',
+      stderr: `twinvol migrate plan: no PersistentVolume in ${bad('no-pv.yaml')} (found Deployment shop/web): give the output of kubectl get pv,pvc,pods,deploy,sts,ds,secrets -A -o yaml${USAGE}`,
+      docs: [],
+    });
+  });
+
+  it('a bad document in a List is named by its index', () => {
+    const list = join(scratch, 'list.yaml');
+    writeFileSync(list, 'apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: PersistentVolume\n  metadata: {name: a}\n- 42\n');
+    expect(planOf({ files: [list] }).stderr).toBe(`twinvol migrate plan: ${list} document 1 items[1]: not a Kubernetes object (a number, not a mapping with kind and metadata)${USAGE}`);
+  });
+
+  it('a mapping file is checked whole, the field named', () => {
+    const r = planOf({ files: [fixture('smb.json')], mappings: [bad('mapping-typo.yaml')] });
+    expect(r.exitCode).toBe(2);
+    expect(r.stderr).toBe(`twinvol migrate plan: ${bad('mapping-typo.yaml')}: mappings.0.driver: expected string; mappings.0: unknown key drivr${USAGE}`);
+  });
+
+  it('the executable gives the same one line for bytes that are not text at all, with no stack trace', async () => {
+    const garbage = join(scratch, 'garbage.bin');
+    writeFileSync(garbage, Buffer.from(Array.from({ length: 4096 }, (_, i) => (i * 7919 + 13) % 256)));
+    const r = await runAdmin({}, ['migrate', 'plan', garbage]);
+    expect(r.exitCode).toBe(2);
+    expect(r.stdout).toBe('');
+    expect(r.stderr.split('\n')).toHaveLength(2);
+    expect(r.stderr).toMatch(new RegExp(`^twinvol migrate plan: ${garbage} document 1: not (YAML or JSON|a Kubernetes object)`));
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+  });
+});
+
+describe('PVs that cannot move: skipped with the object, the field and why (exit 1); the rest is planned', () => {
+  const r = planOf({ files: [bad('pvs.yaml')], prefer: 'vendor' });
+
+  it('plans the one that can move', () => {
+    expect(r.exitCode).toBe(1);
+    expect(linesOf(r.stderr, 'planned')).toEqual(['PersistentVolume/fine (acme/twinvol) -> csi.twinvol.io (same twinvol volume) volumeHandle fine, claim shop/fine']);
+    expect(r.docs.map((d) => `${d.kind}/${(d.metadata as { name: string }).name}`)).toEqual(['PersistentVolume/fine', 'PersistentVolumeClaim/fine']);
+  });
+
+  it('names the object and the field of each one it skips', () => {
+    expect(linesOf(r.stderr, 'skipped')).toEqual([
+      // An unknown driver: no mapping, and not a name the exec backend can find.
+      'PersistentVolume/odd-driver: spec.flexVolume.driver: driver "nfs" must be <vendor>/<name> (letters, digits, ".", "_", "-"): no mapping, and the exec backend finds drivers only by <vendor>/<name>',
+      // A missing option the vendor's driver needs.
+      'PersistentVolume/nfs-no-share: spec.flexVolume.options.share: is missing: nfs.csi.k8s.io needs it (mapping k8s/nfs -> nfs.csi.k8s.io: kubernetes/examples staging/volumes/flexvolume/nfs; csi-driver-nfs docs/driver-parameters.md)',
+      // A claim it cannot find, and one bound elsewhere.
+      'PersistentVolume/orphan: spec.claimRef names PersistentVolumeClaim shop/gone, which is not in the input (kubectl get pvc -n shop gone -o yaml)',
+      'PersistentVolume/stolen: spec.claimRef names PersistentVolumeClaim shop/fine, which is bound to PersistentVolume fine',
+      'PersistentVolume/typo: spec.flexVolume.options.volumeID: not an option twinvol reads (volumeId, createIfMissing, size, backend, fsType, readOnly, access, source, mountOptions); the FlexVolume driver refuses it too',
+      'PersistentVolume/sizeless: spec.capacity.storage is missing',
+      'PersistentVolume/numeric: spec.flexVolume.options.lun must be a string',
+      'PersistentVolume/raw-exec: spec.volumeMode Block: the exec backend serves filesystems only (csi/exec-service.ts), as FlexVolume drivers do',
+      'PersistentVolume/blob-no-secret-object: spec.flexVolume.secretRef: names Secret shop/creds, which is not in the input: blob.csi.azure.com reads other keys, so its data is needed (kubectl get secret -n shop creds -o yaml)',
+      'PersistentVolume/job-data: PersistentVolumeClaim shop/job-data is used by Job shop/backfill: a Job cannot be stopped and started again; plan the move once it is done',
+    ]);
+  });
+
+  it('--no-exec skips a driver with no mapping instead of moving it behind the exec backend', () => {
+    const noExec = planOf({ files: [fixture('cluster.yaml')], exec: false });
+    expect(noExec.exitCode).toBe(1);
+    expect(linesOf(noExec.stderr, 'skipped')).toEqual(
+      ['media k8s/nfs', 'files fstab/cifs', 'archive azure/blobfuse', 'legacy-iscsi acme/iscsi'].map((s) => {
+        const [pv, driver] = s.split(' ');
+        return `PersistentVolume/${pv}: spec.flexVolume.driver: ${driver} has no mapping to a CSI driver (built-in ones apply with --prefer vendor; add one with --mapping), and --no-exec keeps it from the exec backend`;
+      }),
+    );
+    expect(linesOf(noExec.stderr, 'planned')).toHaveLength(2);
+  });
+});

@@ -1,0 +1,222 @@
+import { execFileSync, spawnSync } from 'node:child_process';
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runAdmin } from '../helpers/flex-runner.js';
+import { isObject, type JsonObject } from '../deploy/load.js';
+import { schemaProblems } from '../deploy/schema.js';
+import { expectValid, fixture, fixtureObjects, planOf, yamlDocs } from './plan-helpers.js';
+
+/**
+ * `twinvol migrate plan --out DIR`, run as the bundled executable: the numbered manifests, the
+ * rollback set (which must give back the original objects), STEPS.md, and migrate.sh / rollback.sh,
+ * checked with `bash -n` and run in their dry-run mode against a fake kubectl that logs its argv.
+ */
+const INPUTS = [fixture('cluster.yaml'), fixture('workloads.yaml'), fixture('smb.json')];
+const PVS = ['pv-db-0', 'pv-raw', 'media', 'files', 'archive', 'legacy-iscsi', 'reports-smb'];
+const CLAIMS: Record<string, [string, string]> = {
+  'pv-db-0': ['shop', 'data-db-0'],
+  'pv-raw': ['shop', 'raw-scratch'],
+  media: ['shop', 'media'],
+  files: ['shop', 'files'],
+  archive: ['shop', 'archive'],
+  'legacy-iscsi': ['shop', 'legacy'],
+  'reports-smb': ['finance', 'reports'],
+};
+const FLEX_DRIVERS: Record<string, string> = {
+  'pv-db-0': 'acme/twinvol',
+  'pv-raw': 'acme/twinvol',
+  media: 'k8s/nfs',
+  files: 'fstab/cifs',
+  archive: 'azure/blobfuse',
+  'legacy-iscsi': 'acme/iscsi',
+  'reports-smb': 'microsoft.com/smb',
+};
+
+let root: string;
+let out: string;
+let cli: { exitCode: number; stdout: string; stderr: string };
+
+beforeAll(async () => {
+  root = mkdtempSync(join(tmpdir(), 'twinvol-plan-'));
+  out = join(root, 'plan');
+  cli = await runAdmin({}, ['migrate', 'plan', ...INPUTS, '--out', out]);
+});
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+const read = (rel: string) => readFileSync(join(out, rel), 'utf8');
+
+/** What the rollback set must hold: the original object, minus what the API server owns. */
+function applicable(doc: JsonObject): JsonObject {
+  const copy = structuredClone(doc);
+  delete copy.status;
+  const meta = copy.metadata as JsonObject;
+  for (const key of ['uid', 'resourceVersion', 'creationTimestamp']) delete meta[key];
+  if (isObject(meta.annotations)) {
+    for (const key of Object.keys(meta.annotations)) if (key.startsWith('pv.kubernetes.io/')) delete meta.annotations[key];
+    if (!Object.keys(meta.annotations).length) delete meta.annotations;
+  }
+  const ref = (copy.spec as JsonObject).claimRef;
+  if (copy.kind === 'PersistentVolume' && isObject(ref)) {
+    delete ref.uid;
+    delete ref.resourceVersion;
+  }
+  return copy;
+}
+
+describe('migrate plan --out (the bundled executable)', () => {
+  it('writes numbered manifests, the rollback set, the pods it re-creates, STEPS.md and two executable scripts', () => {
+    expect(cli.stdout).toBe('');
+    expect(cli.exitCode).toBe(1);
+    expect(cli.stderr).toContain(`wrote ${out}: 18 files (7 manifests, STEPS.md, migrate.sh, rollback.sh)`);
+    const names = PVS.map((pv, i) => `0${i + 1}-${pv}.yaml`);
+    expect(readdirSync(join(out, 'manifests'))).toEqual(names);
+    expect(readdirSync(join(out, 'rollback'))).toEqual(names);
+    expect(readdirSync(join(out, 'pods'))).toEqual(['shop_report.yaml']);
+    for (const script of ['migrate.sh', 'rollback.sh']) expect(statSync(join(out, script)).mode & 0o777).toBe(0o755);
+  });
+
+  it('manifests hold what stdout would: each PV with its claim, valid against the schemas', () => {
+    const printed = planOf({ files: INPUTS }).docs;
+    const written = PVS.flatMap((pv, i) => yamlDocs(read(`manifests/0${i + 1}-${pv}.yaml`)));
+    expect(written).toEqual(printed);
+    expectValid(written);
+  });
+
+  it('the rollback set restores the originals: the same objects, cleaned of status, uids and server fields', () => {
+    const originals = [...fixtureObjects('cluster.yaml'), ...fixtureObjects('smb.json')];
+    for (const [i, pv] of PVS.entries()) {
+      const docs = yamlDocs(read(`rollback/0${i + 1}-${pv}.yaml`));
+      const [ns, claim] = CLAIMS[pv] as [string, string];
+      const want = originals.filter((o) => (o.kind === 'PersistentVolume' && (o.metadata as JsonObject).name === pv) || (o.kind === 'PersistentVolumeClaim' && (o.metadata as JsonObject).name === claim && (o.metadata as JsonObject).namespace === ns));
+      expect(want).toHaveLength(2);
+      expect(docs).toEqual(want.map(applicable));
+      expectValid(docs);
+    }
+    const pod = fixtureObjects('workloads.yaml').find((o) => o.kind === 'Pod' && (o.metadata as JsonObject).name === 'report') as JsonObject;
+    expect(yamlDocs(read('pods/shop_report.yaml'))).toEqual([applicable(pod)]);
+  });
+
+  it('the schema check sees a field the API does not know (the validation above can fail)', () => {
+    const pv = yamlDocs(read('manifests/01-pv-db-0.yaml'))[0] as JsonObject;
+    (pv.spec as JsonObject).csi = { ...((pv.spec as JsonObject).csi as JsonObject), volumeAtributes: { a: 'b' } };
+    expect(schemaProblems(pv)).toEqual(['PersistentVolume/pv-db-0: unknown field spec.csi.volumeAtributes']);
+  });
+
+  it('STEPS.md lists the moves, what was not moved, the inline replacements and both sets of steps', () => {
+    const steps = read('STEPS.md');
+    for (const pv of PVS) expect(steps).toContain(`| ${pv} | ${CLAIMS[pv]?.join('/')} | ${FLEX_DRIVERS[pv]} |`);
+    expect(steps).toContain('## Not moved (1)\n\n- Pod shop/report: spec.volumes[cache].flexVolume:');
+    expect(steps).toContain('- Deployment shop/web, volume `static` (k8s/nfs)');
+    const titles = [...steps.matchAll(/^\d+\. (.*)$/gm)].map((m) => m[1]);
+    expect(titles).toEqual([
+      'Check that the cluster is as planned: each PV still has its driver and claim, and each CSI driver is registered',
+      'Keep the data whatever happens: set the reclaim policy of the PVs to Retain',
+      'Stop the workloads that use the claims, and wait until no pod uses them',
+      'Delete the claims (the PVs are Retain: the data stays)',
+      'Delete the old PVs (Retain: only the API objects go)',
+      'Apply the new PVs and claims, and wait until each claim is Bound to its PV',
+      'Start the workloads again, and wait until they are ready',
+      'Restore the original reclaim policy on the new PVs',
+      // rollback.sh: the same way back, the originals carrying their own reclaim policy.
+      'Check that the cluster is as planned: each PV still has its driver and claim, and each CSI driver is registered',
+      'Keep the data whatever happens: set the reclaim policy of the PVs to Retain',
+      'Stop the workloads that use the claims, and wait until no pod uses them',
+      'Delete the claims (the PVs are Retain: the data stays)',
+      'Delete the old PVs (Retain: only the API objects go)',
+      'Apply the new PVs and claims, and wait until each claim is Bound to its PV',
+      'Start the workloads again, and wait until they are ready',
+    ]);
+  });
+
+  it('refuses a directory that is not empty, and writes nothing', async () => {
+    const r = await runAdmin({}, ['migrate', 'plan', ...INPUTS, '--out', out]);
+    expect(r).toEqual({ exitCode: 2, stdout: '', stderr: `twinvol migrate plan: --out ${out}: the directory exists and is not empty (see: twinvol migrate plan --help)\n` });
+  });
+});
+
+/** A kubectl that logs each argv as one line and answers reads from a table (argv joined by spaces). */
+function fakeKubectl(dir: string, answers: Record<string, string>): { log: string; env: Record<string, string> } {
+  const bin = join(dir, 'bin');
+  execFileSync('mkdir', ['-p', bin]);
+  const log = join(dir, 'kubectl.log');
+  const table = join(dir, 'answers');
+  writeFileSync(table, Object.entries(answers).map(([argv, answer]) => `${argv}\t${answer}\n`).join(''));
+  writeFileSync(
+    join(bin, 'kubectl'),
+    ['#!/usr/bin/env bash', 'echo "$*" >> "$KUBECTL_LOG"', 'while IFS=$\'\\t\' read -r argv answer; do', '  if [[ $argv == "$*" ]]; then printf %s "$answer"; exit 0; fi', 'done < "$KUBECTL_ANSWERS"', 'exit 0', ''].join('\n'),
+  );
+  chmodSync(join(bin, 'kubectl'), 0o755);
+  writeFileSync(log, '');
+  return { log, env: { PATH: `${bin}:/usr/bin:/bin`, KUBECTL_LOG: log, KUBECTL_ANSWERS: table } };
+}
+
+/** The cluster as planned: each PV on its FlexVolume driver, each claim bound to it, twinvol-csi registered. */
+function plannedCluster(): Record<string, string> {
+  const answers: Record<string, string> = { 'get csidriver csi.twinvol.io -o name': 'csidriver.storage.k8s.io/csi.twinvol.io' };
+  for (const pv of PVS) {
+    answers[`get pv ${pv} -o jsonpath={.spec.flexVolume.driver}`] = FLEX_DRIVERS[pv] ?? '';
+    const [ns, claim] = CLAIMS[pv] as [string, string];
+    answers[`get pvc -n ${ns} ${claim} -o jsonpath={.spec.volumeName}`] = pv;
+  }
+  return answers;
+}
+
+describe('migrate.sh', () => {
+  it('is valid bash (bash -n), and so is rollback.sh', () => {
+    for (const script of ['migrate.sh', 'rollback.sh']) expect(spawnSync('bash', ['-n', join(out, script)], { encoding: 'utf8' })).toMatchObject({ status: 0, stderr: '' });
+  });
+
+  it('in its dry run checks the cluster first, then sends every change with --dry-run, in the order of the steps', () => {
+    const k = fakeKubectl(join(root, 'dry'), plannedCluster());
+    const r = spawnSync('bash', [join(out, 'migrate.sh')], { env: k.env, encoding: 'utf8' });
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    expect(r.stdout).toContain('done (dry run: nothing changed)');
+    const calls = readFileSync(k.log, 'utf8').trim().split('\n');
+    const expected = [
+      'get csidriver csi.twinvol.io -o name',
+      ...PVS.map((pv) => `get pv ${pv} -o jsonpath={.spec.flexVolume.driver}`),
+      ...PVS.map((pv) => `get pvc -n ${CLAIMS[pv]?.[0]} ${CLAIMS[pv]?.[1]} -o jsonpath={.spec.volumeName}`),
+      ...PVS.map((pv) => `patch pv ${pv} --type merge -p {"spec":{"persistentVolumeReclaimPolicy":"Retain"}} --dry-run=server`),
+      'scale -n shop statefulset/db --replicas=0 --dry-run=server',
+      'scale -n shop deployment/legacy-app --replicas=0 --dry-run=server',
+      'scale -n shop deployment/web --replicas=0 --dry-run=server',
+      'patch -n shop daemonset/log-shipper --type merge -p {"spec":{"template":{"spec":{"nodeSelector":{"migrate.twinvol.io/stopped":"true"}}}}} --dry-run=server',
+      'delete -n shop pod/report --wait=false --dry-run=server',
+      'patch -n shop cronjob/archiver --type merge -p {"spec":{"suspend":true}} --dry-run=server',
+      ...PVS.map((pv) => `delete pvc -n ${CLAIMS[pv]?.[0]} ${CLAIMS[pv]?.[1]} --wait=false --dry-run=server`),
+      ...PVS.map((pv) => `delete pv ${pv} --wait=false --dry-run=server`),
+      ...PVS.map((pv, i) => `apply -f manifests/0${i + 1}-${pv}.yaml --dry-run=client`),
+      'scale -n shop statefulset/db --replicas=1 --dry-run=server',
+      'scale -n shop deployment/legacy-app --replicas=1 --dry-run=server',
+      'scale -n shop deployment/web --replicas=3 --dry-run=server',
+      'patch -n shop daemonset/log-shipper --type json -p [{"op":"remove","path":"/spec/template/spec/nodeSelector/migrate.twinvol.io~1stopped"}] --dry-run=server',
+      'apply -f pods/shop_report.yaml --dry-run=client',
+      'patch -n shop cronjob/archiver --type merge -p {"spec":{"suspend":false}} --dry-run=server',
+      'patch pv pv-db-0 --type merge -p {"spec":{"persistentVolumeReclaimPolicy":"Delete"}} --dry-run=server',
+      'patch pv archive --type merge -p {"spec":{"persistentVolumeReclaimPolicy":"Delete"}} --dry-run=server',
+    ];
+    expect(calls).toEqual(expected);
+  });
+
+  it('stops at the first check that fails, before any change', () => {
+    const answers = plannedCluster();
+    // Someone moved this PV already: its driver is not the one planned.
+    answers['get pv files -o jsonpath={.spec.flexVolume.driver}'] = '';
+    const k = fakeKubectl(join(root, 'moved'), answers);
+    const r = spawnSync('bash', [join(out, 'migrate.sh'), '--apply'], { env: k.env, encoding: 'utf8' });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toBe("check failed: kubectl get pv files -o jsonpath={.spec.flexVolume.driver}: got '', expected 'fstab/cifs'\n");
+    const calls = readFileSync(k.log, 'utf8').trim().split('\n');
+    expect(calls.at(-1)).toBe('get pv files -o jsonpath={.spec.flexVolume.driver}');
+    expect(calls.filter((c) => !c.startsWith('get '))).toEqual([]);
+  });
+
+  it('refuses an unknown argument', () => {
+    const r = spawnSync('bash', [join(out, 'migrate.sh'), '--aply'], { encoding: 'utf8' });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain('usage:');
+  });
+});
