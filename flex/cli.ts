@@ -240,7 +240,28 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
             exitCode = migrate.runMigratePlan({ files: a.files ?? [], prefer: a.prefer, mappings: a.mapping, exec: a.exec, ...(a.out !== undefined ? { out: a.out } : {}) });
           },
         )
-        .demandCommand(1, 'name a migrate command: plan'),
+        .command(
+          'verify <volume>',
+          'on this node, bring a volume up through FlexVolume as kubelet would, then through the CSI server, then through FlexVolume again (read-only), and compare checksums of its data; refused while the volume is in use; exit 0 only when all three match',
+          (c) =>
+            c
+              .positional('volume', { type: 'string', demandOption: true, describe: "the volume id (the CSI PV's volumeHandle)" })
+              .option('pv', { type: 'string', describe: 'the old FlexVolume PV (YAML or JSON): its driver, options and fsType' })
+              .option('csi-endpoint', { type: 'string', describe: 'a running CSI server (unix:///path); default: a private twinvol-csi on a temporary socket' })
+              .option('csi-bin', { type: 'string', describe: 'the twinvol-csi to start (default: ../csi/twinvol-csi beside this executable)' })
+              .option('plugin-dir', { type: 'string', default: DEFAULT_FLEX_PLUGIN_DIR, describe: "kubelet's --volume-plugin-dir, where an exec volume's driver is" })
+              .option('vendor', { type: 'string', default: DEFAULT_VENDOR, describe: 'twinvol is <vendor>/twinvol in the PVs' })
+              .option('json', { type: 'boolean', default: false, describe: 'one JSON object instead of lines' }),
+          async (a) => {
+            // Packed on its own (scripts/build.mjs): grpc and execa load only for this command.
+            if (!load) throw new Error('migrate verify is only available in the built executable');
+            const verify = load<typeof import('./migrate/verify.js')>('verify');
+            const usage = verify.verifyUsage({ volume: a.volume, pv: a.pv, csiEndpoint: a['csi-endpoint'], csiBin: a['csi-bin'], pluginDir: a['plugin-dir'], vendor: a.vendor, json: a.json, self: runningExecutable() });
+            if (typeof usage === 'string') throw new UsageError(usage);
+            exitCode = await verify.runVerify(usage);
+          },
+        )
+        .demandCommand(1, 'name a migrate command: plan or verify'),
     )
     .demandCommand(1, 'name a command: volume, node, status, install, uninstall, flex or migrate')
     // A flag given twice takes its last value, as in most tools, rather than becoming an array that

@@ -33,6 +33,8 @@ const packedModules = {
   check: "export { checkUsage, runCheck } from './flex/check.ts';",
   // compare talks to a private CSI server (grpc): loaded only for `twinvol compare`.
   compare: "export { compareUsage, runCompareCommand } from './flex/compare/index.ts';",
+  // migrate verify runs drivers (execa) and talks to a CSI server (grpc): loaded only for that command.
+  verify: "export { verifyUsage, runVerify } from './flex/migrate/verify.ts';",
   // migrate plan parses YAML: loaded only for `twinvol migrate plan` (test/migrate/plan-bundle.test.ts).
   migrate: "export { runMigratePlan } from './flex/migrate/index.ts';",
 };

@@ -1,0 +1,109 @@
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { installDrivers } from '../exec/helpers.js';
+import { goJson } from '../helpers/go-json.js';
+import { runAdmin } from '../helpers/flex-runner.js';
+import { leftovers, parseReport, useVerifyWorld, verify, writeRichTree } from './verify-world.js';
+
+/**
+ * `twinvol migrate verify` on an exec volume: a third-party FlexVolume driver (test/exec/drivers/loop.sh,
+ * attachable: a loop device over an image file, formatted and mounted by mountdevice) that kubelet ran
+ * before the move and twinvol-csi's exec backend runs after it. The data the driver's volume got under
+ * FlexVolume reads the same through CSI and back; a volume the driver has mounted for kubelet is refused.
+ */
+const world = useVerifyWorld();
+const pluginDir = () => join(world().root, 'plugins');
+
+afterEach(async () => {
+  expect(await leftovers(world())).toEqual([]);
+});
+
+/** The driver run as kubelet would, by hand: `loop <verb> args...`, which must answer Success. */
+function driver(...args: string[]): Record<string, unknown> {
+  const out = execFileSync(join(pluginDir(), 'acme~loop', 'loop'), args, { encoding: 'utf8' });
+  const reply = JSON.parse(out) as Record<string, unknown>;
+  expect(reply.status, out).toBe('Success');
+  return reply;
+}
+
+let made: { image: string; pvFile: string } | undefined;
+
+/** The image the loop driver serves, written under FlexVolume once: attach, mountdevice (formats), write, unmountdevice, detach. */
+function imageWithData(name: string, pv: string): { image: string; pvFile: string } {
+  if (made) return made;
+  const s = world();
+  installDrivers(pluginDir());
+  const image = join(s.root, `${name}.img`);
+  execFileSync('truncate', ['-s', '32M', image]);
+  const opts = goJson({ image, 'kubernetes.io/fsType': 'ext4', 'kubernetes.io/pvOrVolumeName': pv, 'kubernetes.io/readwrite': 'rw' });
+  const device = String(driver('attach', opts, 'node-a').device);
+  const global = join(s.kubeletDir, 'plugins/kubernetes.io/flexvolume/acme/loop/mounts', pv);
+  mkdirSync(global, { recursive: true });
+  driver('mountdevice', global, device, opts);
+  try {
+    writeRichTree(global, name);
+  } finally {
+    driver('unmountdevice', global);
+    driver('detach', pv, 'node-a');
+  }
+  const pvFile = join(s.root, `${pv}.yaml`);
+  writeFileSync(
+    pvFile,
+    [
+      'apiVersion: v1',
+      'kind: PersistentVolume',
+      `metadata: {name: ${pv}}`,
+      'spec:',
+      '  capacity: {storage: 32Mi}',
+      '  accessModes: [ReadWriteOnce]',
+      '  flexVolume:',
+      '    driver: acme/loop',
+      '    fsType: ext4',
+      `    options: {image: ${JSON.stringify(image)}}`,
+      '',
+    ].join('\n'),
+  );
+  made = { image, pvFile };
+  return made;
+}
+
+describe('migrate verify: an exec volume of a third-party FlexVolume driver', () => {
+  it('what the driver held under FlexVolume reads the same through twinvol-csi exec backend and back', async () => {
+    const s = world();
+    const { pvFile } = imageWithData('ex-1', 'pv-ex-1');
+    const report = parseReport(await verify(s, ['ex-1', '--pv', pvFile, '--plugin-dir', pluginDir(), '--json']));
+    expect(report.verdict, report.error).toBe('match');
+    // The rich tree (9 entries with the root, 1 MiB and a line) plus lost+found from mkfs.ext4.
+    expect(report.sums.flex?.tree.entries).toBe(10);
+    expect(report.sums.flex?.tree.bytes).toBe(2 ** 20 + 'tag=ex-1\n'.length);
+    expect(report.sums.csi?.tree.digest).toBe(report.sums.flex?.tree.digest);
+    expect(report.sums.rollback?.tree.digest).toBe(report.sums.flex?.tree.digest);
+    // The driver itself served both halves: attach under FlexVolume and behind the CSI server.
+    expect(report.steps.filter((st) => st.model === 'flex' && st.call === 'attach')).toHaveLength(2);
+    expect(report.steps.some((st) => st.call === 'NodeStageVolume' && st.outcome === 'OK')).toBe(true);
+    // The registration the static PV's first CSI call made is gone again.
+    expect((await runAdmin(s.env, ['volume', 'inspect', 'ex-1'])).exitCode).toBe(1);
+  });
+
+  it('refuses the volume while the driver has it mounted for kubelet, and touches nothing', async () => {
+    const s = world();
+    const { image, pvFile } = imageWithData('ex-1', 'pv-ex-1');
+    const opts = goJson({ image, 'kubernetes.io/fsType': 'ext4', 'kubernetes.io/pvOrVolumeName': 'pv-ex-1', 'kubernetes.io/readwrite': 'rw' });
+    const device = String(driver('attach', opts, 'node-a').device);
+    const global = join(s.kubeletDir, 'plugins/kubernetes.io/flexvolume/acme/loop/mounts/pv-ex-1');
+    driver('mountdevice', global, device, opts);
+    try {
+      const r = await verify(s, ['ex-1', '--pv', pvFile, '--plugin-dir', pluginDir()]);
+      expect(r.exitCode).toBe(1);
+      expect(r.stdout).toBe('');
+      expect(r.stderr.trim().split('\n')).toHaveLength(1);
+      expect(r.stderr).toContain(`refused: volume ex-1 is mounted on this node at ${global}`);
+      expect((await leftovers(s)).filter((l) => !l.includes(global) && !l.startsWith('loop'))).toEqual([]);
+    } finally {
+      driver('unmountdevice', global);
+      driver('detach', 'pv-ex-1', 'node-a');
+    }
+  });
+});
