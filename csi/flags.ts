@@ -1,5 +1,6 @@
+import { isIP } from 'node:net';
 import { parseArgs } from 'node:util';
-import { type ConfigOverrides, DATA_ROOT_SCOPES, DEFAULT_PLUGIN_DIR, parseDriverName } from '../shared/index.js';
+import { type ConfigOverrides, DATA_ROOT_SCOPES, DEFAULT_PLUGIN_DIR, LOG_LEVELS, type LogLevel, parseDriverName } from '../shared/index.js';
 import type { Mode } from './context.js';
 import { socketPathOf } from './endpoint.js';
 
@@ -25,6 +26,11 @@ export const USAGE = `Usage: twinvol-csi --endpoint unix:///path/csi.sock [optio
   --flex-timeout-ms <n>        deadline of each driver call (default: the config's commandTimeoutMs)
   --flex-lenient <vendor/name> read that driver's replies leniently (the last JSON object); repeatable
   --flex-exec local|host       run drivers here, or in pid 1's namespaces (nsenter) (default: local)
+  --log-level <level>          trace, debug, info, warn or error (default: info); Probe and the
+                               capability calls are logged at debug
+  --metrics-address <host:port>
+                               serve Prometheus metrics at http://<host:port>/metrics (default: off;
+                               e.g. 0.0.0.0:9808, [::1]:9808, :9808 for every interface)
   -h, --help                   this text
   --version                    print the version
 `;
@@ -43,6 +49,15 @@ export interface Flags {
   overrides: ConfigOverrides;
   /** Third-party FlexVolume drivers (shared/backends/exec*.ts). */
   exec: ExecFlags;
+  logLevel: LogLevel;
+  /** Absent: no metrics endpoint. */
+  metricsAddress?: ListenAddress;
+}
+
+/** Where the metrics endpoint listens; no host: every interface. */
+export interface ListenAddress {
+  host?: string;
+  port: number;
 }
 
 export interface ExecFlags {
@@ -84,6 +99,8 @@ export function parseFlags(argv: readonly string[], env: Readonly<Record<string,
         'flex-timeout-ms': { type: 'string' },
         'flex-lenient': { type: 'string', multiple: true, default: [] },
         'flex-exec': { type: 'string', default: 'local' },
+        'log-level': { type: 'string', default: 'info' },
+        'metrics-address': { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
         version: { type: 'boolean', default: false },
       },
@@ -102,6 +119,9 @@ export function parseFlags(argv: readonly string[], env: Readonly<Record<string,
   if (scope !== undefined && !dataRootScope) throw new UsageError(`--data-root-scope must be one of ${DATA_ROOT_SCOPES.join(', ')}`);
   const max = values['max-volumes-per-node'];
   if (!/^[0-9]{1,9}$/.test(max)) throw new UsageError('--max-volumes-per-node must be a whole number');
+  const logLevel = LOG_LEVELS.find((l) => l === values['log-level']);
+  if (!logLevel) throw new UsageError(`--log-level must be one of ${LOG_LEVELS.join(', ')}`);
+  const metrics = values['metrics-address'];
   let socketPath = '';
   try {
     socketPath = endpoint ? socketPathOf(endpoint) : '';
@@ -119,6 +139,8 @@ export function parseFlags(argv: readonly string[], env: Readonly<Record<string,
     mode,
     driverName: values['driver-name'],
     maxVolumesPerNode: Number(max),
+    logLevel,
+    ...(metrics !== undefined ? { metricsAddress: parseListenAddress(metrics, '--metrics-address') } : {}),
     overrides: {
       nodeName: values['node-id'],
       dataRoot: values['data-root'],
@@ -127,6 +149,20 @@ export function parseFlags(argv: readonly string[], env: Readonly<Record<string,
       kubeletDir: values['kubelet-dir'],
     },
   };
+}
+
+/** A DNS name: labels of letters, digits and inner hyphens, dot-separated. */
+const HOST_NAME = /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/;
+
+/** `host:port`, `[ipv6]:port` or `:port` (every interface); port 0 lets the kernel choose. */
+export function parseListenAddress(value: string, flag: string): ListenAddress {
+  const m = /^(?:\[([^\]]*)\]|([^:[\]]*)):([0-9]{1,5})$/.exec(value);
+  const host = m?.[1] ?? m?.[2];
+  const port = Number(m?.[3]);
+  const hostOk = host !== undefined && (m?.[1] !== undefined ? isIP(host) === 6 : host === '' || isIP(host) === 4 || HOST_NAME.test(host));
+  if (!m || !hostOk || port > 65535)
+    throw new UsageError(`${flag} must be host:port with a port from 0 to 65535 (e.g. 0.0.0.0:9808, [::1]:9808, :9808), not ${JSON.stringify(value)}`);
+  return { ...(host ? { host } : {}), port };
 }
 
 function execFlags(values: { backends: string; 'flex-driver'?: string; 'flex-plugin-dir': string; 'flex-timeout-ms'?: string; 'flex-lenient': string[]; 'flex-exec': string }): ExecFlags {

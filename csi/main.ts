@@ -2,12 +2,15 @@
 // socket. Start-up stays lean (node:util parseArgs, no yargs) because liveness probes and restarts
 // wait on it.
 import { logVerbosity, setLogger, setLogVerbosity } from '@grpc/grpc-js';
-import { asTwinvolError, loadConfig, Logger, stderrSink } from '../shared/index.js';
-import { parseFlags, requireNodeId, USAGE, UsageError } from './flags.js';
+import { asTwinvolError, errnoCode, loadConfig, type Log } from '../shared/index.js';
+import { type ListenAddress, parseFlags, requireNodeId, USAGE, UsageError } from './flags.js';
+import { createLog } from './logging.js';
+import type { Metrics, MetricsEndpoint } from './metrics.js';
 import { type RunningServer, startServer } from './server.js';
 import { VENDOR_VERSION } from './version.js';
 
-const log = new Logger(stderrSink, { component: 'twinvol-csi' });
+// At info until the flags are read (a fatal error before then is still logged), then at --log-level.
+let log: Log = createLog('info');
 
 // grpc-js prints its own lines ("E No address added out of total 1 resolved") on stderr; a failed
 // start is reported below as one line of ours, and once serving its errors go into our JSON log.
@@ -24,6 +27,21 @@ function startFailure(err: unknown, endpoint: string): string {
   const message = asTwinvolError(err).message;
   const listen = /^No address added out of total \d+ resolved errors: \[(.*)\]$/s.exec(message);
   return listen ? `cannot listen on ${endpoint}: ${listen[1]}` : `cannot start: ${message}`;
+}
+
+/**
+ * The metrics and their endpoint, bound before the CSI socket so a port in use stops the start with
+ * one line. prom-client is loaded only here: a server without --metrics-address never evaluates it.
+ */
+async function metricsEndpoint(address: ListenAddress): Promise<{ metrics: Metrics; endpoint: MetricsEndpoint }> {
+  const { Metrics, serveMetrics } = await import('./metrics.js');
+  const metrics = new Metrics();
+  try {
+    return { metrics, endpoint: await serveMetrics(metrics, address) };
+  } catch (err) {
+    const where = `${address.host?.includes(':') ? `[${address.host}]` : (address.host ?? '')}:${address.port}`;
+    exitWith(1, `cannot serve metrics on ${where}: ${errnoCode(err) ?? asTwinvolError(err).message}`);
+  }
 }
 
 async function main(): Promise<void> {
@@ -44,6 +62,9 @@ async function main(): Promise<void> {
   // Checked before anything is created: otherwise the first mkdir or bind fails with a raw EACCES.
   const uid = process.getuid?.() ?? 0;
   if (uid !== 0) exitWith(1, `must run as root (it mounts filesystems and attaches loop devices); running as uid ${uid}`);
+  log = createLog(flags.logLevel);
+  const { metrics, endpoint } = flags.metricsAddress ? await metricsEndpoint(flags.metricsAddress) : {};
+  if (endpoint) log.info('serving metrics', { url: endpoint.url, port: endpoint.port });
   let server: RunningServer;
   try {
     server = await startServer({
@@ -51,6 +72,7 @@ async function main(): Promise<void> {
       config,
       log,
       exec: flags.exec,
+      ...(metrics ? { metrics } : {}),
       settings: {
         driverName: flags.driverName,
         vendorVersion: VENDOR_VERSION,
@@ -69,7 +91,7 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     log.info('shutting down', { signal });
-    server.stop().then(
+    Promise.all([server.stop(), endpoint?.close()]).then(
       () => process.exit(0),
       (err: unknown) => {
         log.error('shutdown failed', { message: err instanceof Error ? err.message : String(err) });

@@ -1,5 +1,7 @@
+import { randomUUID } from 'node:crypto';
 import { type handleUnaryCall, status } from '@grpc/grpc-js';
-import { aborted, asTwinvolError, checkBounds, type ErrorCode, type LogFields, type Logger, unimplemented } from '../shared/index.js';
+import { aborted, asTwinvolError, checkBounds, type ErrorCode, type Log, type LogFields, unimplemented } from '../shared/index.js';
+import { type CallScope, callScope, secretValuesOf } from './logging-scope.js';
 
 const GRPC_CODE: Record<ErrorCode, status> = {
   InvalidArgument: status.INVALID_ARGUMENT,
@@ -30,34 +32,62 @@ export interface RpcOptions<Req> {
  */
 export type Handler<Req, Res> = (req: Req, note: (fields: LogFields) => void) => Promise<Res>;
 
+/** Told of every call as it ends: its method, gRPC status name and duration (csi/metrics.ts counts them). */
+export type CallObserver = (method: string, code: string, seconds: number) => void;
+
+/**
+ * Calls a CO makes all the time to learn what never changes, or to check liveness (the livenessprobe
+ * sidecar calls Probe every few seconds): logged at debug when they succeed, so info is not a list of them.
+ */
+const ROUTINE = new Set(['Probe', 'GetPluginInfo', 'GetPluginCapabilities', 'ControllerGetCapabilities', 'NodeGetCapabilities', 'GroupControllerGetCapabilities']);
+
+/** Subject fields every line of the call carries (the rest, paths and node ids, are on its rpc line). */
+const SCOPED = ['volumeId', 'snapshotId', 'groupSnapshotId'];
+
 /**
  * The one wrapper every RPC passes through: in-process serialisation per volume, error mapping
  * (TwinvolError code to gRPC status; anything else INTERNAL with its message only, never a stack),
- * and one JSON log line per call with method, subject, duration and result code.
+ * one JSON log line per call with method, request id, subject, duration and result code, and the
+ * call's scope (csi/logging-scope.ts) around the handler, so every line it leads to names the call.
  */
 export class Rpc {
   private readonly inFlight = new Map<string, string>();
 
-  constructor(private readonly log: Logger) {}
+  constructor(
+    private readonly log: Log,
+    private readonly observe: CallObserver = () => {},
+  ) {}
 
   unary<Req, Res>(method: string, handler: Handler<Req, Res>, options: RpcOptions<Req> = {}): handleUnaryCall<Req, Res> {
     return (call, callback) => {
       const started = performance.now();
       const req = call.request;
+      const requestId = randomUUID();
+      const scope: CallScope = { fields: { method, requestId }, secrets: [] };
       let subject: LogFields = {};
       let key: string | undefined;
       const noted: LogFields = {};
       const finish = (code: status, message?: string) => {
         if (key !== undefined) this.inFlight.delete(key);
-        const fields = { method, ...subject, ...clip(noted), durationMs: Math.round((performance.now() - started) * 10) / 10, code: status[code], ...(message ? { message } : {}) };
-        if (code === status.OK) this.log[noted.warning === undefined ? 'info' : 'warn']('rpc', fields);
-        else if (code === status.INTERNAL) this.log.error('rpc', fields);
+        const seconds = (performance.now() - started) / 1000;
+        const fields = { method, requestId, ...subject, ...clip(noted), durationMs: Math.round(seconds * 10_000) / 10, code: status[code], ...(message ? { message } : {}) };
+        if (code === status.OK) {
+          if (noted.warning !== undefined) this.log.warn('rpc', fields);
+          else if (ROUTINE.has(method)) this.log.debug('rpc', fields);
+          else this.log.info('rpc', fields);
+        } else if (code === status.INTERNAL) this.log.error('rpc', fields);
         else this.log.warn('rpc', fields);
+        this.observe(method, status[code], seconds);
       };
       const run = async (): Promise<Res> => {
+        // Secrets first: whatever goes wrong below, no line of this call shows one.
+        scope.secrets = secretValuesOf(req);
         // Bounded before anything reads it, the log line's subject included (shared/validate.ts).
         checkBounds(req, '');
         subject = clip(options.describe?.(req) ?? {});
+        for (const k of SCOPED) if (subject[k] !== undefined) scope.fields[k] = subject[k];
+        // The whole request, for a trace: its secrets censored by the logger (csi/logging.ts).
+        if (this.log.enabled('trace')) this.log.trace('rpc request', { request: req });
         const wanted = options.exclusiveOn?.(req);
         if (wanted !== undefined) {
           const busy = this.inFlight.get(wanted);
@@ -67,17 +97,19 @@ export class Rpc {
         }
         return handler(req, (fields) => Object.assign(noted, fields));
       };
-      run().then(
-        (reply) => {
-          finish(status.OK);
-          callback(null, reply);
-        },
-        (err: unknown) => {
-          const e = asTwinvolError(err);
-          const code = GRPC_CODE[e.code];
-          finish(code, e.message);
-          callback({ code, details: e.message });
-        },
+      callScope.run(scope, () =>
+        run().then(
+          (reply) => {
+            finish(status.OK);
+            callback(null, reply);
+          },
+          (err: unknown) => {
+            const e = asTwinvolError(err);
+            const code = GRPC_CODE[e.code];
+            finish(code, e.message);
+            callback({ code, details: e.message });
+          },
+        ),
       );
     };
   }

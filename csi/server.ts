@@ -1,6 +1,6 @@
 import { chmod, rm } from 'node:fs/promises';
 import { Server, ServerCredentials } from '@grpc/grpc-js';
-import { type Config, type Core, DEFAULT_PLUGIN_DIR, ExecVolumes, type Logger, openCore, parseDriverName, registerNode, sweepAbandonedWork, thawAbandonedFreezes } from '../shared/index.js';
+import { type Config, type Core, DEFAULT_PLUGIN_DIR, ExecVolumes, type Log, observeSpawns, openCore, parseDriverName, registerNode, sweepAbandonedWork, thawAbandonedFreezes } from '../shared/index.js';
 import { type ServiceContext, servesController, servesNode, type Settings } from './context.js';
 import { controllerService } from './controller.js';
 import { ExecService } from './exec-service.js';
@@ -9,6 +9,7 @@ import { packageDefinitionFromText, serviceDefinition } from './definition.js';
 import { groupControllerService } from './group-controller.js';
 import { prepareSocket } from './endpoint.js';
 import { identityService } from './identity.js';
+import type { Metrics } from './metrics.js';
 import { nodeService } from './node.js';
 import protoText from './proto/csi.proto';
 import { Rpc } from './rpc.js';
@@ -19,7 +20,9 @@ export interface ServerOptions {
   socketPath: string;
   settings: Settings;
   config: Config;
-  log: Logger;
+  log: Log;
+  /** Absent: no --metrics-address; calls and commands are only logged. */
+  metrics?: Metrics;
   /** Third-party FlexVolume drivers (--flex-* flags); absent: the defaults, exec volumes routed by their records. */
   exec?: ExecFlags;
 }
@@ -33,7 +36,7 @@ export interface RunningServer {
  * What a killed predecessor left is put right at start-up: a crashed create's partial copy, and a
  * filesystem a group snapshot froze and never thawed. Failing at either never stops the server.
  */
-async function sweepWork(core: Core, log: Logger): Promise<void> {
+async function sweepWork(core: Core, log: Log): Promise<void> {
   try {
     const report = await sweepAbandonedWork(core);
     if (report.removed.length || report.busy.length || report.foreign.length) log.info('swept abandoned work', { ...report });
@@ -53,21 +56,27 @@ async function sweepWork(core: Core, log: Logger): Promise<void> {
  * flags say: handed to the core as its `flex` port when the server opens it, so that the core's verbs
  * call third-party FlexVolume drivers without importing what runs them.
  */
-function flexPortOf(flags: ExecFlags | undefined, config: Config, log: Logger): { volumes: ExecVolumes; flags: ExecFlags } {
+function flexPortOf(flags: ExecFlags | undefined, config: Config, log: Log): { volumes: ExecVolumes; flags: ExecFlags } {
   const f: ExecFlags = flags ?? { only: false, pluginDir: DEFAULT_PLUGIN_DIR, lenient: [], execIn: 'local' };
   const timeoutMs = f.timeoutMs ?? config.commandTimeoutMs;
   const volumes = new ExecVolumes({ pluginDir: f.pluginDir, timeoutMs, lenient: f.lenient, execIn: f.execIn }, config.commandTimeoutMs, (level, message, fields) => log[level](message, fields));
   return { volumes, flags: f };
 }
 
-export async function startServer({ socketPath, settings, config, log, exec }: ServerOptions): Promise<RunningServer> {
+export async function startServer({ socketPath, settings, config, log, exec, metrics }: ServerOptions): Promise<RunningServer> {
   const roles: Role[] = [...(servesController(settings.mode) ? ['controller' as const] : []), ...(servesNode(settings.mode) ? ['node' as const] : [])];
   const tools = checkTools(roles);
   if (tools.missing.length) log.error('required tools are missing; Probe will fail', { missing: tools.missing });
   if (tools.missingOptional.length) log.warn('optional tools are missing: xfs volumes (mkfs.xfs, xfs_growfs) or group snapshot freezes (fsfreeze) will fail', { missing: tools.missingOptional });
 
   const flex = flexPortOf(exec, config, log);
-  const ctx: ServiceContext = { core: openCore(config, { flex: flex.volumes }), rpc: new Rpc(log), settings, tools };
+  const ctx: ServiceContext = { core: openCore(config, { flex: flex.volumes }), rpc: new Rpc(log, metrics?.observeCall), settings, tools };
+  metrics?.countVolumesOf(ctx.core);
+  // Every external command: a debug line (within a call, it carries the call's ids: csi/logging-scope.ts) and its metrics.
+  const stopObserving = observeSpawns((r) => {
+    log.debug('command', { tool: r.command, args: r.args, exitCode: r.exitCode, durationMs: Math.round(r.durationMs), failed: r.failed });
+    metrics?.observeCommand(r);
+  });
   await sweepWork(ctx.core, log);
   // ControllerPublishVolume to a node that never registered is NOT_FOUND: a node server makes its node
   // known before it serves. A failure here stops the server, since no controller could publish to it.
@@ -115,6 +124,7 @@ export async function startServer({ socketPath, settings, config, log, exec }: S
           resolve();
         });
       });
+      stopObserving();
       await rm(socketPath, { force: true });
     },
   };

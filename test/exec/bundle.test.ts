@@ -46,3 +46,24 @@ describe('execa stays out of the FlexVolume executable', () => {
     expect(inputs.some((p) => p.includes('node_modules/execa/'))).toBe(true);
   });
 });
+
+/**
+ * The CSI server's logs and metrics (csi/logging.ts, csi/metrics.ts) stay out of the FlexVolume
+ * executable as well: pino and its synchronous writer, and prom-client, are the CSI server's alone.
+ */
+const OBSERVABILITY = ['pino', 'sonic-boom', 'thread-stream', 'prom-client'];
+const fromPackage = (inputs: string[], name: string) => inputs.some((p) => p.includes(`node_modules/${name}/`));
+
+describe('pino and prom-client stay out of the FlexVolume executable', () => {
+  it.each(['flex/main.ts', 'flex/dispatch.ts', 'flex/cli.ts', 'flex/check.ts'])('%s bundles none of them', async (entry) => {
+    const inputs = await inputsOf(entry);
+    expect(inputs.length).toBeGreaterThan(5);
+    expect(OBSERVABILITY.filter((name) => fromPackage(inputs, name))).toEqual([]);
+    expect(inputs.filter((p) => /csi\/(logging|metrics)/.test(p))).toEqual([]);
+  });
+
+  it('csi/main.ts bundles pino and prom-client (the check above can see them)', async () => {
+    const inputs = await inputsOf('csi/main.ts');
+    expect(OBSERVABILITY.filter((name) => name !== 'thread-stream' && !fromPackage(inputs, name))).toEqual([]);
+  });
+});

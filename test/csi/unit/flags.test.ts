@@ -24,6 +24,7 @@ describe('flags: defaults and what each flag becomes', () => {
       mode: 'all',
       driverName: 'csi.twinvol.io',
       maxVolumesPerNode: 0,
+      logLevel: 'info',
       overrides: { nodeName: undefined, dataRoot: undefined, dataRootScope: undefined, stateDir: undefined, kubeletDir: undefined },
     });
   });

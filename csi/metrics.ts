@@ -1,0 +1,149 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { basename } from 'node:path';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { BACKEND_KINDS, type Core, type SpawnRecord, type VolumeRecord } from '../shared/index.js';
+import type { ListenAddress } from './flags.js';
+import type { CallObserver } from './rpc.js';
+
+/** What a volume is doing, cluster-wide, from its catalog record (shared/model.ts Attachment). */
+export const VOLUME_STATES = ['detached', 'attached', 'staged', 'fenced', 'unreadable'] as const;
+export type VolumeState = (typeof VOLUME_STATES)[number];
+
+/** From a millisecond (a Probe) to the two-minute deadline of an external tool (config commandTimeoutMs). */
+const SECONDS_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
+/** Records read at once when counting volumes: a scrape of a large catalog must not open thousands of files together. */
+const READ_CONCURRENCY = 16;
+
+export function volumeState(v: VolumeRecord): VolumeState {
+  if (!v.attachments.length) return 'detached';
+  if (v.attachments.every((a) => a.fenced)) return 'fenced';
+  return v.attachments.some((a) => a.inUse && !a.fenced) ? 'staged' : 'attached';
+}
+
+/**
+ * The CSI server's Prometheus metrics (README "Logs and metrics" lists them). Counters and histograms
+ * are fed as calls and commands end (csi/rpc.ts, shared/runner.ts observeSpawns); the volume gauge is
+ * computed from the catalog when scraped, so it is never stale and costs nothing between scrapes.
+ */
+export class Metrics {
+  readonly registry = new Registry();
+  private readonly calls: Counter<'method' | 'code'>;
+  private readonly callSeconds: Histogram<'method'>;
+  private readonly commands: Counter<'tool'>;
+  private readonly commandFailures: Counter<'tool'>;
+  private readonly commandSeconds: Histogram<'tool'>;
+  private core: Core | undefined;
+
+  constructor() {
+    const registers = [this.registry];
+    this.calls = new Counter({ name: 'twinvol_csi_calls_total', help: 'CSI calls answered, by method and gRPC status code (OK included)', labelNames: ['method', 'code'], registers });
+    this.callSeconds = new Histogram({ name: 'twinvol_csi_call_duration_seconds', help: 'Time to answer a CSI call, by method', labelNames: ['method'], buckets: SECONDS_BUCKETS, registers });
+    this.commands = new Counter({ name: 'twinvol_commands_total', help: 'External commands run (mount, losetup, mkfs.ext4, ...), by tool', labelNames: ['tool'], registers });
+    this.commandFailures = new Counter({ name: 'twinvol_command_failures_total', help: 'External commands that failed (an exit code not among their answers, a deadline, a start failure), by tool', labelNames: ['tool'], registers });
+    this.commandSeconds = new Histogram({ name: 'twinvol_command_duration_seconds', help: 'Time an external command ran, by tool', labelNames: ['tool'], buckets: SECONDS_BUCKETS, registers });
+    const metrics = this;
+    new Gauge({
+      name: 'twinvol_volumes',
+      help: 'Volumes in the catalog, by backend and state (detached, attached, staged on a node, fenced: detached while still staged, unreadable: a record that does not parse)',
+      labelNames: ['backend', 'state'],
+      registers,
+      async collect() {
+        const core = metrics.core;
+        if (!core) return;
+        this.reset();
+        // Every pair is reported, zeros included: an absent series and a zero look different on a dashboard.
+        for (const backend of BACKEND_KINDS) for (const state of VOLUME_STATES) if (state !== 'unreadable') this.set({ backend, state }, 0);
+        for (const [key, n] of await countVolumes(core)) {
+          const [backend = '', state = ''] = key.split('\0');
+          this.set({ backend, state }, n);
+        }
+      },
+    });
+    collectDefaultMetrics({ register: this.registry });
+  }
+
+  /** Calls, by csi/rpc.ts as each ends. */
+  readonly observeCall: CallObserver = (method, code, seconds) => {
+    this.calls.inc({ method, code });
+    this.callSeconds.observe({ method }, seconds);
+  };
+
+  /** External commands, by shared/runner.ts as each ends (observeSpawns). */
+  readonly observeCommand = (record: SpawnRecord): void => {
+    const tool = basename(record.command);
+    this.commands.inc({ tool });
+    if (record.failed) this.commandFailures.inc({ tool });
+    this.commandSeconds.observe({ tool }, record.durationMs / 1000);
+  };
+
+  /** The catalog the volume gauge counts, once the server has opened it. */
+  countVolumesOf(core: Core): void {
+    this.core = core;
+  }
+}
+
+/**
+ * Volumes by "backend\0state". The catalog keeps no counts, so each record is read; a record that
+ * cannot be (corrupt, or removed between the listing and the read) is counted as unreadable or not at
+ * all, never failing the scrape.
+ */
+export async function countVolumes(core: Core): Promise<Map<string, number>> {
+  const ids = await core.catalog.listVolumeIds();
+  const counts = new Map<string, number>();
+  const add = (key: string) => counts.set(key, (counts.get(key) ?? 0) + 1);
+  let next = 0;
+  const worker = async () => {
+    while (next < ids.length) {
+      const id = ids[next++] as string;
+      try {
+        const v = await core.catalog.getVolume(id);
+        if (v) add(`${v.backend}\0${volumeState(v)}`);
+      } catch {
+        add('unknown\0unreadable');
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(READ_CONCURRENCY, ids.length) }, worker));
+  return counts;
+}
+
+export interface MetricsEndpoint {
+  /** The port bound (the one asked for, or the one the kernel chose for port 0). */
+  port: number;
+  url: string;
+  close(): Promise<void>;
+}
+
+/** Serves GET /metrics on `address` over plain HTTP, as Prometheus scrapes it; anything else is 404. */
+export function serveMetrics(metrics: Metrics, address: ListenAddress): Promise<MetricsEndpoint> {
+  const handle = (req: IncomingMessage, res: ServerResponse) => {
+    const path = (req.url ?? '').split('?')[0];
+    if (path !== '/metrics' || (req.method !== 'GET' && req.method !== 'HEAD')) {
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found: metrics are at /metrics\n');
+      return;
+    }
+    metrics.registry.metrics().then(
+      (text) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(req.method === 'HEAD' ? undefined : text),
+      (err: unknown) => res.writeHead(500, { 'content-type': 'text/plain' }).end(`${err instanceof Error ? err.message : String(err)}\n`),
+    );
+  };
+  const server = createServer(handle);
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen({ host: address.host, port: address.port }, () => {
+      server.off('error', reject);
+      const bound = server.address();
+      const port = bound && typeof bound === 'object' ? bound.port : address.port;
+      const host = address.host === undefined ? 'localhost' : address.host.includes(':') ? `[${address.host}]` : address.host;
+      resolve({
+        port,
+        url: `http://${host}:${port}/metrics`,
+        close: () =>
+          new Promise<void>((done) => {
+            server.close(() => done());
+            server.closeAllConnections();
+          }),
+      });
+    });
+  });
+}

@@ -1,0 +1,89 @@
+import { mkdirSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { useExecServer } from '../exec/helpers.js';
+import { outcome } from './helpers/client.js';
+import { MiB, mountCap, size, stagingPath, targetPath } from './helpers/requests.js';
+
+/**
+ * No secret reaches the CSI server's log, even at trace, where every request is logged whole: a
+ * secret is sent on every RPC that takes one (every `secrets` field of csi.proto the server serves),
+ * through the exec backend to a FlexVolume driver that prints its argv (the secret in base64) on
+ * stderr, and, pasted in the wrong field, into an error message. test/csi/audit-requests.test.ts
+ * checks the same at the default level.
+ */
+const csi = useExecServer(() => ['--log-level', 'trace', '--flex-lenient', 'acme/noise']);
+
+const KEY = 'acmeKey5e1d';
+const VALUE = 'v4lue-5e1d-MUST-NOT-LEAK';
+const OTHER = 'other-v-5e1d';
+const secrets = { [KEY]: VALUE, 'other-k-5e1d': OTHER };
+// Values only: the driver's argv names each secret's key (kubernetes.io/secret/<key>), as kubelet sends it.
+const FORBIDDEN = [VALUE, OTHER, Buffer.from(VALUE).toString('base64'), Buffer.from(OTHER).toString('base64')];
+
+/** The methods called below, each with `secrets`. */
+const METHODS = [
+  'CreateVolume', 'ValidateVolumeCapabilities', 'ControllerPublishVolume', 'NodeStageVolume', 'NodePublishVolume', 'NodeExpandVolume',
+  'ControllerExpandVolume', 'CreateSnapshot', 'GetSnapshot', 'ListSnapshots', 'DeleteSnapshot', 'ControllerModifyVolume',
+  'CreateVolumeGroupSnapshot', 'GetVolumeGroupSnapshot', 'DeleteVolumeGroupSnapshot', 'ControllerUnpublishVolume', 'DeleteVolume',
+];
+
+describe('secrets never reach the log, at trace', () => {
+  it('on every RPC that takes them, through the exec backend, and echoed in an error', async () => {
+    const cap = mountCap();
+    const id = 'ls-vol';
+    const ctl = csi.ctl;
+    const node = csi.node;
+    await ctl('CreateVolume', { name: id, volume_capabilities: [cap], parameters: { backend: 'dir' }, capacity_range: size(MiB), secrets });
+    // A secret pasted into a parameter: the refusal quotes the value it refused.
+    expect((await outcome(ctl('CreateVolume', { name: 'ls-bad', volume_capabilities: [cap], parameters: { backend: VALUE }, secrets }))).message).toContain(VALUE);
+    await outcome(ctl('ValidateVolumeCapabilities', { volume_id: id, volume_capabilities: [cap], secrets }));
+    await ctl('ControllerPublishVolume', { volume_id: id, node_id: 'node-a', volume_capability: cap, secrets });
+    const staging = stagingPath(csi.s.kubeletDir, id);
+    mkdirSync(staging, { recursive: true });
+    await node('NodeStageVolume', { volume_id: id, staging_target_path: staging, volume_capability: cap, secrets });
+    const target = targetPath(csi.s.kubeletDir, 'pod-ls', id);
+    await node('NodePublishVolume', { volume_id: id, staging_target_path: staging, target_path: target, volume_capability: cap, secrets });
+    await outcome(node('NodeExpandVolume', { volume_id: id, volume_path: target, capacity_range: size(2 * MiB), secrets }));
+    await outcome(ctl('ControllerExpandVolume', { volume_id: id, capacity_range: size(2 * MiB), volume_capability: cap, secrets }));
+    const snap = await outcome(ctl('CreateSnapshot', { name: 'ls-snap', source_volume_id: id, secrets }));
+    await outcome(ctl('GetSnapshot', { snapshot_id: 'ls-snap', secrets }));
+    await outcome(ctl('ListSnapshots', { secrets }));
+    await outcome(ctl('DeleteSnapshot', { snapshot_id: 'ls-snap', secrets }));
+    await outcome(ctl('ControllerModifyVolume', { volume_id: id, mutable_parameters: { a: 'b' }, secrets } as never));
+    const group = (method: 'CreateVolumeGroupSnapshot' | 'GetVolumeGroupSnapshot' | 'DeleteVolumeGroupSnapshot', req: object) => outcome(csi.client.call('GroupController', method, { ...req, secrets } as never));
+    await group('CreateVolumeGroupSnapshot', { name: 'ls-group', source_volume_ids: [id] });
+    await group('GetVolumeGroupSnapshot', { group_snapshot_id: 'ls-group' });
+    await group('DeleteVolumeGroupSnapshot', { group_snapshot_id: 'ls-group' });
+
+    // The exec backend: the noise driver prints its argv, the options JSON with the secret in base64.
+    const execTarget = targetPath(csi.s.kubeletDir, 'pod-ls', 'ls-exec');
+    await node('NodePublishVolume', { volume_id: 'ls-exec', target_path: execTarget, volume_capability: cap, volume_context: { backend: 'exec', driver: 'acme/noise' }, secrets });
+    const driverCall = csi.calls('noise').find((c) => c[0] === 'mount');
+    expect(JSON.stringify(driverCall)).toContain(Buffer.from(VALUE).toString('base64'));
+
+    await node('NodeUnpublishVolume', { volume_id: 'ls-exec', target_path: execTarget });
+    await node('NodeUnpublishVolume', { volume_id: id, target_path: target });
+    await node('NodeUnstageVolume', { volume_id: id, staging_target_path: staging });
+    await ctl('ControllerUnpublishVolume', { volume_id: id, node_id: 'node-a', secrets });
+    await outcome(ctl('DeleteVolume', { volume_id: id, secrets }));
+
+    const { text, entries } = await csi.server.logWhen((es) => es.some((e) => e.msg === 'rpc' && e.method === 'DeleteVolume'));
+    // Every call was logged, and at trace with its request (whose secrets pino censored)...
+    for (const m of METHODS) {
+      expect(entries.some((e) => e.msg === 'rpc' && e.method === m), m).toBe(true);
+      const requests = entries.filter((e) => e.msg === 'rpc request' && e.method === m);
+      expect(requests.length, m).toBeGreaterThan(0);
+      for (const r of requests) expect((r.request as Record<string, unknown>).secrets, m).toBe('[redacted]');
+    }
+    expect(snap.code).toBe('OK');
+    // ...the driver's noise was logged, as the lenient reader set it aside, within the publish's call...
+    const quirks = entries.filter((e) => e.msg === 'FlexVolume driver reply read leniently');
+    expect(quirks).toEqual([expect.objectContaining({ level: 'warn', method: 'NodePublishVolume', volumeId: 'ls-exec', requestId: expect.any(String) })]);
+    expect(JSON.stringify(quirks)).toContain('debug: called with mount');
+    // ...the refused parameter's line is there, its value cut out...
+    const refused = entries.filter((e) => e.msg === 'rpc' && e.method === 'CreateVolume' && e.code === 'INVALID_ARGUMENT');
+    expect(refused).toEqual([expect.objectContaining({ message: expect.stringContaining('backend "[redacted]" is unknown') })]);
+    // ...and no line holds a secret's value, as sent or in base64.
+    for (const s of FORBIDDEN) expect(text).not.toContain(s);
+  });
+});
