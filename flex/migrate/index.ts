@@ -47,7 +47,7 @@ export function runMigratePlan(args: MigratePlanArgs, io: Io = processIo): numbe
     const inv = inventory(objects);
     if (!inv.pvs.length) {
       const found = objects.slice(0, 3).map(label).join(', ');
-      return usage(`no PersistentVolume in ${files.join(', ')}${found ? ` (found ${found}${objects.length > 3 ? ', ...' : ''})` : ' (no objects at all)'}: give the output of kubectl get pv,pvc,pods,deploy,sts,ds,secrets -A -o yaml`);
+      return usage(`no PersistentVolume in ${files.map((f) => (f === '-' ? 'stdin' : f)).join(', ')}${found ? ` (found ${found}${objects.length > 3 ? ', ...' : ''})` : ' (no objects at all)'}: give the output of kubectl get pv,pvc,pods,deploy,sts,ds,cronjobs,secrets -A -o yaml`);
     }
     const result = plan(inv, { preferVendor: args.prefer === 'vendor', mappings, exec: args.exec });
     if (args.out !== undefined) {

@@ -3,7 +3,7 @@ import { parseAllDocuments } from 'yaml';
 import { isObject, type Json, type JsonObject, type KubeObject } from './objects.js';
 
 /**
- * What `twinvol migrate plan` reads: whatever `kubectl get pv,pvc,pods,deploy,sts,ds,secrets -A -o
+ * What `twinvol migrate plan` reads: whatever `kubectl get pv,pvc,pods,deploy,sts,ds,cronjobs,secrets -A -o
  * yaml` (or `-o json`) prints, in any number of files or on stdin: a `List` (or any `*List` kind with
  * `items`), single objects, multi-document YAML. JSON is read by the same parser (YAML 1.2 holds
  * JSON). An input that does not parse, or a document that is not a Kubernetes object, is a usage

@@ -1,10 +1,10 @@
-import { EXEC_KEYS, parseDriverName, validateVolumeId } from '../../shared/index.js';
+import { DEFAULT_CSI_DRIVER_NAME, EXEC_KEYS, parseDriverName, validateVolumeId } from '../../shared/index.js';
 import { DRIVER_KEYS } from '../options.js';
 import type { Mapping } from './mappings.js';
 import type { JsonObject } from './objects.js';
 
-/** The CSI driver name twinvol-csi registers (deploy/csidriver.yaml, the default of csi/flags.ts --driver-name). */
-export const TWINVOL_CSI_DRIVER = 'csi.twinvol.io';
+/** The CSI driver name twinvol-csi registers by default (deploy/csidriver.yaml; test/migrate/plan-golden.test.ts holds them equal). */
+export const TWINVOL_CSI_DRIVER = DEFAULT_CSI_DRIVER_NAME;
 
 /** twinvol's own FlexVolume driver, under whatever vendor it was installed (`install flex --vendor`). */
 export const isTwinvolDriver = (driver: string) => /^[^/]+\/twinvol$/.test(driver);

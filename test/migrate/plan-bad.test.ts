@@ -34,7 +34,7 @@ describe('input that is not Kubernetes objects: exit 2, one line, nothing planne
     expect(r).toEqual({
       exitCode: 2,
       stdout: '',
-      stderr: `twinvol migrate plan: no PersistentVolume in ${bad('no-pv.yaml')} (found Deployment shop/web): give the output of kubectl get pv,pvc,pods,deploy,sts,ds,secrets -A -o yaml${USAGE}`,
+      stderr: `twinvol migrate plan: no PersistentVolume in ${bad('no-pv.yaml')} (found Deployment shop/web): give the output of kubectl get pv,pvc,pods,deploy,sts,ds,cronjobs,secrets -A -o yaml${USAGE}`,
       docs: [],
     });
   });

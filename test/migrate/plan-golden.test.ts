@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { JsonObject } from '../deploy/load.js';
+import { TWINVOL_CSI_DRIVER } from '../../flex/migrate/targets.js';
+import { loadManifests, type JsonObject } from '../deploy/load.js';
 import { expectValid, fixture, linesOf, only, planOf, pvShell } from './plan-helpers.js';
 
 /**
@@ -261,5 +262,13 @@ describe('migrate plan --mapping: a driver the built-ins do not know', () => {
     );
     expect((only(r.docs, 'PersistentVolume', 'media').spec as JsonObject).csi).toMatchObject({ driver: 'csi.twinvol.io' });
     expectValid(r.docs);
+  });
+});
+
+describe('the CSI driver name', () => {
+  it('is the one deploy/csidriver.yaml registers', () => {
+    const drivers = loadManifests().docs.filter((m) => m.doc.kind === 'CSIDriver');
+    expect(drivers.map((m) => (m.doc.metadata as JsonObject).name)).toEqual([TWINVOL_CSI_DRIVER]);
+    expect(TWINVOL_CSI_DRIVER).toBe('csi.twinvol.io');
   });
 });

@@ -136,7 +136,11 @@ describe('migrate plan --out (the bundled executable)', () => {
   });
 });
 
-/** A kubectl that logs each argv as one line and answers reads from a table (argv joined by spaces). */
+/**
+ * A kubectl that logs each argv as one line and answers reads from a table (argv joined by spaces).
+ * A PV's reclaim policy is the one the last `patch pv` of the log set (else the table's): enough of
+ * a cluster for --apply to run through its checks.
+ */
 function fakeKubectl(dir: string, answers: Record<string, string>): { log: string; env: Record<string, string> } {
   const bin = join(dir, 'bin');
   execFileSync('mkdir', ['-p', bin]);
@@ -145,7 +149,19 @@ function fakeKubectl(dir: string, answers: Record<string, string>): { log: strin
   writeFileSync(table, Object.entries(answers).map(([argv, answer]) => `${argv}\t${answer}\n`).join(''));
   writeFileSync(
     join(bin, 'kubectl'),
-    ['#!/usr/bin/env bash', 'echo "$*" >> "$KUBECTL_LOG"', 'while IFS=$\'\\t\' read -r argv answer; do', '  if [[ $argv == "$*" ]]; then printf %s "$answer"; exit 0; fi', 'done < "$KUBECTL_ANSWERS"', 'exit 0', ''].join('\n'),
+    [
+      '#!/usr/bin/env bash',
+      'echo "$*" >> "$KUBECTL_LOG"',
+      'if [[ "$1 $2 $4 $5" == "get pv -o jsonpath={.spec.persistentVolumeReclaimPolicy}" ]]; then',
+      '  set=$(grep -oE "^patch pv $3 .*persistentVolumeReclaimPolicy\\":\\"[A-Za-z]+" "$KUBECTL_LOG" | tail -n 1 | grep -oE "[A-Za-z]+$")',
+      '  if [[ -n $set ]]; then printf %s "$set"; exit 0; fi',
+      'fi',
+      'while IFS=$\'\\t\' read -r argv answer; do',
+      '  if [[ $argv == "$*" ]]; then printf %s "$answer"; exit 0; fi',
+      'done < "$KUBECTL_ANSWERS"',
+      'exit 0',
+      '',
+    ].join('\n'),
   );
   chmodSync(join(bin, 'kubectl'), 0o755);
   writeFileSync(log, '');
@@ -212,6 +228,41 @@ describe('migrate.sh', () => {
     const calls = readFileSync(k.log, 'utf8').trim().split('\n');
     expect(calls.at(-1)).toBe('get pv files -o jsonpath={.spec.flexVolume.driver}');
     expect(calls.filter((c) => !c.startsWith('get '))).toEqual([]);
+  });
+
+  it('with --apply waits for each change to show before the next step: Retain before the stop, Bound before the start', () => {
+    const answers = plannedCluster();
+    for (const pv of PVS) {
+      const [ns, claim] = CLAIMS[pv] as [string, string];
+      answers[`get pvc -n ${ns} ${claim} -o jsonpath={.status.phase}`] = 'Bound';
+    }
+    const k = fakeKubectl(join(root, 'apply'), answers);
+    const r = spawnSync('bash', [join(out, 'migrate.sh'), '--apply'], { env: { ...k.env, MIGRATE_TIMEOUT: '5' }, encoding: 'utf8' });
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    const calls = readFileSync(k.log, 'utf8').trim().split('\n');
+    expect(calls.filter((c) => c.includes('--dry-run'))).toEqual([]);
+    // Each change is followed by the read that proves it, before anything else.
+    const after = (call: string) => calls[calls.indexOf(call) + 1];
+    expect(after('patch pv media --type merge -p {"spec":{"persistentVolumeReclaimPolicy":"Retain"}}')).toBe('get pv media -o jsonpath={.spec.persistentVolumeReclaimPolicy}');
+    expect(after('delete pvc -n shop media --wait=false')).toBe('get pvc -n shop media --ignore-not-found -o name');
+    expect(after('apply -f manifests/03-media.yaml')).toBe('get pvc -n shop media -o jsonpath={.status.phase}');
+    expect(after('scale -n shop deployment/web --replicas=3')).toBe('rollout status -n shop deployment/web --timeout=5s');
+    expect(after('patch pv archive --type merge -p {"spec":{"persistentVolumeReclaimPolicy":"Delete"}}')).toBe('get pv archive -o jsonpath={.spec.persistentVolumeReclaimPolicy}');
+    // No pod may use a claim when it is deleted: every claim was checked after the last stop.
+    const lastStop = calls.indexOf('patch -n shop cronjob/archiver --type merge -p {"spec":{"suspend":true}}');
+    const firstDelete = calls.indexOf('delete pvc -n shop data-db-0 --wait=false');
+    expect(calls.slice(lastStop + 1, firstDelete).filter((c) => c.startsWith('get pods -n '))).toHaveLength(PVS.length);
+  });
+
+  it('with --apply stops when a claim never binds, before any workload starts again', () => {
+    const k = fakeKubectl(join(root, 'unbound'), plannedCluster());
+    const r = spawnSync('bash', [join(out, 'migrate.sh'), '--apply'], { env: { ...k.env, MIGRATE_TIMEOUT: '1' }, encoding: 'utf8' });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toBe("check failed after 1 s: kubectl get pvc -n shop data-db-0 -o jsonpath={.status.phase}: got '', expected 'Bound'\n");
+    const calls = readFileSync(k.log, 'utf8').trim().split('\n');
+    expect(calls.filter((c) => c.startsWith('apply -f'))).toEqual(['apply -f manifests/01-pv-db-0.yaml']);
+    expect(calls.filter((c) => /--replicas=[1-9]/.test(c))).toEqual([]);
   });
 
   it('refuses an unknown argument', () => {
