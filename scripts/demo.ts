@@ -1,78 +1,110 @@
-// The main job: one volume's whole life through both plugin models, on loop devices in a scratch
-// directory that is removed afterwards (mounts and loop devices included, even on failure).
+// The main job (issue 10, item 4): a block volume and a dir volume written under FlexVolume, the move
+// to CSI planned by `twinvol migrate plan`, proved by `twinvol migrate verify`, done (the pod comes
+// back on the planned CSI PV and finds its data), then both models compared by `twinvol compare`.
+// Everything happens in a scratch directory that is removed afterwards, mounts and loop devices too.
 //   npm run demo
 import { createHash } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createScratch, loopsUnder, mountsUnder } from '../test/helpers/scratch.js';
 import { CsiDriver, mountCapability } from './demo/csi-steps.js';
-import { FlexDriver, flexOptions } from './demo/flex-steps.js';
+import { FlexDriver } from './demo/flex-steps.js';
+import { clusterObjects, plannedHandles, show, twinvol, verifyStep } from './demo/migrate-steps.js';
 import { heading, printStep } from './demo/report.js';
 
 const NODE = 'demo-node';
+const VOLUMES = [
+  { id: 'demo-block', args: ['--size', '32Mi'], size: '32Mi', fsType: 'ext4' },
+  { id: 'demo-dir', args: ['--backend', 'dir', '--size', '16Mi'], size: '16Mi', fsType: '' },
+] as const;
+
+/** What the pod wrote: a text file, 256 KiB of binary whose bytes follow from their offset, a nested file. */
+function podFiles(volumeId: string): Record<string, Buffer> {
+  const blob = Buffer.alloc(256 * 1024);
+  for (let i = 0; i < blob.length; i++) blob[i] = (i * 131 + (i >> 8)) & 0xff;
+  return {
+    'hello.txt': Buffer.from(`written under FlexVolume into ${volumeId} at ${new Date().toISOString()}\n`),
+    'data.bin': blob,
+    'conf/app.conf': Buffer.from('mode=migrated\n'),
+  };
+}
 
 async function main(): Promise<number> {
+  const started = performance.now();
   const scratch = createScratch(NODE, '/tmp/twinvol-demo-');
   const flexBin = join(__dirname, 'flex/twinvol');
-  process.stdout.write(`twinvol demo: scratch world ${scratch.root}\n`);
+  const csiBin = join(__dirname, 'csi/twinvol-csi');
+  process.stdout.write(`twinvol demo: moving two volumes from FlexVolume to CSI in a scratch world, ${scratch.root}\n`);
   try {
     const flex = new FlexDriver(flexBin, scratch);
+    const written = new Map<string, Map<string, string>>();
 
-    heading('1. FlexVolume: the administrator creates a volume, kubelet runs the attachable lifecycle');
-    await flex.admin(['create', 'demo-vol', '--size', '256Mi']);
-    const first = await flex.attachAndMount('demo-vol', 'pv-demo', 'pod-uid-1', NODE);
-    const payload = `written under FlexVolume at ${new Date().toISOString()}\n`;
-    writeFileSync(join(first.podDir, 'hello.txt'), payload);
-    const sum = sha256(payload);
-    printStep({ model: 'host', call: 'write hello.txt in the pod dir', outcome: 'ok', detail: `sha256 ${sum.slice(0, 16)}...` });
-    await flex.unmountAndDetach('pv-demo', NODE, first);
+    heading('1. FlexVolume: the administrator creates a block and a dir volume; kubelet gives a pod each; the pod writes');
+    for (const v of VOLUMES) {
+      await flex.admin(['create', v.id, ...v.args]);
+      const where = await flex.attachAndMount(v.id, `pv-${v.id}`, 'pod-uid-1', NODE, v.fsType);
+      const sums = new Map<string, string>();
+      for (const [name, content] of Object.entries(podFiles(v.id))) {
+        mkdirSync(join(where.podDir, name, '..'), { recursive: true });
+        writeFileSync(join(where.podDir, name), content);
+        sums.set(name, sha256(content));
+      }
+      written.set(v.id, sums);
+      printStep({ model: 'host', call: `the pod writes ${sums.size} files`, outcome: 'ok', detail: [...sums].map(([n, s]) => `${n} ${s.slice(0, 8)}`).join(', ') });
+      await flex.unmountAndDetach(`pv-${v.id}`, NODE, where);
+    }
 
-    heading('2. FlexVolume again: a new pod finds the same data');
-    const second = await flex.attachAndMount('demo-vol', 'pv-demo', 'pod-uid-2', NODE);
-    const readBack = readFileSync(join(second.podDir, 'hello.txt'), 'utf8');
-    check(sha256(readBack) === sum, 'data read back under FlexVolume differs from what was written');
-    printStep({ model: 'host', call: 'read hello.txt in the new pod', outcome: 'same', detail: `sha256 ${sum.slice(0, 16)}...` });
-    await flex.unmountAndDetach('pv-demo', NODE, second);
+    heading("2. Plan: twinvol migrate plan reads the cluster's objects (kubectl get pv,pvc,deploy -o yaml) and writes the CSI ones");
+    const cluster = join(scratch.root, 'cluster.yaml');
+    writeFileSync(cluster, clusterObjects(VOLUMES));
+    const planDir = join(scratch.root, 'plan');
+    const plan = await twinvol(flexBin, scratch, ['migrate', 'plan', cluster, '--out', planDir]);
+    printStep({ model: 'host', call: 'twinvol migrate plan --out plan/', outcome: `exit ${plan.code}`, ms: plan.ms });
+    show(plan.stderr + plan.stdout);
+    if (plan.code !== 0) throw new Error('migrate plan did not plan every volume');
+    const manifests = join(planDir, 'manifests');
+    const handles = plannedHandles(readdirSync(manifests).map((f) => readFileSync(join(manifests, f), 'utf8')).join('\n---\n'));
+    for (const [pv, h] of handles) printStep({ model: 'host', call: `planned PV ${pv}`, outcome: h.driver, detail: `volumeHandle ${h.handle}` });
 
-    const csi = await CsiDriver.start(join(__dirname, 'csi/twinvol-csi'), scratch, NODE);
+    heading('3. Verify: each volume brought up through FlexVolume, then CSI, then FlexVolume again; checksums compared');
+    for (const v of VOLUMES) await verifyStep(flexBin, scratch, v.id);
+
+    heading('4. Moved: the pod comes back on the planned CSI PVs (the sidecars and kubelet call twinvol-csi) and finds its data');
+    const csi = await CsiDriver.start(csiBin, scratch, NODE);
     try {
-      heading('3. CSI: the same volume, published through the CSI server, holds the same data');
-      const cap = mountCapability('ext4');
-      const staging = join(scratch.kubeletDir, 'plugins/kubernetes.io/csi/csi.twinvol.io/demo/globalmount');
-      const target = join(scratch.kubeletDir, 'pods/pod-uid-3/volumes/kubernetes.io~csi/pv-demo/mount');
-      await csi.call('Controller', 'ControllerPublishVolume', { volume_id: 'demo-vol', node_id: NODE, volume_capability: cap });
-      mkdirSync(staging, { recursive: true });
-      await csi.call('Node', 'NodeStageVolume', { volume_id: 'demo-vol', staging_target_path: staging, volume_capability: cap });
-      await csi.call('Node', 'NodePublishVolume', { volume_id: 'demo-vol', staging_target_path: staging, target_path: target, volume_capability: cap });
-      check(sha256(readFileSync(join(target, 'hello.txt'), 'utf8')) === sum, 'data read through CSI differs from what FlexVolume wrote');
-      printStep({ model: 'host', call: 'read hello.txt in the CSI target', outcome: 'same', detail: `sha256 ${sum.slice(0, 16)}...` });
-      const stats = await csi.call('Node', 'NodeGetVolumeStats', { volume_id: 'demo-vol', volume_path: target });
-      const bytes = (stats.usage as { unit: string; total: string }[] | undefined)?.find((u) => u.unit === 'BYTES');
-      printStep({ model: 'host', call: 'filesystem size reported', outcome: `${Math.round(Number(bytes?.total ?? 0) / 2 ** 20)} MiB` });
-
-      heading('4. One catalog, one owner: FlexVolume cannot attach it to a second node while CSI holds it');
-      await flex.call(['attach', flexOptions('demo-vol', 'pv-demo'), 'other-node'], 'attach (to other-node)', 'Failure');
-
-      await csi.call('Node', 'NodeUnpublishVolume', { volume_id: 'demo-vol', target_path: target });
-      await csi.call('Node', 'NodeUnstageVolume', { volume_id: 'demo-vol', staging_target_path: staging });
-      await csi.call('Controller', 'ControllerUnpublishVolume', { volume_id: 'demo-vol', node_id: NODE });
-
-      heading('5. CSI provisions a volume, FlexVolume mounts it');
-      await csi.call('Controller', 'CreateVolume', { name: 'csi-made', capacity_range: { required_bytes: String(128 * 2 ** 20) }, volume_capabilities: [cap], parameters: { backend: 'block' } });
-      const third = await flex.attachAndMount('csi-made', 'pv-csi-made', 'pod-uid-4', NODE);
-      writeFileSync(join(third.podDir, 'from-flex.txt'), 'FlexVolume wrote this into a CSI-made volume\n');
-      printStep({ model: 'host', call: 'write from-flex.txt', outcome: 'ok' });
-      await flex.unmountAndDetach('pv-csi-made', NODE, third);
-      await csi.call('Controller', 'DeleteVolume', { volume_id: 'csi-made' });
+      for (const v of VOLUMES) {
+        const handle = handles.get(`pv-${v.id}`)?.handle;
+        if (!handle) throw new Error(`the plan has no CSI PV for pv-${v.id}`);
+        const cap = mountCapability(v.fsType);
+        const staging = join(scratch.kubeletDir, 'plugins/kubernetes.io/csi/csi.twinvol.io', sha256(Buffer.from(handle)), 'globalmount');
+        const target = join(scratch.kubeletDir, 'pods/pod-uid-2/volumes/kubernetes.io~csi', `pv-${v.id}`, 'mount');
+        await csi.call('Controller', 'ControllerPublishVolume', { volume_id: handle, node_id: NODE, volume_capability: cap }, 'OK', handle);
+        mkdirSync(staging, { recursive: true });
+        await csi.call('Node', 'NodeStageVolume', { volume_id: handle, staging_target_path: staging, volume_capability: cap });
+        await csi.call('Node', 'NodePublishVolume', { volume_id: handle, staging_target_path: staging, target_path: target, volume_capability: cap });
+        const sums = written.get(v.id) ?? new Map<string, string>();
+        const differ = [...sums].filter(([name, sum]) => sha256(readFileSync(join(target, name))) !== sum).map(([name]) => name);
+        printStep({ model: 'host', call: `the pod reads its ${sums.size} files`, outcome: differ.length ? 'DIFFERENT' : 'same', detail: differ.length ? differ.join(', ') : 'sha256 as written under FlexVolume' });
+        if (differ.length) throw new Error(`${v.id}: ${differ.join(', ')} read back different through CSI`);
+        await csi.call('Node', 'NodeUnpublishVolume', { volume_id: handle, target_path: target });
+        await csi.call('Node', 'NodeUnstageVolume', { volume_id: handle, staging_target_path: staging });
+        await csi.call('Controller', 'ControllerUnpublishVolume', { volume_id: handle, node_id: NODE });
+      }
     } finally {
       await csi.stop();
     }
+
+    heading('5. The two models side by side on the same work: twinvol compare --backend block --rounds 1');
+    const compare = await twinvol(flexBin, scratch, ['compare', '--backend', 'block', '--rounds', '1']);
+    if (compare.code === 2) throw new Error(`twinvol compare refused its command line: ${compare.stderr.trim()}`);
+    show(compare.stdout);
+    if (compare.code !== 0) printStep({ model: 'host', call: 'twinvol compare', outcome: `exit ${compare.code}`, detail: compare.stderr.trim().split('\n')[0] ?? '' });
 
     heading('6. Nothing left behind on the node');
     check(mountsUnder(scratch.root).length === 0, `mounts left: ${mountsUnder(scratch.root).join(', ')}`);
     check(loopsUnder(scratch.root).length === 0, `loop devices left: ${loopsUnder(scratch.root).join(', ')}`);
     printStep({ model: 'host', call: 'mounts and loop devices under scratch', outcome: 'none' });
-    process.stdout.write('\ndemo passed\n');
+    process.stdout.write(`\ndemo passed in ${((performance.now() - started) / 1000).toFixed(1)} s\n`);
     return 0;
   } catch (err) {
     process.stderr.write(`\ndemo FAILED: ${err instanceof Error ? err.message : String(err)}\n`);
@@ -83,8 +115,8 @@ async function main(): Promise<number> {
   }
 }
 
-function sha256(text: string): string {
-  return createHash('sha256').update(text).digest('hex');
+function sha256(data: Buffer): string {
+  return createHash('sha256').update(data).digest('hex');
 }
 
 function check(condition: boolean, message: string): void {

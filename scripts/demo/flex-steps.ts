@@ -69,8 +69,8 @@ export class FlexDriver {
   }
 
   /** What kubelet and the controller-manager do to give a pod the volume, on an attachable driver. */
-  async attachAndMount(volumeId: string, pvName: string, podUid: string, node: string): Promise<{ global: string; podDir: string }> {
-    const opts = flexOptions(volumeId, pvName);
+  async attachAndMount(volumeId: string, pvName: string, podUid: string, node: string, fsType = 'ext4'): Promise<{ global: string; podDir: string }> {
+    const opts = flexOptions(volumeId, pvName, fsType);
     await this.call(['init']);
     await this.call(['attach', opts, node]);
     const wait = await this.call(['waitforattach', '', opts]);
@@ -78,7 +78,7 @@ export class FlexDriver {
     await this.call(['mountdevice', global, String(wait.reply.device ?? ''), opts]);
     const podDir = podVolumeDir(this.scratch.kubeletDir, podUid, pvName);
     const mountOpts = goJson({
-      'kubernetes.io/fsType': 'ext4',
+      'kubernetes.io/fsType': fsType,
       'kubernetes.io/mounterArgs.FsGroup': '2000',
       'kubernetes.io/pod.name': `demo-${podUid}`,
       'kubernetes.io/pod.namespace': 'default',
@@ -98,7 +98,7 @@ export class FlexDriver {
   }
 }
 
-/** kubelet's options for a PV naming the volume (as attach, waitforattach and mountdevice get them). */
-export function flexOptions(volumeId: string, pvName: string): string {
-  return goJson({ 'kubernetes.io/fsType': 'ext4', 'kubernetes.io/pvOrVolumeName': pvName, 'kubernetes.io/readwrite': 'rw', volumeId });
+/** kubelet's options for a PV naming the volume (as attach, waitforattach and mountdevice get them); fsType "" for a dir volume. */
+export function flexOptions(volumeId: string, pvName: string, fsType = 'ext4'): string {
+  return goJson({ 'kubernetes.io/fsType': fsType, 'kubernetes.io/pvOrVolumeName': pvName, 'kubernetes.io/readwrite': 'rw', volumeId });
 }
