@@ -48,8 +48,8 @@ async function makeTemplate(slotBytes) {
   const path = join(CACHE, `node-${process.version}-${id}-${slotBytes / MiB}M`);
   try {
     const meta = JSON.parse(await readFile(`${path}.json`, 'utf8'));
-    await stat(path);
-    return { path, offset: meta.offset, slotBytes };
+    const t = { path, offset: meta.offset, marker: Buffer.from(meta.marker, 'hex'), slotBytes };
+    if (await slotAt(path, t)) return t;
   } catch {
     // not made yet (or half made by a build that was killed): make it
   }
@@ -72,11 +72,29 @@ async function makeTemplate(slotBytes) {
       await copyFile(binary, tmp);
     });
     await rename(tmp, path);
-    await writeFile(`${path}.json.${process.pid}.tmp`, JSON.stringify({ offset, node, version: process.version }));
+    await writeFile(`${path}.json.${process.pid}.tmp`, JSON.stringify({ offset, marker: marker.toString('hex'), node, version: process.version }));
     await rename(`${path}.json.${process.pid}.tmp`, `${path}.json`);
-    return { path, offset, slotBytes };
+    return { path, offset, marker, slotBytes };
   } finally {
     await rm(work, { recursive: true, force: true });
+  }
+}
+
+/** Whether `file` holds template `t`'s empty slot (the marker) at its offset. */
+async function slotAt(file, t) {
+  return (await readAt(file, t.offset, t.marker.length)).equals(t.marker);
+}
+
+async function readAt(file, position, length) {
+  const fd = await open(file, 'r');
+  try {
+    const buf = Buffer.alloc(length);
+    const { bytesRead } = await fd.read(buf, 0, length, position);
+    return buf.subarray(0, bytesRead);
+  } catch {
+    return Buffer.alloc(0);
+  } finally {
+    await fd.close();
   }
 }
 
@@ -96,33 +114,45 @@ async function blobOf(main, codeCache) {
 
 /**
  * Makes `out`, a single executable running the CommonJS bundle `main`, unless the one there was made
- * from the same bundle by the same node. Renamed into place, like the bundles (scripts/build.mjs).
+ * from the same bundle by the same node: its key (a hash of both) is kept in the last bytes of the
+ * slot, inside the file itself, so that two builds racing on dist/ can never leave a key beside an
+ * executable it does not describe. Renamed into place, like the bundles (scripts/build.mjs).
  */
 export async function buildSea({ main, out, codeCache = true }) {
-  const key = createHash('sha256')
-    .update(await readFile(main))
-    .update(`\0${codeCache}\0${process.execPath}\0${process.version}\0${(await stat(process.execPath)).mtimeMs}`)
-    .digest('hex');
-  const keyFile = join(dirname(out), `.${basename(out)}.key`);
-  const previous = await readFile(keyFile, 'utf8').catch(() => '');
-  if (previous === key && (await stat(out).catch(() => null))) return { out, rebuilt: false };
+  const key = Buffer.from(
+    createHash('sha256')
+      .update(await readFile(main))
+      .update(`\0${codeCache}\0${process.execPath}\0${process.version}\0${(await stat(process.execPath)).mtimeMs}`)
+      .digest('hex'),
+  );
+  const keyAt = (t) => t.offset + t.slotBytes - key.length;
+  let t = await template(8 * MiB);
+  if ((await readAt(out, keyAt(t), key.length).catch(() => Buffer.alloc(0))).equals(key)) return { out, rebuilt: false };
   const blob = await blobOf(main, codeCache);
-  let slot = 8 * MiB;
-  while (slot < blob.length) slot *= 2;
-  const t = await template(slot);
+  if (blob.length + key.length > t.slotBytes) {
+    let slot = t.slotBytes;
+    while (slot < blob.length + key.length) slot *= 2;
+    t = await template(slot);
+  }
   await mkdir(dirname(out), { recursive: true });
   const tmp = `${out}.${process.pid}.tmp`;
-  // A reflink where the filesystem has them; a plain copy otherwise.
-  await copyFile(t.path, tmp, constants.COPYFILE_FICLONE);
-  const fd = await open(tmp, 'r+');
   try {
-    await fd.write(blob, 0, blob.length, t.offset);
-  } finally {
-    await fd.close();
+    // A reflink where the filesystem has them; a plain copy otherwise.
+    await copyFile(t.path, tmp, constants.COPYFILE_FICLONE);
+    // Checked on the private copy: another build may have replaced the template since it was read.
+    if (!(await slotAt(tmp, t))) throw new Error(`sea: ${t.path} changed during the build; build again`);
+    const fd = await open(tmp, 'r+');
+    try {
+      await fd.write(blob, 0, blob.length, t.offset);
+      await fd.write(key, 0, key.length, keyAt(t));
+    } finally {
+      await fd.close();
+    }
+    await chmod(tmp, 0o755);
+    await rename(tmp, out);
+  } catch (err) {
+    await rm(tmp, { force: true });
+    throw err;
   }
-  await chmod(tmp, 0o755);
-  await rename(tmp, out);
-  await writeFile(`${keyFile}.${process.pid}.tmp`, key);
-  await rename(`${keyFile}.${process.pid}.tmp`, keyFile);
   return { out, rebuilt: true };
 }
