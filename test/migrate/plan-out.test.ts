@@ -256,13 +256,23 @@ describe('migrate.sh', () => {
   });
 
   it('with --apply stops when a claim never binds, before any workload starts again', () => {
-    const k = fakeKubectl(join(root, 'unbound'), plannedCluster());
-    const r = spawnSync('bash', [join(out, 'migrate.sh'), '--apply'], { env: { ...k.env, MIGRATE_TIMEOUT: '1' }, encoding: 'utf8' });
+    // One PV (the web Deployment's claim) keeps this run short.
+    const small = join(root, 'small');
+    const one = join(root, 'one.yaml');
+    const objects = [...fixtureObjects('cluster.yaml'), ...fixtureObjects('workloads.yaml')];
+    const keep = (o: JsonObject) => ['media', 'web'].includes(String((o.metadata as JsonObject).name)) && ['PersistentVolume', 'PersistentVolumeClaim', 'Deployment'].includes(String(o.kind));
+    writeFileSync(one, JSON.stringify({ apiVersion: 'v1', kind: 'List', items: objects.filter(keep) }));
+    expect(planOf({ files: [one], out: small }).exitCode).toBe(0);
+    const k = fakeKubectl(join(root, 'unbound'), { 'get csidriver csi.twinvol.io -o name': 'csidriver.storage.k8s.io/csi.twinvol.io', 'get pv media -o jsonpath={.spec.flexVolume.driver}': 'k8s/nfs', 'get pvc -n shop media -o jsonpath={.spec.volumeName}': 'media' });
+    const r = spawnSync('bash', [join(small, 'migrate.sh'), '--apply'], { env: { ...k.env, MIGRATE_TIMEOUT: '1' }, encoding: 'utf8' });
     expect(r.status).toBe(1);
-    expect(r.stderr).toBe("check failed after 1 s: kubectl get pvc -n shop data-db-0 -o jsonpath={.status.phase}: got '', expected 'Bound'\n");
+    expect(r.stderr).toBe("check failed after 1 s: kubectl get pvc -n shop media -o jsonpath={.status.phase}: got '', expected 'Bound'\n");
     const calls = readFileSync(k.log, 'utf8').trim().split('\n');
-    expect(calls.filter((c) => c.startsWith('apply -f'))).toEqual(['apply -f manifests/01-pv-db-0.yaml']);
-    expect(calls.filter((c) => /--replicas=[1-9]/.test(c))).toEqual([]);
+    // After the apply, only the claim's phase was read, again and again, until the deadline.
+    const applied = calls.indexOf('apply -f manifests/01-media.yaml');
+    expect(new Set(calls.slice(applied + 1))).toEqual(new Set(['get pvc -n shop media -o jsonpath={.status.phase}']));
+    expect(calls.filter((c) => c.startsWith('apply -f'))).toEqual(['apply -f manifests/01-media.yaml']);
+    expect(calls.filter((c) => c.startsWith('scale'))).toEqual(['scale -n shop deployment/web --replicas=0']);
   });
 
   it('refuses an unknown argument', () => {
