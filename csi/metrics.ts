@@ -1,5 +1,6 @@
+import { stat } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { basename } from 'node:path';
+import { basename, join } from 'node:path';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { BACKEND_KINDS, type Core, type SpawnRecord, type VolumeRecord } from '../shared/index.js';
 import type { ListenAddress } from './flags.js';
@@ -11,8 +12,8 @@ export type VolumeState = (typeof VOLUME_STATES)[number];
 
 /** From a millisecond (a Probe) to the two-minute deadline of an external tool (config commandTimeoutMs). */
 const SECONDS_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
-/** Records read at once when counting volumes: a scrape of a large catalog must not open thousands of files together. */
-const READ_CONCURRENCY = 16;
+/** Records looked at once when counting volumes: a scrape of a large catalog must not open thousands of files together. */
+const READ_CONCURRENCY = 32;
 
 export function volumeState(v: VolumeRecord): VolumeState {
   if (!v.attachments.length) return 'detached';
@@ -32,7 +33,7 @@ export class Metrics {
   private readonly commands: Counter<'tool'>;
   private readonly commandFailures: Counter<'tool'>;
   private readonly commandSeconds: Histogram<'tool'>;
-  private core: Core | undefined;
+  private volumes: VolumeCounter | undefined;
 
   constructor() {
     const registers = [this.registry];
@@ -48,12 +49,13 @@ export class Metrics {
       labelNames: ['backend', 'state'],
       registers,
       async collect() {
-        const core = metrics.core;
-        if (!core) return;
+        const volumes = metrics.volumes;
+        if (!volumes) return;
+        const counts = await volumes.count();
         this.reset();
         // Every pair is reported, zeros included: an absent series and a zero look different on a dashboard.
         for (const backend of BACKEND_KINDS) for (const state of VOLUME_STATES) if (state !== 'unreadable') this.set({ backend, state }, 0);
-        for (const [key, n] of await countVolumes(core)) {
+        for (const [key, n] of counts) {
           const [backend = '', state = ''] = key.split('\0');
           this.set({ backend, state }, n);
         }
@@ -78,33 +80,63 @@ export class Metrics {
 
   /** The catalog the volume gauge counts, once the server has opened it. */
   countVolumesOf(core: Core): void {
-    this.core = core;
+    this.volumes = new VolumeCounter(core);
   }
 }
 
 /**
- * Volumes by "backend\0state". The catalog keeps no counts, so each record is read; a record that
- * cannot be (corrupt, or removed between the listing and the read) is counted as unreadable or not at
- * all, never failing the scrape.
+ * Volumes by "backend\0state", for the gauge. The catalog keeps no counts, so every record is looked
+ * at; a record is only read again when its file changed since the last scrape (records are replaced by
+ * a rename, shared/store/json-record.ts, so a new version is a new inode), which makes a scrape of an
+ * unchanged catalog one stat per volume (docs/architecture.md has the figures). A record that cannot be
+ * read (corrupt) is counted as unreadable, one removed between the listing and the look not at all;
+ * neither fails the scrape.
  */
-export async function countVolumes(core: Core): Promise<Map<string, number>> {
-  const ids = await core.catalog.listVolumeIds();
-  const counts = new Map<string, number>();
-  const add = (key: string) => counts.set(key, (counts.get(key) ?? 0) + 1);
-  let next = 0;
-  const worker = async () => {
-    while (next < ids.length) {
-      const id = ids[next++] as string;
-      try {
-        const v = await core.catalog.getVolume(id);
-        if (v) add(`${v.backend}\0${volumeState(v)}`);
-      } catch {
-        add('unknown\0unreadable');
+export class VolumeCounter {
+  private readonly known = new Map<string, { version: string; key: string }>();
+
+  constructor(private readonly core: Core) {}
+
+  async count(): Promise<Map<string, number>> {
+    const ids = await this.core.catalog.listVolumeIds();
+    const listed = new Set(ids);
+    for (const id of this.known.keys()) if (!listed.has(id)) this.known.delete(id);
+    const counts = new Map<string, number>();
+    const add = (key: string) => counts.set(key, (counts.get(key) ?? 0) + 1);
+    let next = 0;
+    const worker = async () => {
+      while (next < ids.length) {
+        const key = await this.keyOf(ids[next++] as string);
+        if (key !== undefined) add(key);
       }
+    };
+    await Promise.all(Array.from({ length: Math.min(READ_CONCURRENCY, ids.length) }, worker));
+    return counts;
+  }
+
+  private async keyOf(id: string): Promise<string | undefined> {
+    let version: string;
+    try {
+      // The record's file as shared/store/catalog.ts getVolume reads it.
+      const st = await stat(join(this.core.catalog.volumeDir(id), 'volume.json'));
+      version = `${st.ino}:${st.mtimeMs}:${st.size}`;
+    } catch {
+      this.known.delete(id);
+      return undefined;
     }
-  };
-  await Promise.all(Array.from({ length: Math.min(READ_CONCURRENCY, ids.length) }, worker));
-  return counts;
+    const cached = this.known.get(id);
+    if (cached?.version === version) return cached.key;
+    let key: string | undefined;
+    try {
+      const v = await this.core.catalog.getVolume(id);
+      key = v && `${v.backend}\0${volumeState(v)}`;
+    } catch {
+      key = 'unknown\0unreadable';
+    }
+    if (key === undefined) this.known.delete(id);
+    else this.known.set(id, { version, key });
+    return key;
+  }
 }
 
 export interface MetricsEndpoint {

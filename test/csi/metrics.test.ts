@@ -61,11 +61,13 @@ describe('metrics after real calls', () => {
       '{method="Probe"}': 3,
     });
 
-    // The stage attached a loop device, made a filesystem and mounted it: real commands, each timed.
-    const ran = growth(detached, after, 'twinvol_commands_total');
+    // Real commands, each counted and timed: the block volume's filesystem made (at create or at its
+    // first stage: the core decides), and the stage attaching its loop device and mounting it.
+    const ran = growth(before, after, 'twinvol_commands_total');
     for (const tool of ['losetup', 'mkfs.ext4', 'mount']) expect(ran[`{tool="${tool}"}`], tool).toBeGreaterThan(0);
-    const timed = growth(detached, after, 'twinvol_command_duration_seconds_count');
-    expect(timed).toEqual(ran);
+    expect(growth(before, after, 'twinvol_command_duration_seconds_count')).toEqual(ran);
+    const staged = growth(attached, after, 'twinvol_commands_total');
+    for (const tool of ['losetup', 'mount']) expect(staged[`{tool="${tool}"}`], tool).toBeGreaterThan(0);
     // None failed: an exit code a tool answers with on purpose (blkid's 2, "nothing found") is no failure.
     expect(growth(before, after, 'twinvol_command_failures_total')).toEqual({});
 
