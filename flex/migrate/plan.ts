@@ -44,17 +44,28 @@ export const POLICY_ANNOTATION = 'migrate.twinvol.io/reclaim-policy';
 export function plan(inv: Inventory, options: PlanOptions): Plan {
   const uses = workloadUses(inv, (src) => inlineTarget(src, options));
   const result: Plan = { moves: [], skipped: [...uses.refusals], inline: uses.inline, notes: [] };
+  const planned: Move[] = [];
   for (const pv of inv.pvs) {
     if (at(pv.doc, 'spec.flexVolume') === undefined) continue;
     try {
-      const move = planPv(pv, inv, options, uses.users);
-      result.moves.push(move);
-      result.notes.push(...move.target.notes.map((n) => `${label(pv)}: ${n}`));
+      planned.push(planPv(pv, inv, options, uses.users));
     } catch (err) {
       if (err instanceof Refusal) result.skipped.push(err.message);
       else if (err instanceof TargetRefusal) result.skipped.push(`${label(pv)}: ${err.message}`);
       else throw err;
     }
+  }
+  // twinvol-csi keeps one catalog: an exec volume's id (its PV name) that is also the id of one of
+  // twinvol's own volumes would find that volume's record, and be refused as not an exec volume.
+  const own = new Map(planned.filter((m) => m.target.route === 'twinvol').map((m) => [m.target.volumeHandle, m.pv]));
+  for (const move of planned) {
+    const clash = move.target.route === 'exec' ? own.get(move.target.volumeHandle) : undefined;
+    if (clash) {
+      result.skipped.push(`${label(move.pv)}: metadata.name: ${move.pv.name} would be the exec volume's id in twinvol's catalog, which ${label(clash)} names as twinvol volume ${move.target.volumeHandle}; use a mapping, or move one of them at a time`);
+      continue;
+    }
+    result.moves.push(move);
+    result.notes.push(...move.target.notes.map((n) => `${label(move.pv)}: ${n}`));
   }
   return result;
 }

@@ -68,8 +68,11 @@ describe('PVs that cannot move: skipped with the object, the field and why (exit
 
   it('plans the one that can move', () => {
     expect(r.exitCode).toBe(1);
-    expect(linesOf(r.stderr, 'planned')).toEqual(['PersistentVolume/fine (acme/twinvol) -> csi.twinvol.io (same twinvol volume) volumeHandle fine, claim shop/fine']);
-    expect(r.docs.map((d) => `${d.kind}/${(d.metadata as { name: string }).name}`)).toEqual(['PersistentVolume/fine', 'PersistentVolumeClaim/fine']);
+    expect(linesOf(r.stderr, 'planned')).toEqual([
+      'PersistentVolume/fine (acme/twinvol) -> csi.twinvol.io (same twinvol volume) volumeHandle fine, claim shop/fine',
+      'PersistentVolume/twinvol-clash (acme/twinvol) -> csi.twinvol.io (same twinvol volume) volumeHandle clash, no claim',
+    ]);
+    expect(r.docs.map((d) => `${d.kind}/${(d.metadata as { name: string }).name}`)).toEqual(['PersistentVolume/fine', 'PersistentVolumeClaim/fine', 'PersistentVolume/twinvol-clash']);
   });
 
   it('names the object and the field of each one it skips', () => {
@@ -87,6 +90,8 @@ describe('PVs that cannot move: skipped with the object, the field and why (exit
       'PersistentVolume/raw-exec: spec.volumeMode Block: the exec backend serves filesystems only (csi/exec-service.ts), as FlexVolume drivers do',
       'PersistentVolume/blob-no-secret-object: spec.flexVolume.secretRef: names Secret shop/creds, which is not in the input: blob.csi.azure.com reads other keys, so its data is needed (kubectl get secret -n shop creds -o yaml)',
       'PersistentVolume/job-data: PersistentVolumeClaim shop/job-data is used by Job shop/backfill: a Job cannot be stopped and started again; plan the move once it is done',
+      // An exec volume whose id (its PV name) is one of twinvol's own volumes in the same catalog.
+      "PersistentVolume/clash: metadata.name: clash would be the exec volume's id in twinvol's catalog, which PersistentVolume/twinvol-clash names as twinvol volume clash; use a mapping, or move one of them at a time",
     ]);
   });
 
