@@ -31,6 +31,8 @@ const POD_UID = '7a1e0c5e-7e1f-4c1a-9c3b-0d0e0e1f0a01';
 
 export class KubeletFlex {
   private attached = false;
+  /** What the driver's init said of attach; undefined until it ran. */
+  private attachable: boolean | undefined;
   readonly staging: string;
   readonly target: string;
 
@@ -50,10 +52,14 @@ export class KubeletFlex {
 
   async up(): Promise<Brought> {
     const v = this.subject.volume;
-    const init = await this.call('init', []);
-    if (init.kind !== 'success') throw new Error(`the driver's init did not succeed: ${describe(init)}`);
-    // kubelet's defaults when init leaves a capability out (driver-call.go): attach true.
-    const attachable = init.status.capabilities?.attach ?? true;
+    // kubelet runs init when it probes the plugin dir, not for every pod: once here too.
+    if (this.attachable === undefined) {
+      const init = await this.call('init', []);
+      if (init.kind !== 'success') throw new Error(`the driver's init did not succeed: ${describe(init)}`);
+      // kubelet's defaults when init leaves a capability out (driver-call.go): attach true.
+      this.attachable = init.status.capabilities?.attach ?? true;
+    }
+    const attachable = this.attachable;
     let device = '';
     if (attachable) {
       this.attached = true;

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Core, EXEC_BACKEND, execVolumeOfRecord, isExecVolume, isValidPvName, mountsOf, notFound, parseDriverName, readMounts, type VolumeId, type VolumeRecord } from '../../shared/index.js';
@@ -22,6 +23,8 @@ export interface Subject {
   sumDevice: boolean;
   /** The catalog held the volume before verify: an exec volume the CSI server registered is forgotten after. */
   registered: boolean;
+  /** The PV name is verify's own (no --pv): its record in the catalog is forgotten after. */
+  inventedPv: boolean;
   notes: string[];
 }
 
@@ -41,8 +44,13 @@ export function resolveSubject(core: Core, volumeId: VolumeId, record: VolumeRec
     }
   }
   const driver = parseDriverName(driverName);
-  const pvName = pv?.name ?? (isValidPvName(volumeId) ? volumeId : 'twinvol-verify');
   const exec = pv ? driver.name !== 'twinvol' : record !== undefined && isExecVolume(record);
+  // Without --pv, a twinvol volume gets a PV name of verify's own: twinvol's attach records which
+  // volume a PV name stands for (flex/verbs.ts rememberPv), and a real PV that happened to be named
+  // like this volume must keep its record. The sweep forgets it again (flex/migrate/verify.ts).
+  // An exec volume's driver sees the name its CSI PV will give it: the volume id.
+  const invented = !pv && !exec;
+  const pvName = pv?.name ?? (invented ? `twinvol-verify-${createHash('sha256').update(volumeId).digest('hex').slice(0, 16)}` : isValidPvName(volumeId) ? volumeId : 'twinvol-verify');
   if (!exec) {
     if (pv && pv.options.volumeId !== volumeId)
       throw new InputError(`PersistentVolume ${pv.name}: spec.flexVolume.options.volumeId is ${JSON.stringify(pv.options.volumeId ?? '')}, not the volume ${volumeId} asked for`);
@@ -56,6 +64,7 @@ export function resolveSubject(core: Core, volumeId: VolumeId, record: VolumeRec
       csi: { volumeId, pvName, fsType: record.backend === 'dir' ? '' : record.fsType, multiNode: record.access === 'multi-node', context: {} },
       sumDevice: record.backend === 'block',
       registered: true,
+      inventedPv: invented,
       notes,
     };
   }
@@ -71,6 +80,7 @@ export function resolveSubject(core: Core, volumeId: VolumeId, record: VolumeRec
     csi: { volumeId, pvName, fsType: volume.fsType, multiNode: false, context },
     sumDevice: false,
     registered: record !== undefined,
+    inventedPv: false,
     notes,
   };
 }

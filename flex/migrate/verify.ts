@@ -219,6 +219,8 @@ async function sweep(c: SweepContext): Promise<string> {
   const now = await c.core.catalog.getVolume(c.subject.volumeId).catch(() => undefined);
   if (c.subject.kind === 'twinvol' && now?.attachments.some((a) => a.node === c.config.nodeName))
     await quiet(() => releaseAttachment(c.core, c.subject.volumeId, c.config.nodeName));
+  const pv = c.subject.flex.volume.id;
+  if (c.subject.inventedPv && (await c.core.catalog.pvVolume(pv).catch(() => undefined)) === c.subject.volumeId) await quiet(() => c.core.catalog.forgetPv(pv));
   if (c.csiUsed && c.subject.kind === 'exec' && !c.subject.registered && now) await quiet(() => c.csi.forget(c.subject.volumeId));
   await quiet(() => c.csi.close());
   const still = mountsLeft();

@@ -24,7 +24,7 @@ function hook(name: string, phase: 'flex' | 'csi', body: string): string {
 }
 
 describe('migrate verify: a changed byte is caught', () => {
-  it('a dir volume changed between the FlexVolume and the CSI half: MISMATCH naming the file', async () => {
+  it('a dir volume changed between the FlexVolume and the CSI half: MISMATCH naming the file', { timeout: 300_000 }, async () => {
     const s = world();
     expect((await runAdmin(s.env, ['volume', 'create', 'bad-dir', '--backend', 'dir', '--size', '16Mi'])).exitCode).toBe(0);
     await writeUnderFlex(s, 'bad-dir', (dir) => writeRichTree(dir, 'x'));
@@ -39,7 +39,7 @@ describe('migrate verify: a changed byte is caught', () => {
     expect(report.differences.rollback).toEqual([]);
   });
 
-  it('a block volume changed between the CSI half and the rollback: MISMATCH in the tree and the device bytes', async () => {
+  it('a block volume changed between the CSI half and the rollback: MISMATCH in the tree and the device bytes', { timeout: 300_000 }, async () => {
     const s = world();
     expect((await runAdmin(s.env, ['volume', 'create', 'bad-blk', '--size', '32Mi'])).exitCode).toBe(0);
     await writeUnderFlex(s, 'bad-blk', (dir) => writeRichTree(dir, 'y'));

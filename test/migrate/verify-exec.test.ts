@@ -70,7 +70,7 @@ function imageWithData(name: string, pv: string): { image: string; pvFile: strin
 }
 
 describe('migrate verify: an exec volume of a third-party FlexVolume driver', () => {
-  it('what the driver held under FlexVolume reads the same through twinvol-csi exec backend and back', async () => {
+  it('what the driver held under FlexVolume reads the same through twinvol-csi exec backend and back', { timeout: 300_000 }, async () => {
     const s = world();
     const { pvFile } = imageWithData('ex-1', 'pv-ex-1');
     const report = parseReport(await verify(s, ['ex-1', '--pv', pvFile, '--plugin-dir', pluginDir(), '--json']));
@@ -87,7 +87,7 @@ describe('migrate verify: an exec volume of a third-party FlexVolume driver', ()
     expect((await runAdmin(s.env, ['volume', 'inspect', 'ex-1'])).exitCode).toBe(1);
   });
 
-  it('refuses the volume while the driver has it mounted for kubelet, and touches nothing', async () => {
+  it('refuses the volume while the driver has it mounted for kubelet, and touches nothing', { timeout: 300_000 }, async () => {
     const s = world();
     const { image, pvFile } = imageWithData('ex-1', 'pv-ex-1');
     const opts = goJson({ image, 'kubernetes.io/fsType': 'ext4', 'kubernetes.io/pvOrVolumeName': 'pv-ex-1', 'kubernetes.io/readwrite': 'rw' });
