@@ -96,7 +96,7 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
             c
               .positional('id', { type: 'string', demandOption: true })
               .positional('node', { type: 'string', describe: 'the node (or --node)' })
-              .option('node', { type: 'string', describe: 'the node whose attachment goes' })
+              .option('node', { type: 'string', describe: 'the node whose attachment goes (by position or as --node NODE)' })
               .option('force', { type: 'boolean', default: false, describe: 'yes: whatever that node still writes is no longer kept from other nodes' }),
           async (a) => {
             const { id, node } = usable(() => {
