@@ -42,6 +42,8 @@ const retainPatch = (policy: string) => JSON.stringify({ spec: { persistentVolum
 export const STOP_LABEL = 'migrate.twinvol.io/stopped';
 
 export function steps(moves: readonly Move[], dir: Direction, podFile: (u: WorkloadUse) => string): Step[] {
+  // Nothing planned: no step, not eight empty ones.
+  if (!moves.length) return [];
   const claims = moves.filter((m) => m.claim);
   const users = uniqueUsers(moves);
   const out: Step[] = [];

@@ -170,6 +170,37 @@ describe('migrate plan: every driver behind csi.twinvol.io (the default, --prefe
   });
 });
 
+describe("migrate plan: twinvol's own options", () => {
+  it('keeps what describes the volume as volumeAttributes (the catalog checks them), read-only as csi.readOnly, and notes createIfMissing', () => {
+    const pv = {
+      apiVersion: 'v1',
+      kind: 'PersistentVolume',
+      metadata: { name: 'scratch' },
+      spec: {
+        capacity: { storage: '64Mi' },
+        accessModes: ['ReadOnlyMany'],
+        flexVolume: {
+          driver: 'storage.example.com/twinvol',
+          options: { volumeId: 'scratch', backend: 'static', source: 'tmpfs', fsType: 'tmpfs', mountOptions: 'size=64m', access: 'multi-node', readOnly: 'true', createIfMissing: 'true', size: '64Mi' },
+        },
+      },
+    };
+    const r = planOf({ files: ['-'] }, JSON.stringify(pv));
+    expect(r.exitCode).toBe(0);
+    expect(r.docs).toEqual([
+      pvShell('scratch', 'storage.example.com/twinvol', 'Retain', undefined, {
+        capacity: { storage: '64Mi' },
+        accessModes: ['ReadOnlyMany'],
+        csi: { driver: 'csi.twinvol.io', volumeHandle: 'scratch', readOnly: true, volumeAttributes: { backend: 'static', fsType: 'tmpfs', source: 'tmpfs', mountOptions: 'size=64m' } },
+      }),
+    ]);
+    expectValid(r.docs);
+    expect(linesOf(r.stderr, 'note')).toEqual([
+      `PersistentVolume/scratch: createIfMissing: volume scratch must exist before the move (twinvol volume inspect scratch); twinvol-csi does not create a static PV's volume`,
+    ]);
+  });
+});
+
 describe('migrate plan --prefer vendor: the built-in mappings to the vendors\' CSI drivers', () => {
   const run = planOf({ files: ALL, prefer: 'vendor' });
 

@@ -275,6 +275,18 @@ describe('migrate.sh', () => {
     expect(calls.filter((c) => c.startsWith('scale'))).toEqual(['scale -n shop deployment/web --replicas=0']);
   });
 
+  it('when every PV was skipped, says so and runs no kubectl at all', () => {
+    const lonely = join(root, 'lonely.yaml');
+    writeFileSync(lonely, 'apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: x}\nspec: {capacity: {storage: 1Gi}, accessModes: [ReadWriteOnce], claimRef: {namespace: a, name: gone}, flexVolume: {driver: a/b}}\n');
+    const empty = join(root, 'empty');
+    expect(planOf({ files: [lonely], out: empty }).exitCode).toBe(1);
+    expect(readFileSync(join(empty, 'STEPS.md'), 'utf8')).toContain('## Steps (./migrate.sh)\n\nNothing to move: every FlexVolume PV was skipped (see above).');
+    const k = fakeKubectl(join(root, 'nothing'), {});
+    const r = spawnSync('bash', [join(empty, 'migrate.sh'), '--apply'], { env: k.env, encoding: 'utf8' });
+    expect(r).toMatchObject({ status: 0, stdout: 'nothing to move: every FlexVolume PV was skipped (STEPS.md says why)\n\ndone\n' });
+    expect(readFileSync(k.log, 'utf8')).toBe('');
+  });
+
   it('refuses an unknown argument', () => {
     const r = spawnSync('bash', [join(out, 'migrate.sh'), '--aply'], { encoding: 'utf8' });
     expect(r.status).toBe(2);
