@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { accessSync, constants, existsSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
+import { toolEnv } from '../../shared/index.js';
 import { createScratch } from '../../test/helpers/scratch.js';
 import { PrivateCsi } from './csi-server.js';
 import { renderHtml } from './html.js';
@@ -17,7 +18,8 @@ export type { CompareReport };
 export interface CompareOptions {
   backends: CompareBackend[];
   rounds: number;
-  json: boolean;
+  /** The command line's --json (runCompareCommand); runCompare itself only returns the report. */
+  json?: boolean;
   html?: string;
   /** The FlexVolume executable to run as kubelet (default: the one running). */
   flexBin: string;
@@ -87,6 +89,9 @@ function isDir(p: string): boolean {
  */
 export async function runCompare(o: CompareOptions): Promise<CompareReport> {
   const startedAt = new Date().toISOString();
+  // The clean-up (releaseUnder, test/helpers/scratch.ts) runs umount and losetup by name: with a bare
+  // PATH, as kubelet-style callers give, losetup (sbin) was not found and a loop device stayed bound.
+  process.env.PATH = toolEnv().PATH;
   const scratch = createScratch(NODE, join(tmpdir(), 'twinvol-compare-'));
   let csi: PrivateCsi | undefined;
   try {
@@ -120,6 +125,8 @@ export async function runCompare(o: CompareOptions): Promise<CompareReport> {
 async function compareBackend(w: Workbench, backend: CompareBackend, o: CompareOptions): Promise<BackendReport> {
   const specs = { flex: volumeSpec(backend, 'flex'), csi: volumeSpec(backend, 'csi') };
   for (const v of Object.values(specs)) admin(w, ['volume', 'create', v.id, ...v.createArgs]);
+  // What the administrator's create ran (it may format a block volume) is no step's.
+  w.tools.take();
   const results: Record<'flex' | 'csi', RoundResult[]> = { flex: [], csi: [] };
   const differences: BackendReport['differences'] = [];
   for (let round = 1; round <= o.rounds; round++) {

@@ -1,10 +1,12 @@
-import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CompareReport, ModelStep } from '../../flex/compare/report.js';
 import { STEPS } from '../../flex/compare/workload.js';
+import { CSI_BIN } from '../csi/helpers/server.js';
 import { runAdmin } from '../helpers/flex-runner.js';
 import { loopsLeftUnder, mountsUnder, releaseUnder } from '../helpers/scratch.js';
+import { failingTool } from '../helpers/tool-wrapper.js';
 
 /**
  * `twinvol compare` run for real from the built executable: its private scratch world goes under the
@@ -100,9 +102,10 @@ describe('twinvol compare', () => {
       const r = await run('--backend', 'block', '--rounds', '1', '--html', page);
       expect(r.exitCode, r.stderr).toBe(0);
       expect(r.stdout).toMatch(/^block \(ext4, 64Mi/m);
-      expect(r.stdout).toMatch(/^stage +flex +waitforattach, mountdevice .*mkfs\.ext4/m);
+      expect(r.stdout).toMatch(/^stage +flex +waitforattach, mountdevice .*losetup/m);
       expect(r.stdout).toMatch(/^ +csi +NodeStageVolume .*losetup/m);
       expect(r.stdout).toContain('differences in the resulting state: none');
+      expect(r.stdout).not.toContain('warning');
       const html = readFileSync(page, 'utf8');
       expect(html).toMatch(/^<!doctype html>/);
       expect(html).toContain('<svg');
@@ -129,5 +132,33 @@ describe('twinvol compare', () => {
     expect(r.stderr.trimEnd().split('\n')).toHaveLength(1);
     await expectNothingLeft();
     expect(existsSync('/nonexistent-twinvol-dir')).toBe(false);
+  });
+
+  it('a server that does not start: exit 1, one line, nothing left', async () => {
+    const r = await run('--backend', 'static', '--rounds', '1', '--csi-server', '/bin/false');
+    expect(r.exitCode).toBe(1);
+    expect(r.stderr).toMatch(/^twinvol compare: twinvol-csi exited at start/);
+    expect(r.stderr.trimEnd().split('\n')).toHaveLength(1);
+    await expectNothingLeft();
+  });
+
+  it('a failure with the CSI volume staged, published and on a loop device: exit 1, and still nothing left', async () => {
+    // The real server, with an umount that fails (test/helpers/tool-wrapper.ts) first on its PATH, ahead
+    // of compare's own: NodeUnpublishVolume fails with everything of the CSI round still set up.
+    const fault = mkdtempSync('/tmp/twinvol-compare-fault-');
+    try {
+      const umount = failingTool(fault, 'umount', '--', 'umount: planted failure');
+      const server = join(fault, 'twinvol-csi');
+      writeFileSync(server, `#!/bin/sh\nPATH='${umount.dir}':"$PATH" exec '${CSI_BIN}' "$@"\n`);
+      chmodSync(server, 0o755);
+      const r = await run('--backend', 'block', '--rounds', '1', '--csi-server', server);
+      expect(r.exitCode).toBe(1);
+      expect(r.stderr).toMatch(/^twinvol compare: NodeUnpublishVolume: INTERNAL: .*planted failure/);
+      expect(r.stderr.trimEnd().split('\n')).toHaveLength(1);
+      expect(umount.calls().length).toBeGreaterThan(0);
+      await expectNothingLeft();
+    } finally {
+      releaseUnder(fault);
+    }
   });
 });
