@@ -1,17 +1,18 @@
-// The single executables (dist/sea, made by scripts/sea.mjs) where there is no Node: under `env -i`
-// there is no PATH at all, so nothing can find a node; the CSI server runs with a PATH holding none.
+// The single executables (dist/sea, made by scripts/sea.mjs) where there is no Node: ELF binaries,
+// run under `env -i` (no PATH, no HOME, nothing), and the CSI server through a block volume's life.
 // Whatever the executables still assumed of Node (a shebang, re-spawning process.execPath, a file
 // read beside __filename, a require of a non-builtin, an ExperimentalWarning on stderr) fails here.
 // The FlexVolume suites run against the single executable too: test/sea/flex-*.test.ts.
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, closeSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, copyFileSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import pkg from '../../package.json' with { type: 'json' };
-import { launchCsi, type RunningCsi } from '../csi/helpers/server.js';
-import { createCsiScratch, type CsiScratch } from '../csi/helpers/scratch.js';
+import { useCsiServer } from '../csi/helpers/fixture.js';
+import { mountInPod } from '../csi/helpers/pod-mount.js';
+import { MiB, mountCap, size } from '../csi/helpers/requests.js';
 import { FLEX_BUILDS, flexOptions } from '../helpers/flex-runner.js';
-import { createScratch, type Scratch } from '../helpers/scratch.js';
+import { createScratch, loopsLeftUnder, mountsUnder, type Scratch } from '../helpers/scratch.js';
 
 const FLEX_SEA = FLEX_BUILDS.sea;
 const CSI_SEA = resolve(import.meta.dirname, '../../dist/sea/twinvol-csi');
@@ -106,32 +107,27 @@ describe('the single executables under an empty environment', () => {
 });
 
 describe('the single executable CSI server', () => {
-  let s: CsiScratch;
-  let server: RunningCsi | undefined;
-  let emptyPath: string;
-  beforeEach(() => {
-    s = createCsiScratch('node-a');
-    writeFileSync(s.configPath, '{}');
-    emptyPath = mkdtempSync('/tmp/twinvol-sea-path-');
-  });
-  afterEach(async () => {
-    try {
-      await server?.stop();
-    } finally {
-      server = undefined;
-      rmSync(emptyPath, { recursive: true, force: true });
-      s.cleanup();
-    }
+  const csi = useCsiServer({ command: [CSI_SEA] });
+
+  it('serves Probe and GetPluginInfo, and its log holds no warning', async () => {
+    expect(await csi.identity('Probe')).toMatchObject({ ready: { value: true } });
+    expect(await csi.identity('GetPluginInfo')).toMatchObject({ vendor_version: pkg.version });
+    // stderr is the JSON log: every line parses, and none is Node's ExperimentalWarning.
+    const lines = csi.server.logLines();
+    expect(lines.join('\n')).not.toMatch(/ExperimentalWarning|single-executable/i);
+    for (const line of lines) expect(() => JSON.parse(line), line).not.toThrow();
   });
 
-  it('serves Probe and GetPluginInfo on a temp socket with no node on its PATH, and logs no warning', async () => {
-    server = await launchCsi(s, { command: [CSI_SEA], env: { PATH: emptyPath } });
-    expect(await server.client.call('Identity', 'Probe')).toMatchObject({ ready: { value: true } });
-    expect(await server.client.call('Identity', 'GetPluginInfo')).toMatchObject({ vendor_version: pkg.version });
-    // stderr is the JSON log: every line parses, and none is Node's ExperimentalWarning.
-    const { text } = await server.logWhen(() => true);
-    expect(text).not.toMatch(/ExperimentalWarning|single-executable/i);
-    for (const line of server.logLines()) expect(() => JSON.parse(line), line).not.toThrow();
-    expect(await server.stop()).toBe(0);
+  it('runs a block volume through stage and publish: the tools it spawns, nothing of its own re-spawned', async () => {
+    const id = 'sea-block';
+    const cap = mountCap('ext4');
+    await csi.ctl('CreateVolume', { name: id, volume_capabilities: [cap], parameters: csi.flavour.parameters('block', 16 * MiB), capacity_range: size(16 * MiB) });
+    const pod = await mountInPod(csi, id, cap);
+    writeFileSync(join(pod.target, 'hello.txt'), 'from a pod');
+    expect(readFileSync(join(pod.target, 'hello.txt'), 'utf8')).toBe('from a pod');
+    await pod.release();
+    await csi.ctl('DeleteVolume', { volume_id: id });
+    expect(mountsUnder(csi.s.root)).toEqual([]);
+    expect(await loopsLeftUnder(csi.s.root)).toEqual([]);
   });
 });
