@@ -57,7 +57,17 @@ const slug = (s: string) => s.replace(/[^A-Za-z0-9_.-]+/g, '-');
  * rollback.sh. The directory must be new or empty: a plan never mixes with an older one.
  */
 export function writeOut(dir: string, p: Plan, inputs: readonly string[]): string[] {
-  if (existsSync(dir) && readdirSync(dir).length) throw new OutError(`--out ${dir}: the directory exists and is not empty`);
+  try {
+    if (existsSync(dir) && readdirSync(dir).length) throw new OutError(`--out ${dir}: the directory exists and is not empty`);
+    return writeFiles(dir, p, inputs);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code) throw new OutError(`--out ${dir}: cannot be written (${code === 'ENOTDIR' ? 'not a directory' : code})`);
+    throw err;
+  }
+}
+
+function writeFiles(dir: string, p: Plan, inputs: readonly string[]): string[] {
   const width = String(p.moves.length).length < 2 ? 2 : String(p.moves.length).length;
   const file = (m: Move, i: number) => `${String(i + 1).padStart(width, '0')}-${slug(m.pv.name)}.yaml`;
   const podFile = (u: WorkloadUse) => `pods/${slug(u.object.namespace)}_${slug(u.object.name)}.yaml`;

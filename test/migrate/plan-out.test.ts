@@ -134,6 +134,12 @@ describe('migrate plan --out (the bundled executable)', () => {
     const r = await runAdmin({}, ['migrate', 'plan', ...INPUTS, '--out', out]);
     expect(r).toEqual({ exitCode: 2, stdout: '', stderr: `twinvol migrate plan: --out ${out}: the directory exists and is not empty (see: twinvol migrate plan --help)\n` });
   });
+
+  it('refuses a path that is a file, in one line', () => {
+    const r = planOf({ files: INPUTS, out: join(out, 'STEPS.md', 'plan') });
+    expect(r.exitCode).toBe(2);
+    expect(r.stderr).toBe(`twinvol migrate plan: --out ${join(out, 'STEPS.md', 'plan')}: cannot be written (not a directory) (see: twinvol migrate plan --help)\n`);
+  });
 });
 
 /**
