@@ -11,7 +11,7 @@
 import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
-import { copyFile, chmod, mkdir, mkdtemp, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { copyFile, chmod, mkdir, mkdtemp, open, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
@@ -74,6 +74,9 @@ async function makeTemplate(slotBytes) {
     await rename(tmp, path);
     await writeFile(`${path}.json.${process.pid}.tmp`, JSON.stringify({ offset, marker: marker.toString('hex'), node, version: process.version }));
     await rename(`${path}.json.${process.pid}.tmp`, `${path}.json`);
+    // Templates of a node binary that is gone (an upgrade) would keep 100 MB each forever.
+    const current = `node-${process.version}-${id}-`;
+    for (const name of await readdir(CACHE)) if (name.startsWith('node-') && !name.startsWith(current)) await rm(join(CACHE, name), { force: true });
     return { path, offset, marker, slotBytes };
   } finally {
     await rm(work, { recursive: true, force: true });
