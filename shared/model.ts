@@ -85,6 +85,12 @@ export interface VolumeRecord extends Versioned {
   attachments: Attachment[];
   /** The image grew while its filesystem did not (offline expansion, restore into a larger volume). */
   fsResizePending?: boolean;
+  /**
+   * block: the filesystem twinvol made on the image when it created the volume, so a stage mounts it
+   * without asking blkid (shared/backends/block.ts). Absent for a volume made before twinvol formatted
+   * at create, a copy, or one created for raw block access only: blkid decides at the first stage.
+   */
+  madeFilesystem?: 'ext4' | 'xfs';
   /** The size before the expansion still pending on a node (exec: expandfs's old size, expander.go). */
   fsResizeFrom?: number;
   createdBy: Origin;

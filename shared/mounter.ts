@@ -98,8 +98,13 @@ export class Mounter {
     return r.exitCode === 2 || r.stdout.trim() === '' ? undefined : r.stdout.trim();
   }
 
-  async format(device: string, fsType: 'ext4' | 'xfs'): Promise<void> {
-    if (fsType === 'ext4') await this.exec('mkfs.ext4', ['-q', '-F', '-m', '0', '--', device]);
+  /**
+   * `fresh`: a new sparse image file, whose every unwritten block reads as zero, so mkfs.ext4 need not
+   * zero the journal (lazy_journal_init): the image stays sparse (about 0.4 MiB of 64 MiB allocated,
+   * not 4.4) and mkfs is quicker. A device found blank at stage may hold old bytes: zeroed in full.
+   */
+  async format(device: string, fsType: 'ext4' | 'xfs', fresh = false): Promise<void> {
+    if (fsType === 'ext4') await this.exec('mkfs.ext4', ['-q', '-F', '-m', '0', ...(fresh ? ['-E', 'lazy_journal_init=1'] : []), '--', device]);
     else await this.exec('mkfs.xfs', ['-q', '--', device]);
   }
 

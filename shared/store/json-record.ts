@@ -9,10 +9,10 @@ import { describeIssues } from './record-schemas.js';
  * Bumped when a record's shape changes; readers refuse records from a newer version (their strict
  * schemas would refuse its new keys anyway, with a less helpful message). 2: volumes keep their name,
  * access requests and topology; snapshots their name; node records. 3: group snapshots, a snapshot's
- * group, and an attachment's inUse and fenced marks. 4: an attachment's implicit mark. Records of
- * versions 1 to 3 parse as they are.
+ * group, and an attachment's inUse and fenced marks. 4: an attachment's implicit mark. 5: a block
+ * volume's madeFilesystem. Records of versions 1 to 4 parse as they are.
  */
-export const SCHEMA_VERSION = 4;
+export const SCHEMA_VERSION = 5;
 
 export interface Versioned {
   schema: number;

@@ -45,6 +45,7 @@ const volumeRecord = z.strictObject({
   topology: z.optional(z.record(z.string(), z.string())),
   attachments: z.array(attachment),
   fsResizePending: z.optional(z.boolean()),
+  madeFilesystem: z.optional(z.enum(['ext4', 'xfs'])),
   fsResizeFrom: z.optional(count),
   createdBy: origin,
   createdAt: timestamp,

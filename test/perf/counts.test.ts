@@ -1,7 +1,9 @@
 import { execFileSync } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, truncateSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createVolume } from '../../shared/core/volumes.js';
+import { mountAt } from '../../shared/mountinfo.js';
+import { vid } from '../helpers/ids.js';
 import { coreIn } from '../shared/core-scratch.js';
 import { flexOptions, mountOptions, podNamed } from '../helpers/flex-runner.js';
 import { deviceMountPath, podVolumeDir } from '../helpers/kubelet-paths.js';
@@ -45,7 +47,7 @@ describe('FlexVolume: the work of each verb', () => {
     await count('isattached', 'isattached', opts, 'bench');
     await count('attach', 'attach', opts, 'bench');
     const { device } = (await count('waitforattach', 'waitforattach', '', opts)) as { device?: string };
-    await count('mountdevice (first: makes the filesystem)', 'mountdevice', global, String(device), opts);
+    await count('mountdevice (first)', 'mountdevice', global, String(device), opts);
     await count('mount', 'mount', target, mountOptions('pv-blk', podNamed('uid-b')));
     await count('unmount', 'unmount', target);
     await count('unmountdevice', 'unmountdevice', global);
@@ -88,6 +90,29 @@ describe('CSI: the work of each RPC', () => {
     expect(got).toEqual(CSI_EXPECTED[kind]);
   });
 
+  it('a block volume made before filesystems were made at create is probed with blkid and formatted at its first stage', async () => {
+    const core = coreIn(s, 'bench');
+    const id = vid('made-before');
+    await createVolume(core, { id, backend: 'block', capacityBytes: 64 * MiB, createdBy: 'csi' });
+    // As such a volume is on disk: a blank image, and a record without madeFilesystem.
+    const image = core.catalog.imagePath(id);
+    truncateSync(image, 0);
+    truncateSync(image, 64 * MiB);
+    const { madeFilesystem, ...before } = await core.catalog.requireVolume(id);
+    expect(madeFilesystem).toBe('ext4');
+    await core.catalog.updateVolume(id, () => before);
+    const csi = await inProcessCsi(s);
+    const staging = stagingPath(s.kubeletDir, id);
+    await csi.call('Controller', 'ControllerPublishVolume', { volume_id: id, node_id: 'bench', volume_capability: mountCap() });
+    const first = await measure(() => csi.call('Node', 'NodeStageVolume', { volume_id: id, staging_target_path: staging, volume_capability: mountCap() }));
+    expect(first.work.spawns).toEqual(['losetup', 'blkid', 'mkfs.ext4', 'mount']);
+    expect(mountAt(staging)?.fsType).toBe('ext4');
+    await csi.call('Node', 'NodeUnstageVolume', { volume_id: id, staging_target_path: staging });
+    const again = await measure(() => csi.call('Node', 'NodeStageVolume', { volume_id: id, staging_target_path: staging, volume_capability: mountCap() }));
+    expect(again.work.spawns).toEqual(['losetup', 'blkid', 'mount']);
+    await csi.call('Node', 'NodeUnstageVolume', { volume_id: id, staging_target_path: staging });
+  });
+
   it('ListVolumes reads only the records on its page, however many volumes there are', async () => {
     const core = coreIn(s, 'bench');
     for (let i = 0; i < 30; i++) await createVolume(core, { id: `v-${String(i).padStart(2, '0')}`, backend: 'dir', capacityBytes: MiB, createdBy: 'csi' });
@@ -103,11 +128,11 @@ const FLEX_EXPECTED: Table = {
   isattached: w([], 0, 1, 0),
   attach: w([], 3, 5, 2),
   waitforattach: w(['losetup'], 0, 2, 1),
-  'mountdevice (first: makes the filesystem)': w(['blkid', 'mkfs.ext4', 'mount'], 2, 4, 2),
+  'mountdevice (first)': w(['mount'], 2, 4, 2),
   mount: w(['mount'], 1, 4, 1),
   unmount: w(['umount'], 0, 4, 1),
   unmountdevice: w(['umount', 'losetup'], 1, 7, 2),
-  'mountdevice (again)': w(['losetup', 'blkid', 'mount'], 2, 4, 2),
+  'mountdevice (again)': w(['losetup', 'mount'], 2, 4, 2),
   'unmountdevice (again)': w(['umount', 'losetup'], 1, 7, 2),
   detach: w([], 1, 2, 1),
   'mount (dir volume)': w(['mount', 'mount'], 5, 7, 3),
@@ -116,7 +141,6 @@ const FLEX_EXPECTED: Table = {
 
 /** What every kind of volume does alike: the controller side and the reads. */
 const COMMON: Table = {
-  CreateVolume: w([], 1, 1, 1),
   ControllerPublishVolume: w([], 1, 2, 1),
   NodePublishVolume: w(['mount'], 1, 2, 1),
   NodeGetVolumeStats: w([], 0, 3, 0),
@@ -129,7 +153,9 @@ const COMMON: Table = {
 };
 
 const CSI_EXPECTED: Record<'dir' | 'block' | 'raw block', Table> = {
-  dir: { ...COMMON, NodeStageVolume: w(['mount'], 2, 2, 2), NodeUnstageVolume: w(['umount'], 1, 6, 2) },
-  block: { ...COMMON, NodeStageVolume: w(['losetup', 'blkid', 'mkfs.ext4', 'mount'], 2, 2, 2), NodeUnstageVolume: w(['umount', 'losetup'], 1, 6, 2) },
-  'raw block': { ...COMMON, NodeStageVolume: w(['losetup'], 2, 2, 2), NodeUnstageVolume: w(['losetup'], 1, 5, 2) },
+  dir: { ...COMMON, CreateVolume: w([], 1, 1, 1), NodeStageVolume: w(['mount'], 2, 2, 2), NodeUnstageVolume: w(['umount'], 1, 6, 2) },
+  // The filesystem is made at create, on the image file, and the record says which: no blkid at stage.
+  block: { ...COMMON, CreateVolume: w(['mkfs.ext4'], 1, 1, 1), NodeStageVolume: w(['losetup', 'mount'], 2, 2, 2), NodeUnstageVolume: w(['umount', 'losetup'], 1, 6, 2) },
+  // Asked for as a raw device only: no filesystem is made for it.
+  'raw block': { ...COMMON, CreateVolume: w([], 1, 1, 1), NodeStageVolume: w(['losetup'], 2, 2, 2), NodeUnstageVolume: w(['losetup'], 1, 5, 2) },
 };
