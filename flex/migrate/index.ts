@@ -52,11 +52,11 @@ export function runMigratePlan(args: MigratePlanArgs, io: Io = processIo): numbe
     const result = plan(inv, { preferVendor: args.prefer === 'vendor', mappings, exec: args.exec });
     if (args.out !== undefined) {
       const written = writeOut(args.out, result, files.map((f) => (f === '-' ? 'stdin' : f)));
-      io.stderr(reportLines(result).map((l) => `${l}\n`).join(''));
+      io.stderr(reportLines(result).map((l) => `${escapeControls(l)}\n`).join(''));
       io.stderr(`wrote ${args.out}: ${written.length} files (${written.filter((w) => w.startsWith('manifests/')).length} manifests, STEPS.md, migrate.sh, rollback.sh)\n`);
     } else {
       io.stdout(yamlDocuments(newObjects(result.moves).flat()));
-      io.stderr(reportLines(result).map((l) => `${l}\n`).join(''));
+      io.stderr(reportLines(result).map((l) => `${escapeControls(l)}\n`).join(''));
     }
     if (!result.moves.length && !result.skipped.length) io.stderr('nothing to move: no FlexVolume PV in the input\n');
     return result.skipped.length ? 1 : 0;
@@ -64,4 +64,9 @@ export function runMigratePlan(args: MigratePlanArgs, io: Io = processIo): numbe
     if (err instanceof InputError || err instanceof OutError || err instanceof Refusal) return usage(err.message);
     throw err;
   }
+}
+
+/** One message, one line: a control character from the input (a name with a newline) is shown escaped. */
+function escapeControls(line: string): string {
+  return line.replace(/[\u0000-\u001f\u007f]/g, (c) => JSON.stringify(c).slice(1, -1));
 }
