@@ -51,8 +51,15 @@ export class Metrics {
       async collect() {
         const volumes = metrics.volumes;
         if (!volumes) return;
-        const counts = await volumes.count();
         this.reset();
+        let counts: Map<string, number>;
+        try {
+          counts = await volumes.count();
+        } catch {
+          // The catalog cannot be listed (data root gone, a network filesystem hung up): no volume
+          // series this scrape, rather than a failed scrape that takes the other metrics with it.
+          return;
+        }
         // Every pair is reported, zeros included: an absent series and a zero look different on a dashboard.
         for (const backend of BACKEND_KINDS) for (const state of VOLUME_STATES) if (state !== 'unreadable') this.set({ backend, state }, 0);
         for (const [key, n] of counts) {

@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs';
+import { renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createVolume } from '../../shared/core/volumes.js';
@@ -54,5 +54,21 @@ describe(`the volume gauge over ${VOLUMES} volumes`, () => {
     const samples = await scrape(port);
     expect(samples.get(series('twinvol_volumes', { backend: 'unknown', state: 'unreadable' }))).toBe(1);
     expect(samples.get(series('twinvol_volumes', { backend: 'dir', state: 'detached' }))).toBe(VOLUMES - 1);
+  });
+
+  it('a catalog that cannot be listed leaves the volume series out, and the rest of the scrape answers', async () => {
+    const volumes = join(csi.s.dataRoot, 'volumes');
+    renameSync(volumes, `${volumes}.away`);
+    try {
+      // A file where the directory was: listing it fails with ENOTDIR, for real.
+      writeFileSync(volumes, '');
+      const samples = await scrape(port);
+      expect([...samples.keys()].filter((k) => k.startsWith('twinvol_volumes'))).toEqual([]);
+      expect(samples.get('process_cpu_user_seconds_total')).toBeGreaterThan(0);
+    } finally {
+      rmSync(volumes, { force: true });
+      renameSync(`${volumes}.away`, volumes);
+    }
+    expect((await scrape(port)).get(series('twinvol_volumes', { backend: 'dir', state: 'detached' }))).toBe(VOLUMES - 1);
   });
 });
