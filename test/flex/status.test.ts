@@ -140,6 +140,17 @@ describe('twinvol status', () => {
     expect(inventory.problems[0]?.detail).toContain('twinvol volume release dir --node node-b --force');
   });
 
+  it('names a record that does not parse, and still reports the rest', async () => {
+    await createVolume('good', '--backend', 'dir', '--size', '1Mi');
+    await createVolume('bad', '--backend', 'dir', '--size', '1Mi');
+    writeFileSync(join(s.dataRoot, 'volumes/bad/volume.json'), '{"schema": 4, "id": "bad"');
+
+    const { exitCode, inventory } = await status();
+    expect(exitCode).toBe(1);
+    expect(inventory.problems).toEqual([expect.objectContaining({ kind: 'damaged-record', subject: 'volume bad', detail: expect.stringContaining('is corrupt (not JSON)') })]);
+    expect(inventory.volumes.map((v) => v.id)).toEqual(['good']);
+  });
+
   it('finds a lock whose holder is gone and a temporary record file a killed writer left', async () => {
     await createVolume('dir', '--backend', 'dir', '--size', '1Mi');
     // What SIGKILL leaves (shared/store/lock.ts, write-file-atomic): a lock directory and its owner file
