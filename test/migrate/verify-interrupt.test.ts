@@ -1,0 +1,42 @@
+import { spawn } from 'node:child_process';
+import { afterEach, describe, expect, it } from 'vitest';
+import { FLEX_BIN, runAdmin } from '../helpers/flex-runner.js';
+import { leftovers, useVerifyWorld, writeRichTree, writeUnderFlex } from './verify-world.js';
+
+/**
+ * A verify stopped half way (an operator's Ctrl-C while the CSI half has the volume published) still
+ * tears down what it set up and stops its private server (flex/migrate/verify.ts sweep): nothing is
+ * left mounted, attached or running, and it says it was interrupted, exit 1.
+ */
+const world = useVerifyWorld();
+
+afterEach(async () => {
+  expect(await leftovers(world())).toEqual([]);
+});
+
+describe('migrate verify: interrupted', () => {
+  it('SIGINT with the volume published through CSI: torn down, server stopped, exit 1', { timeout: 300_000 }, async () => {
+    const s = world();
+    expect((await runAdmin(s.env, ['volume', 'create', 'int-1', '--size', '32Mi'])).exitCode).toBe(0);
+    await writeUnderFlex(s, 'int-1', (dir) => writeRichTree(dir, 'int'));
+    const child = spawn(FLEX_BIN, ['migrate', 'verify', 'int-1'], { stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: '/usr/bin:/bin', ...s.env } });
+    let stdout = '';
+    let signalled = false;
+    child.stdout.on('data', (d: Buffer) => {
+      stdout += d.toString();
+      if (!signalled && /\[csi \] NodePublishVolume +OK/.test(stdout)) {
+        signalled = true;
+        child.kill('SIGINT');
+      }
+    });
+    const code = await new Promise<number | null>((done) => child.on('close', done));
+    expect(signalled, stdout).toBe(true);
+    expect(code).toBe(1);
+    expect(stdout).toMatch(/verdict: FAILED: interrupted by SIGINT/);
+    // The rollback half never started, and the CSI half's teardown ran.
+    expect(stdout).not.toMatch(/3\. Rollback/);
+    expect(stdout).toMatch(/NodeUnpublishVolume/);
+    const inspect = await runAdmin(s.env, ['volume', 'inspect', 'int-1']);
+    expect((JSON.parse(inspect.stdout) as { volume: { attachments: unknown[] } }).volume.attachments).toEqual([]);
+  });
+});
