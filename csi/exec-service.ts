@@ -11,6 +11,8 @@ import {
   execRecordParameters,
   execVolumeOf,
   execVolumeOfRecord,
+  failedPrecondition,
+  idForNameOrUndefined,
   invalidArgument,
   isExecVolume,
   notFound,
@@ -103,12 +105,12 @@ export class ExecService {
    * now from its volume attributes (else this server's one driver), so that the teardown calls, which
    * carry no context, find its driver. Returns the driver for the log line.
    */
-  private async registered(rawId: string, context: StringMap, cap: Capability): Promise<{ id: VolumeId; driver: string }> {
+  private async registered(rawId: string, context: StringMap, cap: Capability): Promise<{ id: VolumeId; driver: DriverName }> {
     const id = validateVolumeId(rawId, 'volume_id');
     const record = await this.core.catalog.getVolume(id);
     if (record) {
       if (!isExecVolume(record)) throw invalidArgument(`volume ${id} is a ${record.backend} volume, not one of a FlexVolume driver`);
-      return { id, driver: this.checked(execVolumeOfRecord(record).driver).full };
+      return { id, driver: this.checked(execVolumeOfRecord(record).driver) };
     }
     const own = withoutCoKeys(context);
     if (own.driver === undefined && this.serving.driver) own.driver = this.serving.driver.full;
@@ -116,7 +118,7 @@ export class ExecService {
     const volume = execVolumeOf(id, own, own.fsType ?? cap.fsType);
     this.checked(volume.driver);
     await createVolume(this.core, { id, backend: EXEC_BACKEND, capacityBytes: 0, fsType: volume.fsType, access: cap.scope, parameters: execRecordParameters(own), createdBy: 'csi' });
-    return { id, driver: volume.driver.full };
+    return { id, driver: volume.driver };
   }
 
   private checked(driver: DriverName): DriverName {
@@ -161,8 +163,12 @@ export class ExecService {
       CreateVolume: routed(
         builtIn.CreateVolume,
         rpc.unary<CreateVolumeRequest, CreateVolumeResponse>('CreateVolume', (r) => this.create(r), {
-          describe: (r) => ({ name: r.name, backend: 'exec' }),
-          exclusiveOn: (r) => `volume/${r.name}`,
+          // As the built-in CreateVolume logs it (csi/controller.ts): the id, and the name when it differs.
+          describe: (r) => {
+            const id = idForNameOrUndefined(r.name);
+            return { ...(id ? { volumeId: id } : {}), ...(id !== r.name ? { name: r.name } : {}), backend: 'exec' };
+          },
+          exclusiveOn: (r) => `volume/${idForNameOrUndefined(r.name) ?? r.name}`,
         }),
         async (r) => this.serving.only || asksForExec(r.parameters),
       ),
@@ -172,7 +178,7 @@ export class ExecService {
           const node = validateNodeName(r.node_id, 'node_id');
           const cap = requireFilesystem(parseCapability(r.volume_capability));
           const { id, driver } = await this.registered(r.volume_id, r.volume_context, cap);
-          note({ driver });
+          note({ driver: driver.full });
           const attached = await attach(this.core, id, node, {
             readonly: r.readonly || cap.readerOnly,
             via: 'csi',
@@ -194,6 +200,8 @@ export class ExecService {
   private async create(r: CreateVolumeRequest): Promise<CreateVolumeResponse> {
     const id = volumeIdForName(r.name, 'name');
     const caps = parseCapabilities(r.volume_capabilities);
+    // FlexVolume has no snapshots or clones: a content source cannot be honoured, and was once ignored.
+    if (r.volume_content_source) throw invalidArgument('volume_content_source: exec volumes cannot be made from a snapshot or another volume');
     caps.forEach(requireFilesystem);
     const params = withoutCoKeys(r.parameters);
     if (params.driver === undefined && this.serving.driver) params.driver = this.serving.driver.full;
@@ -237,7 +245,7 @@ export class ExecService {
           const path = await checkedPathUnder(r.staging_target_path, kubeletDir, 'staging_target_path');
           const cap = requireFilesystem(parseCapability(r.volume_capability));
           const { id, driver } = await this.registered(r.volume_id, r.volume_context, cap);
-          note({ driver });
+          note({ driver: driver.full });
           await stage(this.core, id, path, { readonly: cap.readerOnly, access: accessRequestOf(cap), publishContext: r.publish_context });
           return {};
         }, at((r) => r.staging_target_path)),
@@ -249,8 +257,11 @@ export class ExecService {
           const target = await checkedPathUnder(r.target_path, kubeletDir, 'target_path');
           const cap = requireFilesystem(parseCapability(r.volume_capability));
           const { id, driver } = await this.registered(r.volume_id, r.volume_context, cap);
-          note({ driver });
-          // No staging path: a driver that does not attach mounts the target itself (no stage step).
+          note({ driver: driver.full });
+          // No staging path: a driver that does not attach mounts the target itself (no stage step); one
+          // that attaches has STAGE_UNSTAGE_VOLUME, and a publish without its staging skipped a step.
+          if (!r.staging_target_path && (await this.serving.capabilities(driver)).attach)
+            throw failedPrecondition(`staging_target_path is required: the FlexVolume driver ${driver.full} attaches, so its volumes are staged before they are published`);
           const stagingPath = r.staging_target_path ? await checkedPathUnder(r.staging_target_path, kubeletDir, 'staging_target_path') : undefined;
           await publish(this.core, id, target, {
             readonly: r.readonly || cap.readerOnly,

@@ -4,6 +4,7 @@ import { Client, credentials, type ServiceError } from '@grpc/grpc-js';
 import { afterAll, describe, expect, it } from 'vitest';
 import { type CallOutcome, outcome } from './helpers/client.js';
 import { useCsiServer } from './helpers/fixture.js';
+import { csiFlavours, runsOn } from './helpers/flavour.js';
 import { createCsiScratch, type CsiScratch } from './helpers/scratch.js';
 import { runCsiOnce, serverEnv } from './helpers/server.js';
 import { CONTROLLER_RPCS, GROUP_RPCS, IDENTITY_RPCS, NODE_RPCS, SPEC } from './helpers/spec.js';
@@ -14,11 +15,13 @@ import { CONTROLLER_RPCS, GROUP_RPCS, IDENTITY_RPCS, NODE_RPCS, SPEC } from './h
  * serves. Every server here is the real bundle on a scratch world; the fixture stops it and unmounts,
  * detaches and deletes everything in afterAll, whether the tests passed or not.
  */
-const csi = useCsiServer({ nodeId: 'node-a' });
-const { ctl, node } = csi;
+// Against the built-in server and the exec one (test/csi/helpers/flavour.ts), every case here: they are quick.
+describe.for(csiFlavours())('transport and identity ($name)', (flavour) => {
+  const csi = useCsiServer({ nodeId: 'node-a', flavour });
+  const { ctl, node } = csi;
+  const fast = runsOn(flavour, { exec: 'fast' });
 
-describe('transport and identity', () => {
-  it('answers on /csi.v1.<Service>/<Method> paths, and UNIMPLEMENTED on any other package', async () => {
+  it.runIf(fast)('answers on /csi.v1.<Service>/<Method> paths, and UNIMPLEMENTED on any other package', async () => {
     const raw = new Client(`unix://${csi.s.socketPath}`, credentials.createInsecure());
     const call = (path: string) =>
       new Promise<Buffer>((done, fail) =>
@@ -32,20 +35,20 @@ describe('transport and identity', () => {
     }
   });
 
-  it('creates nothing beside its socket', async () => {
+  it.runIf(fast)('creates nothing beside its socket', async () => {
     await csi.identity('Probe');
     expect(lstatSync(csi.s.socketPath).isSocket()).toBe(true);
     expect(readdirSync(dirname(csi.s.socketPath))).toEqual(['csi.sock']);
   });
 
-  it('reports a vendor_version and a name that follow the GetPluginInfo rules', async () => {
+  it.runIf(fast)('reports a vendor_version and a name that follow the GetPluginInfo rules', async () => {
     const info = await csi.identity('GetPluginInfo');
     expect(info.vendor_version).toMatch(/^\S+$/);
     expect(info.name.length).toBeLessThanOrEqual(63);
     expect(info.name).toMatch(/^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$/);
   });
 
-  it('advertises only capability values the CSI spec defines', async () => {
+  it.runIf(fast)('advertises only capability values the CSI spec defines', async () => {
     const plugin = (await csi.identity('GetPluginCapabilities')).capabilities;
     expect(plugin.length).toBeGreaterThan(0);
     for (const c of plugin) {
@@ -63,14 +66,14 @@ describe('transport and identity', () => {
     expect(new Set(controller).size).toBe(controller.length);
   });
 
-  it('serves every RPC the spec lists: an empty request is never INTERNAL, only ControllerModifyVolume is UNIMPLEMENTED', async () => {
+  it.runIf(fast)('serves every RPC the spec lists: an empty request is never INTERNAL, only ControllerModifyVolume is UNIMPLEMENTED (and the group controller where there are no group snapshots)', async () => {
     const answers: Record<string, CallOutcome> = {};
     for (const m of IDENTITY_RPCS) answers[m] = await outcome(csi.identity(m));
     for (const m of CONTROLLER_RPCS) answers[m] = await outcome(ctl(m, {}));
     for (const m of NODE_RPCS) answers[m] = await outcome(node(m, {}));
     for (const m of GROUP_RPCS) answers[m] = await outcome(csi.client.call('GroupController', m, {}));
     const unimplemented = Object.entries(answers).filter(([, o]) => o.code === 'UNIMPLEMENTED').map(([m]) => m);
-    expect(unimplemented).toEqual(['ControllerModifyVolume']);
+    expect(unimplemented).toEqual(['ControllerModifyVolume', ...(flavour.offers.includes('group-snapshots') ? [] : GROUP_RPCS)]);
     expect(Object.entries(answers).filter(([, o]) => o.code === 'INTERNAL')).toEqual([]);
     expect(Object.keys(answers)).toHaveLength(30);
   });

@@ -1,30 +1,18 @@
-import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readMounts } from '../../shared/mountinfo.js';
+import { useCsiServer } from '../csi/helpers/fixture.js';
+import { EXEC_CIRCLE } from '../csi/helpers/flavour.js';
 import { mountCap, stagingPath, targetPath } from '../csi/helpers/requests.js';
-import { useExecServer } from './helpers.js';
 
 /**
  * The full circle: twinvol's own FlexVolume executable (dist/flex/twinvol) as the third-party driver
- * of twinvol's CSI server, fronted alone (--backends exec). It keeps its catalog in a world of its own
- * (the TWINVOL_* variables it inherits from the server, as a driver inherits kubelet's environment)
- * and mounts under the same kubelet dir.
+ * of twinvol's CSI server, fronted alone (--backends exec), set up by the exec flavour of the CSI
+ * conformance suites (test/csi/helpers/flavour.ts), which run against it too (test/csi/audit-*.test.ts).
+ * Here: one whole life, data in place; the fixture fails the file if a driver process is left.
  */
-const FLEX_BIN = resolve(import.meta.dirname, '../../dist/flex/twinvol');
-const csi = useExecServer(
-  (pluginDir) => {
-    mkdirSync(join(pluginDir, 'twinvol.io~twinvol'), { recursive: true });
-    copyFileSync(FLEX_BIN, join(pluginDir, 'twinvol.io~twinvol', 'twinvol'));
-    return ['--backends', 'exec', '--flex-driver', 'twinvol.io/twinvol'];
-  },
-  (s) => ({
-    TWINVOL_DATA_ROOT: join(s.root, 'flex-data'),
-    TWINVOL_STATE_DIR: join(s.root, 'flex-state'),
-    TWINVOL_KUBELET_DIR: s.kubeletDir,
-    TWINVOL_NODE_NAME: 'node-a',
-  }),
-);
+const csi = useCsiServer({ flavour: EXEC_CIRCLE });
 const mountsAt = (path: string) => readMounts().filter((m) => m.mountPoint === path).length;
 
 describe('exec backend: twinvol\'s FlexVolume executable behind twinvol\'s CSI server', () => {

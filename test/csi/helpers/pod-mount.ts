@@ -46,7 +46,8 @@ export interface ReadyVolume {
 /** A volume made and published to node-a, its staging dir made as kubelet leaves it before NodeStage. */
 export async function readyVolume(csi: CsiSuite, id: string, opts: ReadyOptions = {}): Promise<ReadyVolume> {
   const cap = opts.cap ?? mountCap();
-  await csi.ctl('CreateVolume', { name: id, volume_capabilities: [cap], parameters: { backend: opts.backend ?? 'dir' }, capacity_range: size(opts.bytes ?? 64 * MiB) });
+  const bytes = opts.bytes ?? 64 * MiB;
+  await csi.ctl('CreateVolume', { name: id, volume_capabilities: [cap], parameters: csi.flavour.parameters(opts.backend, bytes), capacity_range: size(bytes) });
   await csi.ctl('ControllerPublishVolume', { volume_id: id, node_id: 'node-a', volume_capability: cap });
   const staging = stagingPath(csi.s.kubeletDir, id);
   mkdirSync(staging, { recursive: true });
