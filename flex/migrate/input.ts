@@ -45,7 +45,14 @@ function parseSource(source: Source): KubeObject[] {
       const line = problem.linePos?.[0];
       throw new InputError(`${where}: not YAML or JSON${line ? ` (line ${line.line}, column ${line.col})` : ''}: ${firstLine(problem.message)}`);
     }
-    const value = doc.toJS({ maxAliasCount: 100 }) as Json | undefined;
+    let value: Json | undefined;
+    try {
+      // Aliases are resolved here, not while parsing: an alias to no anchor (or a billion laughs
+      // past maxAliasCount) throws from toJS.
+      value = doc.toJS({ maxAliasCount: 100 }) as Json | undefined;
+    } catch (err) {
+      throw new InputError(`${where}: not YAML or JSON: ${firstLine(err instanceof Error ? err.message : String(err))}`);
+    }
     // An empty document (a stray "---", kubectl's trailing separator) holds nothing.
     if (value === null || value === undefined) return;
     collect(value, where, objects);

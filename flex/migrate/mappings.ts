@@ -189,7 +189,13 @@ export function parseMappingFile(source: Source): Mapping[] {
   if (docs.length !== 1 || !doc) throw new InputError(`${source.name}: a mapping file is one YAML document`);
   const problem = doc.errors[0];
   if (problem) throw new InputError(`${source.name}: not YAML: ${(problem.message.split('\n')[0] ?? '').replace(/:$/, '')}`);
-  const parsed = mappingFile.safeParse(doc.toJS() as Json);
+  let value: Json;
+  try {
+    value = doc.toJS({ maxAliasCount: 100 }) as Json;
+  } catch (err) {
+    throw new InputError(`${source.name}: not YAML: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  const parsed = mappingFile.safeParse(value);
   if (!parsed.success) throw new InputError(`${source.name}: ${describeIssues(parsed.error)}`);
   return parsed.data.mappings.map((m, i) => {
     const where = `${source.name}: mappings.${i}`;

@@ -29,6 +29,12 @@ describe('input that is not Kubernetes objects: exit 2, one line, nothing planne
     expect(r.stderr).toBe(`twinvol migrate plan: ${bad(file)}${message.startsWith(':') ? '' : ' '}${message}${USAGE}`);
   });
 
+  it('an alias to no anchor (the parser throws it late, from toJS) is named like any other YAML error', () => {
+    expect(planOf({ files: ['-'] }, '*!')).toMatchObject({ exitCode: 2, stderr: `twinvol migrate plan: stdin document 1: not YAML or JSON: Unresolved alias (the anchor must be set before the alias): !${USAGE}` });
+    const aliases = `a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n`;
+    expect(planOf({ files: ['-'] }, aliases)).toMatchObject({ exitCode: 2, stderr: `twinvol migrate plan: stdin document 1: not YAML or JSON: Excessive alias count indicates a resource exhaustion attack${USAGE}` });
+  });
+
   it('an input with no PersistentVolume says what it found instead', () => {
     const r = planOf({ files: [bad('no-pv.yaml')] });
     expect(r).toEqual({
