@@ -20,7 +20,7 @@ export const callScope = new AsyncLocalStorage<CallScope>();
 /**
  * Every value of the request's `secrets` maps (CSI names every secrets field so), as sent, base64
  * encoded (the exec backend hands them to a FlexVolume driver so, as kubelet does) and JSON-escaped
- * (how a value with quotes or backslashes appears inside a log line).
+ * (how a value with quotes or backslashes appears in JSON text a message quotes: a driver's reply).
  */
 export function secretValuesOf(request: unknown): string[] {
   if (!request || typeof request !== 'object') return [];

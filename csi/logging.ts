@@ -10,8 +10,10 @@ import { callScope } from './logging-scope.js';
  * shape the server always wrote (`level` as a word, `time` in ISO 8601, `msg`), which the test suites
  * and anyone's log pipeline read. Secrets are kept out three ways: pino's redact censors the
  * `secrets` fields of a logged request, shared/log.ts's `redact` any secret-looking key in the fields,
- * and every value of the current call's secrets is cut out of the finished line (csi/logging-scope.ts),
- * which covers a value echoed inside a message (a driver's reply, an error).
+ * and every value of the current call's secrets is cut out of each string the line holds, its message
+ * included (csi/logging-scope.ts), which covers a value echoed in an error or a driver's reply. Strings
+ * only, before the line is serialised: cutting a short secret ("1234") out of the finished text could
+ * cut into a number or a `true` and leave a line that is not JSON.
  */
 export function createLog(level: LogLevel, fd = 2): Log {
   const destination = pino.destination({ dest: fd, sync: true });
@@ -23,14 +25,8 @@ export function createLog(level: LogLevel, fd = 2): Log {
       base: { component: 'twinvol-csi' },
       timestamp: pino.stdTimeFunctions.isoTime,
       formatters: { level: (label) => ({ level: label }) },
-      mixin: () => callScope.getStore()?.fields ?? {},
+      mixin: () => clean(callScope.getStore()?.fields ?? {}),
       redact: { paths: ['secrets', 'request.secrets'], censor: '[redacted]' },
-      hooks: {
-        streamWrite: (line) => {
-          const secrets = callScope.getStore()?.secrets;
-          return secrets?.length ? scrub(line, secrets) : line;
-        },
-      },
     },
     destination,
   );
@@ -41,29 +37,43 @@ class PinoLog implements Log {
   constructor(private readonly pino: Pino) {}
 
   with(fields: LogFields): Log {
-    return new PinoLog(this.pino.child(redacted(fields)));
+    return new PinoLog(this.pino.child(clean(fields)));
   }
   enabled(level: LogLevel): boolean {
     return this.pino.isLevelEnabled(level);
   }
   trace(msg: string, fields: LogFields = {}): void {
-    if (this.pino.isLevelEnabled('trace')) this.pino.trace(redacted(fields), msg);
+    if (this.pino.isLevelEnabled('trace')) this.pino.trace(clean(fields), cut(msg));
   }
   debug(msg: string, fields: LogFields = {}): void {
-    if (this.pino.isLevelEnabled('debug')) this.pino.debug(redacted(fields), msg);
+    if (this.pino.isLevelEnabled('debug')) this.pino.debug(clean(fields), cut(msg));
   }
   info(msg: string, fields: LogFields = {}): void {
-    this.pino.info(redacted(fields), msg);
+    this.pino.info(clean(fields), cut(msg));
   }
   warn(msg: string, fields: LogFields = {}): void {
-    this.pino.warn(redacted(fields), msg);
+    this.pino.warn(clean(fields), cut(msg));
   }
   error(msg: string, fields: LogFields = {}): void {
-    this.pino.error(redacted(fields), msg);
+    this.pino.error(clean(fields), cut(msg));
   }
 }
 
-function redacted(fields: LogFields): LogFields {
-  const out = redact(fields);
+/** The current call's secret values cut out of a string. */
+function cut(text: string): string {
+  const secrets = callScope.getStore()?.secrets;
+  return secrets?.length ? scrub(text, secrets) : text;
+}
+
+/** A line's fields with secret-looking keys redacted and the call's secret values cut out of every string (keys too). */
+function clean(fields: LogFields): LogFields {
+  const secrets = callScope.getStore()?.secrets ?? [];
+  const walk = (value: unknown): unknown => {
+    if (typeof value === 'string') return secrets.length ? scrub(value, secrets) : value;
+    if (Array.isArray(value)) return value.map(walk);
+    if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [secrets.length ? scrub(k, secrets) : k, walk(v)]));
+    return value;
+  };
+  const out = walk(redact(fields));
   return out && typeof out === 'object' && !Array.isArray(out) ? (out as LogFields) : {};
 }

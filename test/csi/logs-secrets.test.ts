@@ -16,7 +16,9 @@ const csi = useExecServer(() => ['--log-level', 'trace', '--flex-lenient', 'acme
 const KEY = 'acmeKey5e1d';
 const VALUE = 'v4lue-5e1d-MUST-NOT-LEAK';
 const OTHER = 'other-v-5e1d';
-const secrets = { [KEY]: VALUE, 'other-k-5e1d': OTHER };
+// A short one too: cut out of strings only, it must not turn `"readonly":false` into a line that is
+// not JSON (logWhen parses every line).
+const secrets = { [KEY]: VALUE, 'other-k-5e1d': OTHER, 'short-k-5e1d': 'false' };
 // Values only: the driver's argv names each secret's key (kubernetes.io/secret/<key>), as kubelet sends it.
 const FORBIDDEN = [VALUE, OTHER, Buffer.from(VALUE).toString('base64'), Buffer.from(OTHER).toString('base64')];
 
