@@ -12,6 +12,20 @@ interface Closable {
   close(): void;
 }
 
+/** A call the server answered with an error: `code` is the gRPC status by name (NOT_FOUND, INTERNAL, ...). */
+export class CsiCallError extends Error {
+  readonly code: string;
+  readonly details: string;
+
+  constructor(method: string, err: ServiceError) {
+    const code = typeof err.code === 'number' ? (status[err.code] ?? String(err.code)) : 'UNKNOWN';
+    const details = err.details ?? err.message;
+    super(`${method}: ${code}: ${details}`);
+    this.code = code;
+    this.details = details;
+  }
+}
+
 export interface PrivateCsiOptions {
   /** The twinvol-csi executable. */
   bin: string;
@@ -74,7 +88,7 @@ export class PrivateCsi {
     }
   }
 
-  /** The server's last log lines, for an error message. */
+  /** The server's last stderr lines (its JSON log), for an error message. */
   lastLines(n = 5): string {
     return this.stderr.slice(-n).join(' | ') || '(no output)';
   }
@@ -91,14 +105,12 @@ export class PrivateCsi {
     return c;
   }
 
-  /** One RPC; a failure throws with its status code name and message. */
+  /** One RPC; a failure throws a CsiCallError naming the method, the status code and the server's message. */
   call(service: CsiService, method: string, req: Message): Promise<Message> {
     const client = this.client(service);
     const fn = client[method];
     if (typeof fn !== 'function') throw new Error(`csi.v1.${service} has no method ${method}`);
-    return new Promise((done, fail) =>
-      fn.call(client, req, (err, res) => (err ? fail(new Error(`${method}: ${typeof err.code === 'number' ? status[err.code] : 'error'}: ${err.details ?? err.message}`)) : done(res))),
-    );
+    return new Promise((done, fail) => fn.call(client, req, (err, res) => (err ? fail(new CsiCallError(method, err)) : done(res))));
   }
 
   /** SIGTERM (the server removes its socket), SIGKILL if it has not exited within `graceMs`. */
