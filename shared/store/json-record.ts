@@ -64,18 +64,27 @@ export async function readRecord<T extends Versioned>(path: string, schema: ZodM
   return parsed.data;
 }
 
+export interface WriteOptions {
+  /**
+   * false: no fsync, for records on a filesystem that a power loss clears anyway (node state on a
+   * tmpfs: shared/store/node-state.ts). The rename keeps the write atomic either way.
+   */
+  fsync?: boolean;
+}
+
 /**
  * Writes a record in one atomic step: a temporary file beside it, fsync, rename. A crash at any point
  * leaves either the old record or the new one, never a mix; write-file-atomic also serialises writers
  * to the same path inside one process and cleans its temporary file on failure. A SIGKILL, though,
  * leaves that temporary file: `writeLockedRecord` and `removeRecord` sweep it.
  */
-export async function writeRecord<T extends Versioned>(path: string, record: T): Promise<void> {
+export async function writeRecord<T extends Versioned>(path: string, record: T, options: WriteOptions = {}): Promise<void> {
+  const fsync = options.fsync ?? true;
   try {
     await mkdir(dirname(path), { recursive: true, mode: 0o700 });
     // Written to a temporary file and renamed over: a failure here leaves the previous record whole.
-    storeCounts.fsyncs++;
-    await writeFileAtomic(path, `${JSON.stringify(record, null, 2)}\n`, { fsync: true, mode: 0o600 });
+    if (fsync) storeCounts.fsyncs++;
+    await writeFileAtomic(path, `${JSON.stringify(record, null, 2)}\n`, { fsync, mode: 0o600 });
   } catch (err) {
     throw systemError(err, path) ?? err;
   }

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { mkdir, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, rm, statfs, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { errnoCode } from '../errors.js';
 import type { MountRecord } from '../model.js';
@@ -13,7 +13,28 @@ import { withLock } from './lock.js';
  * (reference counts) are both one readdir of names without reading other records.
  */
 export class NodeState {
+  /** Whether the state dir is on a tmpfs, once known (see `onTmpfs`). */
+  private volatile: boolean | undefined;
+
   constructor(readonly root: string) {}
+
+  /**
+   * Node state describes mounts, and a reboot clears both, so on a tmpfs (where docs/architecture.md
+   * puts it) an fsync buys nothing: asked of the kernel once per process (statfs), then remembered.
+   * A state dir not made yet is asked again next time; anything else unknown keeps the fsync.
+   */
+  private async onTmpfs(): Promise<boolean> {
+    if (this.volatile === undefined) {
+      try {
+        const { type } = await statfs(this.root);
+        this.volatile = type === TMPFS_MAGIC || type === RAMFS_MAGIC;
+      } catch (err) {
+        if (errnoCode(err) === 'ENOENT') return false;
+        this.volatile = false;
+      }
+    }
+    return this.volatile;
+  }
 
   private get mountsDir(): string {
     return join(this.root, 'mounts');
@@ -72,8 +93,8 @@ export class NodeState {
    * A killed writer's temporary file is swept when the record is removed (`removeRecord`), as every
    * mount record is at its unmount: no readdir of the whole mounts dir on every mount.
    */
-  put(record: MountRecord): Promise<void> {
-    return writeRecord(join(this.mountsDir, this.fileName(record.volumeId, record.path)), record);
+  async put(record: MountRecord): Promise<void> {
+    await writeRecord(join(this.mountsDir, this.fileName(record.volumeId, record.path)), record, { fsync: !(await this.onTmpfs()) });
   }
 
   remove(record: Pick<MountRecord, 'volumeId' | 'path'>): Promise<void> {
@@ -113,6 +134,10 @@ export class NodeState {
     return out;
   }
 }
+
+/** statfs(2) f_type of a tmpfs and of a ramfs (linux/magic.h). */
+const TMPFS_MAGIC = 0x01021994;
+const RAMFS_MAGIC = 0x858458f6;
 
 export function pathKey(path: string): string {
   return createHash('sha256').update(path).digest('hex').slice(0, 32);
