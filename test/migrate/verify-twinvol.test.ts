@@ -5,7 +5,7 @@ import { mountCap, stagingPath, targetPath } from '../csi/helpers/requests.js';
 import { launchCsi } from '../csi/helpers/server.js';
 import { expectSuccess, flexOptions, runAdmin, runFlex } from '../helpers/flex-runner.js';
 import { deviceMountPath } from '../helpers/kubelet-paths.js';
-import { leftovers, parseReport, useVerifyWorld, verify, writeRichTree, writeUnderFlex } from './verify-world.js';
+import { leftovers, parseReport, useVerifyWorld, verify, type VerifyJson, writeRichTree, writeUnderFlex } from './verify-world.js';
 
 /**
  * `twinvol migrate verify` on twinvol's own volumes (issue 10, item 2): data written through the
@@ -63,9 +63,10 @@ describe('migrate verify: twinvol volumes', () => {
     expect(existsSync(join(s.dataRoot, 'pvs')) ? readdirSync(join(s.dataRoot, 'pvs')) : []).toEqual(['pv-blk-1.json']);
   });
 
-  it('after the move, what the workload wrote through CSI reads the same through FlexVolume (the rollback)', { timeout: SLOW }, async () => {
+  it('after the move, what the workload wrote through CSI reads the same through FlexVolume (the rollback), through --csi-endpoint', { timeout: SLOW }, async () => {
     const s = world();
     expect(blockDigest, 'the block volume test ran first').not.toBe('');
+    let rollback: VerifyJson['sums']['rollback'];
     const csi = await launchCsi(s);
     try {
       const c = csi.client;
@@ -80,14 +81,19 @@ describe('migrate verify: twinvol volumes', () => {
       await c.call('Node', 'NodeUnpublishVolume', { volume_id: 'blk-1', target_path: target });
       await c.call('Node', 'NodeUnstageVolume', { volume_id: 'blk-1', staging_target_path: staging });
       await c.call('Controller', 'ControllerUnpublishVolume', { volume_id: 'blk-1', node_id: 'node-a' });
+      // This time through the operator's own server (--csi-endpoint), not a private one.
+      const second = parseReport(await verify(s, ['blk-1', '--json', '--csi-endpoint', `unix://${s.socketPath}`]));
+      expect(second.verdict, second.error).toBe('match');
+      expect(second.csi).toBe(`unix://${s.socketPath}`);
+      expect(second.steps.some((st) => st.call.startsWith('start twinvol-csi'))).toBe(false);
+      rollback = second.sums.rollback;
     } finally {
       await csi.stop();
     }
-    const second = parseReport(await verify(s, ['blk-1', '--json']));
-    expect(second.verdict, second.error).toBe('match');
-    expect(second.sums.rollback?.tree.entries).toBe(richEntries + 2);
-    expect(second.sums.rollback?.tree.bytes).toBe(richBytes('flex') + 'after the move\n'.length);
-    expect(second.sums.rollback?.tree.digest).not.toBe(blockDigest);
+    // FlexVolume read what CSI wrote: one more entry, its bytes, another tree.
+    expect(rollback?.tree.entries).toBe(richEntries + 2);
+    expect(rollback?.tree.bytes).toBe(richBytes('flex') + 'after the move\n'.length);
+    expect(rollback?.tree.digest).not.toBe(blockDigest);
   });
 
   it('a dir volume: modes, owners, symlinks and content survive the round trip; the report says so', { timeout: SLOW }, async () => {

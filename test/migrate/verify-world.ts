@@ -34,6 +34,8 @@ export function verify(s: CsiScratch, args: readonly string[], env: Record<strin
 
 export interface VerifyJson {
   verdict: 'match' | 'mismatch' | 'failed';
+  /** The endpoint given, or the private server started. */
+  csi: string;
   error?: string;
   sums: Record<'flex' | 'csi' | 'rollback', { tree: { digest: string; entries: number; bytes: number }; device?: { digest: string; bytes: number } } | undefined>;
   differences: { csi: string[]; rollback: string[] };
