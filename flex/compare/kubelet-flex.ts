@@ -15,6 +15,8 @@ export interface FlexCall {
   status: DriverStatus | undefined;
   /** kubelet's words for a call that failed ("<verb> command failed, status: Failure, reason: ..."). */
   failure?: string;
+  /** stdout and stderr together, as kubelet read them. */
+  output: string;
   /** The tools the executable's own log line lists for this call (flex/dispatch.ts `spawns`). */
   logged: string[];
 }
@@ -39,8 +41,8 @@ export async function callFlex(bin: string, env: Record<string, string>, verb: s
   const ms = performance.now() - started;
   const { outcome } = readReply(verb, { output, exitCode }, 'strict');
   if (outcome.kind === 'not-supported') throw new Error(`FlexVolume ${verb}: Not supported`);
-  if (outcome.kind === 'failure') return { verb, ms, exitCode, status: undefined, failure: outcome.message };
-  return { verb, ms, exitCode, status: outcome.status };
+  if (outcome.kind === 'failure') return { verb, ms, exitCode, status: undefined, failure: outcome.message, output };
+  return { verb, ms, exitCode, status: outcome.status, output };
 }
 
 /**

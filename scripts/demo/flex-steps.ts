@@ -1,6 +1,5 @@
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { callFlex, loggedSpawns } from '../../flex/compare/kubelet-flex.js';
 import { goJson } from '../../test/helpers/go-json.js';
 import { deviceMountPath, podVolumeDir } from '../../test/helpers/kubelet-paths.js';
 import type { Scratch } from '../../test/helpers/scratch.js';
@@ -11,35 +10,27 @@ export interface FlexCall {
   exitCode: number;
 }
 
-/** Runs the bundled executable exactly as kubelet does and prints the call with what it spawned. */
+/** Runs the bundled executable exactly as kubelet does (as `twinvol compare` runs it) and prints the call with what it spawned. */
 export class FlexDriver {
   constructor(
     private readonly bin: string,
     private readonly scratch: Scratch,
   ) {}
 
-  /** One call; `expect` "Failure" is for the refusals the demo means to show. */
+  /** One call (flex/compare/kubelet-flex.ts runs it); `expect` "Failure" is for the refusals the demo means to show. */
   async call(argv: string[], shown = argv[0] ?? '', expect: 'Success' | 'Failure' = 'Success'): Promise<FlexCall> {
-    const started = performance.now();
-    const { output, exitCode } = await new Promise<{ output: string; exitCode: number }>((done, fail) => {
-      const child = spawn(this.bin, argv, { cwd: '/', stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: '/usr/bin:/bin', ...this.scratch.env } });
-      let out = '';
-      child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-      child.stderr.on('data', (d: Buffer) => (out += d.toString()));
-      child.on('error', fail);
-      child.on('close', (code) => done({ output: out, exitCode: code ?? -1 }));
-    });
-    const ms = performance.now() - started;
-    const reply = JSON.parse(output) as Record<string, unknown>;
+    const [verb = '', ...args] = argv;
+    const r = await callFlex(this.bin, { PATH: '/usr/bin:/bin', ...this.scratch.env }, verb, args);
+    const reply = JSON.parse(r.output) as Record<string, unknown>;
     const extra = Object.entries(reply)
       .filter(([k]) => k !== 'status')
       .map(([k, v]) => `${k}=${JSON.stringify(v)}`)
       .join(' ');
-    const spawned = this.lastSpawns();
-    printStep({ model: 'flex', call: shown, outcome: String(reply.status), ms, detail: [extra, spawned && `spawned: ${spawned}`].filter(Boolean).join('  ') });
-    if (reply.status === 'Failure' && expect !== 'Failure') throw new Error(`flex ${argv[0]} failed: ${String(reply.message)}`);
-    if (reply.status !== 'Failure' && expect === 'Failure') throw new Error(`flex ${argv[0]} succeeded where a Failure was expected`);
-    return { reply, exitCode };
+    const spawned = this.lastSpawns(verb);
+    printStep({ model: 'flex', call: shown, outcome: String(reply.status), ms: r.ms, detail: [extra, spawned && `spawned: ${spawned}`].filter(Boolean).join('  ') });
+    if (r.failure !== undefined && expect !== 'Failure') throw new Error(`flex ${verb} failed: ${String(reply.message)}`);
+    if (r.failure === undefined && expect === 'Failure') throw new Error(`flex ${verb} succeeded where a Failure was expected`);
+    return { reply, exitCode: r.exitCode };
   }
 
   /** The administrator's CLI (`twinvol volume ...`): human output, exit code 0 on success. */
@@ -57,12 +48,10 @@ export class FlexDriver {
     if (code !== 0) throw new Error(`twinvol volume ${args[0]} failed: ${out}`);
   }
 
-  /** The tools the last call spawned, from the executable's own log line. */
-  private lastSpawns(): string {
+  /** The tools the call spawned, from the executable's own log line (init writes none). */
+  private lastSpawns(verb: string): string {
     try {
-      const lines = readFileSync(join(this.scratch.stateDir, 'log/flex.log'), 'utf8').trim().split('\n');
-      const last = JSON.parse(lines[lines.length - 1] ?? '{}') as { spawns?: string[] };
-      return (last.spawns ?? []).map((s) => s.split(':')[0]).join(' ');
+      return loggedSpawns(this.scratch.stateDir, verb).join(' ');
     } catch {
       return '';
     }
