@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import { mkdir, readdir, rename, rm } from 'node:fs/promises';
+import type { BigIntStats } from 'node:fs';
+import { mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { alreadyExists, errnoCode, notFound, TwinvolError } from '../errors.js';
 import type { GroupSnapshotRecord, NodeRecord, PvRecord, SnapshotRecord, VolumeRecord } from '../model.js';
@@ -10,6 +11,8 @@ import { type LockOptions, withLock } from './lock.js';
 import { type Entity, WorkArea, type WorkEntry } from './work-area.js';
 
 const LOCK_OF: Record<Entity, 'volume' | 'snapshot'> = { volumes: 'volume', snapshots: 'snapshot' };
+/** How long volumes/ must have been unchanged before a listing of it is kept (listVolumeIds). */
+const LISTING_SETTLED_MS = 2_000;
 
 /**
  * The cluster-scope catalog under the data root:
@@ -21,6 +24,8 @@ const LOCK_OF: Record<Entity, 'volume' | 'snapshot'> = { volumes: 'volume', snap
  */
 export class Catalog {
   readonly work: WorkArea;
+  /** The last settled listing of volumes/ and the directory state it was read in (listVolumeIds). */
+  private volumeIds: { key: string; ids: readonly string[] } | undefined;
 
   constructor(readonly root: string) {
     this.work = new WorkArea(join(root, '.work'));
@@ -53,8 +58,29 @@ export class Catalog {
     return readRecord(join(this.snapshotDir(id), 'snapshot.json'), RECORD_SCHEMAS.snapshot);
   }
 
-  listVolumeIds(): Promise<string[]> {
-    return this.listNames('volumes');
+  /**
+   * The volume ids, sorted. A long-running server lists often (ListVolumes pages, metrics), and at
+   * 10,000 volumes the readdir and sort cost more than the page itself, so the sorted list is kept
+   * while the directory is unchanged: its inode, mtime, ctime and link count (every volume is a
+   * subdirectory, so each create and delete changes the count). A listing is only kept once the
+   * directory has been still for LISTING_SETTLED_MS: a change within one timestamp tick of the
+   * listing cannot leave the same mtime behind. Callers must not change the array.
+   */
+  async listVolumeIds(): Promise<readonly string[]> {
+    const dir = join(this.root, 'volumes');
+    let st: BigIntStats;
+    try {
+      st = await stat(dir, { bigint: true });
+    } catch (err) {
+      if (errnoCode(err) === 'ENOENT') return [];
+      throw err;
+    }
+    const key = `${st.ino}:${st.mtimeNs}:${st.ctimeNs}:${st.nlink}`;
+    if (this.volumeIds?.key === key) return this.volumeIds.ids;
+    const ids = await this.listNames('volumes');
+    const settled = Date.now() - Number(st.mtimeNs / 1_000_000n) > LISTING_SETTLED_MS && Date.now() - Number(st.ctimeNs / 1_000_000n) > LISTING_SETTLED_MS;
+    this.volumeIds = settled ? { key, ids } : undefined;
+    return ids;
   }
   listSnapshotIds(): Promise<string[]> {
     return this.listNames('snapshots');
