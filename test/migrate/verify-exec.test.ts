@@ -2,6 +2,8 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { mountCap } from '../csi/helpers/requests.js';
+import { launchCsi } from '../csi/helpers/server.js';
 import { installDrivers } from '../exec/helpers.js';
 import { goJson } from '../helpers/go-json.js';
 import { runAdmin } from '../helpers/flex-runner.js';
@@ -85,6 +87,22 @@ describe('migrate verify: an exec volume of a third-party FlexVolume driver', ()
     expect(report.steps.some((st) => st.call === 'NodeStageVolume' && st.outcome === 'OK')).toBe(true);
     // The registration the static PV's first CSI call made is gone again.
     expect((await runAdmin(s.env, ['volume', 'inspect', 'ex-1'])).exitCode).toBe(1);
+  });
+
+  it('an exec volume the CSI server already knows: the catalog names its driver (no --pv), and it stays registered', { timeout: 300_000 }, async () => {
+    const s = world();
+    const { image } = imageWithData('ex-1', 'pv-ex-1');
+    const csi = await launchCsi(s, { args: ['--flex-plugin-dir', pluginDir()] });
+    try {
+      await csi.client.call('Controller', 'CreateVolume', { name: 'ex-cat', parameters: { backend: 'exec', driver: 'acme/loop', fsType: 'ext4', image }, volume_capabilities: [mountCap('ext4')] });
+      const report = parseReport(await verify(s, ['ex-cat', '--plugin-dir', pluginDir(), '--csi-endpoint', `unix://${s.socketPath}`, '--json']));
+      expect(report.verdict, report.error).toBe('match');
+      expect(report.sums.flex?.tree.bytes).toBe(2 ** 20 + 'tag=ex-1\n'.length);
+      expect((await runAdmin(s.env, ['volume', 'inspect', 'ex-cat'])).exitCode).toBe(0);
+      await csi.client.call('Controller', 'DeleteVolume', { volume_id: 'ex-cat' });
+    } finally {
+      await csi.stop();
+    }
   });
 
   it('refuses the volume while the driver has it mounted for kubelet, and touches nothing', { timeout: 300_000 }, async () => {
