@@ -11,10 +11,13 @@ export function progressBar(total: number, out: NodeJS.WriteStream = process.std
   if (!out.isTTY || total <= 0) return { tick: () => undefined, done: () => undefined };
   let n = 0;
   const width = 30;
+  // A terminal that reports no width (0, as under script(1)) gets 80 columns.
+  const columns = () => (out.columns || 80) - 1;
   const draw = (label: string) => {
     const filled = Math.round((n / total) * width);
-    const line = `[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${n}/${total} ${label}`;
-    out.write(`\r${line.slice(0, Math.max(20, (out.columns ?? 80) - 1)).padEnd(Math.min(line.length + 10, (out.columns ?? 80) - 1))}`);
+    const line = `[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${n}/${total} ${label}`.slice(0, columns());
+    // Padded over what a longer previous label left on the line.
+    out.write(`\r${line.padEnd(columns())}`);
   };
   draw('starting');
   return {
@@ -22,6 +25,6 @@ export function progressBar(total: number, out: NodeJS.WriteStream = process.std
       n = Math.min(total, n + 1);
       draw(label);
     },
-    done: () => out.write(`\r${' '.repeat(Math.max(0, (out.columns ?? 80) - 1))}\r`),
+    done: () => out.write(`\r${' '.repeat(columns())}\r`),
   };
 }
