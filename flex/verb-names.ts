@@ -23,4 +23,4 @@ export function isFlexVerb(verb: string): verb is FlexVerb {
  * The administrator's commands (flex/cli.ts), which kubelet never sends: human output and exit codes,
  * not the JSON reply. --help and --version too, for a person trying the executable.
  */
-export const ADMIN_COMMANDS: readonly string[] = ['volume', 'node', 'status', 'install', 'uninstall', 'flex', 'migrate', '--help', '-h', '--version'];
+export const ADMIN_COMMANDS: readonly string[] = ['volume', 'node', 'status', 'install', 'uninstall', 'flex', 'compare', 'migrate', '--help', '-h', '--version'];
