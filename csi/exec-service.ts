@@ -1,7 +1,7 @@
 import type { handleUnaryCall, sendUnaryData, ServerUnaryCall } from '@grpc/grpc-js';
 import {
   asksForExec,
-  attach,
+  attachWithContext,
   checkedPathUnder,
   type Core,
   createVolume,
@@ -179,7 +179,7 @@ export class ExecService {
           const cap = requireFilesystem(parseCapability(r.volume_capability));
           const { id, driver } = await this.registered(r.volume_id, r.volume_context, cap);
           note({ driver: driver.full });
-          const attached = await attach(this.core, id, node, {
+          const attached = await attachWithContext(this.core, id, node, {
             readonly: r.readonly || cap.readerOnly,
             via: 'csi',
             maxVolumesPerNode: settings.maxVolumesPerNode || undefined,

@@ -27,17 +27,25 @@ export interface AttachOptions {
   implicit?: boolean;
 }
 
-/** An attachment, with what the backend's own attach gave for the node's stage (CSI publish_context). */
-export interface Attached extends Attachment {
+/** An attachment, and what the backend's own attach gave for the node's stage (CSI publish_context). */
+export interface Attached {
+  attachment: Attachment;
   publishContext: Record<string, string>;
 }
 
 /**
  * Records that `node` holds the volume. This is the cluster-wide exclusivity point: a single-node
- * volume held by another node is refused, whichever front end asks, with the holder named. A backend
- * that attaches itself (Backend.controllerAttach) does so once the rules allow it, before the record.
+ * volume held by another node is refused, whichever front end asks, with the holder named.
  */
-export async function attach(core: Core, id: VolumeId, node: NodeId, opts: AttachOptions): Promise<Attached> {
+export async function attach(core: Core, id: VolumeId, node: NodeId, opts: AttachOptions): Promise<Attachment> {
+  return (await attachWithContext(core, id, node, opts)).attachment;
+}
+
+/**
+ * `attach`, with what a backend that attaches itself (Backend.controllerAttach) gave: it does so once
+ * the rules allow it, before the record, and on every repeat.
+ */
+export async function attachWithContext(core: Core, id: VolumeId, node: NodeId, opts: AttachOptions): Promise<Attached> {
   validateVolumeId(id);
   validateNodeName(node);
   const counted = opts.maxVolumesPerNode ? await attachedCount(core, node, id) : 0;
@@ -55,13 +63,13 @@ export async function attach(core: Core, id: VolumeId, node: NodeId, opts: Attac
         throw alreadyExists(`volume ${id} is already attached to node ${node} ${mine.readonly ? 'read-only' : 'read-write'}`);
       const publishContext = await backendAttach();
       const implicit = Boolean(mine.implicit && opts.implicit);
-      if (!mine.fenced && Boolean(mine.implicit) === implicit) return { ...mine, publishContext };
+      if (!mine.fenced && Boolean(mine.implicit) === implicit) return { attachment: mine, publishContext };
       // Attached again where it is still staged: the fence becomes the attachment it was. An attach
       // step over an implicit staging's attachment makes it that step's, for its detach to release.
       const { fenced: _, implicit: __, ...plain } = mine;
       const again: Attachment = implicit ? { ...plain, implicit } : plain;
       await core.catalog.updateVolumeUnlocked({ ...volume, attachments: volume.attachments.map((a) => (a === mine ? again : a)) });
-      return { ...again, publishContext };
+      return { attachment: again, publishContext };
     }
     const holder = volume.attachments[0];
     if (volume.access === 'single-node' && holder)
@@ -80,7 +88,7 @@ export async function attach(core: Core, id: VolumeId, node: NodeId, opts: Attac
     const publishContext = await backendAttach();
     const attachment: Attachment = { node, readonly: opts.readonly, at: now(), via: opts.via, ...(opts.implicit ? { implicit: true } : {}) };
     await core.catalog.updateVolumeUnlocked({ ...volume, attachments: [...volume.attachments, attachment] });
-    return { ...attachment, publishContext };
+    return { attachment, publishContext };
   });
 }
 
