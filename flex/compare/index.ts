@@ -47,9 +47,13 @@ const NODE = 'compare-node';
  * wrong (exit 2). twinvol-csi is looked for beside the FlexVolume executable, and where `npm run build`
  * puts it (dist/csi/twinvol-csi from dist/flex/twinvol).
  */
+/** --backend's value for every backend of the workload. */
+const ALL = 'all';
+
 export function compareUsage(a: CompareArgs): CompareOptions | string {
-  const backend = a.backend ?? 'all';
-  if (backend !== 'all' && !(BACKENDS as readonly string[]).includes(backend)) return `--backend must be one of dir, block, static, all (got ${JSON.stringify(backend)})`;
+  const wanted = a.backend ?? ALL;
+  const one = BACKENDS.find((b) => b === wanted);
+  if (wanted !== ALL && one === undefined) return `--backend must be one of dir, block, static, all (got ${JSON.stringify(wanted)})`;
   const rounds = a.rounds ?? 5;
   if (!Number.isInteger(rounds) || rounds < 1 || rounds > MAX_ROUNDS) return `--rounds must be a whole number from 1 to ${MAX_ROUNDS} (got ${String(a.rounds)})`;
   if (a.html !== undefined) {
@@ -64,7 +68,7 @@ export function compareUsage(a: CompareArgs): CompareOptions | string {
     return `--csi-server ${JSON.stringify(csiBin)} is not an executable file`;
   }
   return {
-    backends: backend === 'all' ? [...BACKENDS] : [backend as CompareBackend],
+    backends: one === undefined ? [...BACKENDS] : [one],
     rounds,
     json: Boolean(a.json),
     ...(a.html !== undefined ? { html: resolve(a.html) } : {}),

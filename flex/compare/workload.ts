@@ -65,12 +65,16 @@ const MiB = 2 ** 20;
 /** fsGroup 2000 for the pod, as kubelet hands it to each model (FlexVolume option, CSI volume_mount_group). */
 const FS_GROUP = 2000;
 
-export function volumeSpec(backend: CompareBackend, model: Model): VolumeSpec {
-  const id = `compare-${backend}-${model}`;
-  if (backend === 'block') return { backend, id, createArgs: ['--backend', 'block', '--size', '64Mi'], sizeBytes: 64 * MiB, growBytes: 16 * MiB, fsType: 'ext4' };
-  if (backend === 'dir') return { backend, id, createArgs: ['--backend', 'dir', '--size', '64Mi'], sizeBytes: 64 * MiB, growBytes: 16 * MiB, fsType: '' };
+/** Each backend's volume in the workload: a table, so choosing one is a lookup, not a branch on its name. */
+const SPECS: Record<CompareBackend, Omit<VolumeSpec, 'backend' | 'id'>> = {
+  block: { createArgs: ['--backend', 'block', '--size', '64Mi'], sizeBytes: 64 * MiB, growBytes: 16 * MiB, fsType: 'ext4' },
+  dir: { createArgs: ['--backend', 'dir', '--size', '64Mi'], sizeBytes: 64 * MiB, growBytes: 16 * MiB, fsType: '' },
   // A static volume's size is not twinvol's to grow (docs/architecture.md, the rule table).
-  return { backend, id, createArgs: ['--backend', 'static', '--source', 'tmpfs', '--fs-type', 'tmpfs', '--mount-options', 'size=16m'], sizeBytes: 16 * MiB, growBytes: 0, fsType: 'tmpfs' };
+  static: { createArgs: ['--backend', 'static', '--source', 'tmpfs', '--fs-type', 'tmpfs', '--mount-options', 'size=16m'], sizeBytes: 16 * MiB, growBytes: 0, fsType: 'tmpfs' },
+};
+
+export function volumeSpec(backend: CompareBackend, model: Model): VolumeSpec {
+  return { backend, id: `compare-${backend}-${model}`, ...SPECS[backend] };
 }
 
 const pod = (v: VolumeSpec, round: number) => ({ name: `compare-${round}`, namespace: 'default', uid: `0c0a7e00-0000-4000-8000-${String(round).padStart(12, '0')}`, serviceAccount: 'default' });

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { type Core, EXEC_BACKEND, execVolumeOfRecord, isExecVolume, isValidPvName, mountsOf, notFound, parseDriverName, readMounts, type VolumeId, type VolumeRecord } from '../../shared/index.js';
+import { backendTraits, type Core, EXEC_BACKEND, execVolumeOfRecord, isExecVolume, isValidPvName, mountsOf, notFound, parseDriverName, readMounts, type VolumeId, type VolumeRecord } from '../../shared/index.js';
 import type { CsiSubject } from './verify-csi.js';
 import type { FlexSubject } from './verify-flex.js';
 import type { FlexPv } from './verify-pv.js';
@@ -56,13 +56,14 @@ export function resolveSubject(core: Core, volumeId: VolumeId, record: VolumeRec
       throw new InputError(`PersistentVolume ${pv.name}: spec.flexVolume.options.volumeId is ${JSON.stringify(pv.options.volumeId ?? '')}, not the volume ${volumeId} asked for`);
     if (!record) throw notFound(`volume ${volumeId} does not exist in the catalog at ${core.config.dataRoot} (an exec volume of another driver: give its PV with --pv FILE)`);
     const fsType = pv?.fsType || record.fsType;
+    const traits = backendTraits(record.backend);
     return {
       volumeId,
       kind: 'twinvol',
       backend: record.backend,
       flex: { file: o.self, volume: { id: pvName, driver, options: { ...(pv?.options ?? {}), volumeId }, fsType } },
-      csi: { volumeId, pvName, fsType: record.backend === 'dir' ? '' : record.fsType, multiNode: record.access === 'multi-node', context: {} },
-      sumDevice: record.backend === 'block',
+      csi: { volumeId, pvName, fsType: traits.hasFilesystemType ? record.fsType : '', multiNode: record.access === 'multi-node', context: {} },
+      sumDevice: traits.hasDevice,
       registered: true,
       inventedPv: invented,
       notes,

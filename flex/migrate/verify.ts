@@ -215,7 +215,7 @@ async function sweep(c: SweepContext): Promise<string> {
         // busy or gone: the next pass is lazy
       }
     }
-  if (c.subject.backend === 'block') for (const dev of loopsOf(c.core.catalog.imagePath(c.subject.volumeId))) await quiet(() => run('losetup', ['-d', dev], { timeoutMs: 30_000 }));
+  if (c.subject.sumDevice) for (const dev of loopsOf(c.core.catalog.imagePath(c.subject.volumeId))) await quiet(() => run('losetup', ['-d', dev], { timeoutMs: 30_000 }));
   const now = await c.core.catalog.getVolume(c.subject.volumeId).catch(() => undefined);
   if (c.subject.kind === 'twinvol' && now?.attachments.some((a) => a.node === c.config.nodeName))
     await quiet(() => releaseAttachment(c.core, c.subject.volumeId, c.config.nodeName));

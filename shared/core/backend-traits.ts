@@ -13,11 +13,15 @@ export interface BackendTraits {
   ownsData: boolean;
   makesFilesystem: boolean;
   sizeAlignment: number;
+  /** The volume is a device on a node (a loop device over its image): a raw copy of it means something. */
+  hasDevice: boolean;
+  /** A filesystem type is part of the volume (a dir volume's is not: it is a bind-mounted directory). */
+  hasFilesystemType: boolean;
 }
 
 export function backendTraits(kind: BackendKind): BackendTraits {
-  const { ownsData, makesFilesystem, sizeAlignment } = backendFor(kind);
-  return { ownsData, makesFilesystem, sizeAlignment };
+  const { ownsData, makesFilesystem, sizeAlignment, hasDevice, hasFilesystemType } = backendFor(kind);
+  return { ownsData, makesFilesystem, sizeAlignment, hasDevice, hasFilesystemType };
 }
 
 /** The controller's view of a volume's health, from its backend: is its data where the catalog says? */
