@@ -36,7 +36,7 @@ export async function attachedNodes(s: Scratch, id: string): Promise<string[]> {
 }
 
 /** The volumes the catalog still holds. */
-export function volumesInCatalog(s: Scratch): Promise<string[]> {
+export function volumesInCatalog(s: Scratch): Promise<readonly string[]> {
   return new Catalog(s.dataRoot).listVolumeIds();
 }
 

@@ -20,9 +20,14 @@ afterEach(() => s.cleanup());
 
 it('a create killed mid-mkfs leaves only swept work: the same create then succeeds with a whole filesystem', async () => {
   const marker = join(s.root, 'mkfs-stalled');
-  // mkfs.ext4 -q -F -m 0 -- <image>: scribble over the image's first blocks, as a half-run mkfs
-  // leaves it, and stop there until killed.
-  const stall = wrappedTool(s.root, 'mkfs.ext4', `echo $$ > '${marker}'; dd if=/dev/urandom of="$6" bs=4096 count=64 conv=notrunc 2>/dev/null; exec sleep 60`);
+  // mkfs.ext4 ... -- <image>: scribble over the image's first blocks, as a half-run mkfs leaves it,
+  // and stop there until killed. The image is the last argument (`for image; do :; done` keeps it):
+  // a fixed position broke when an option was added and wrote the scribble into the cwd instead.
+  const stall = wrappedTool(
+    s.root,
+    'mkfs.ext4',
+    `for image; do :; done; case "$image" in ${s.root}/*) ;; *) echo "not an image under the scratch: $image" >&2; exit 9;; esac; echo $$ > '${marker}'; dd if=/dev/urandom of="$image" bs=4096 count=64 conv=notrunc 2>/dev/null; exec sleep 60`,
+  );
   const child = spawn(FLEX_BIN, ['volume', 'create', 'v-crash', '--size', '64Mi'], { stdio: 'ignore', env: { ...s.env, PATH: `${stall.dir}:/usr/bin:/bin` } });
   const exited = new Promise((r) => child.on('exit', r));
   try {
