@@ -104,8 +104,15 @@ export class Mounter {
    * not 4.4) and mkfs is quicker. A device found blank at stage may hold old bytes: zeroed in full.
    */
   async format(device: string, fsType: 'ext4' | 'xfs', fresh = false): Promise<void> {
-    if (fsType === 'ext4') await this.exec('mkfs.ext4', ['-q', '-F', '-m', '0', ...(fresh ? ['-E', 'lazy_journal_init=1'] : []), '--', device]);
-    else await this.exec('mkfs.xfs', ['-q', '--', device]);
+    try {
+      if (fsType === 'ext4') await this.exec('mkfs.ext4', ['-q', '-F', '-m', '0', ...(fresh ? ['-E', 'lazy_journal_init=1'] : []), '--', device]);
+      else await this.exec('mkfs.xfs', ['-q', '--', device]);
+    } catch (err) {
+      // Since mkfs runs on the new image at create (shared/backends/block.ts populate), a full data
+      // root fails there: said as every other full filesystem is (ResourceExhausted, the file, what to
+      // do), not as an Internal error quoting mkfs (test/reliability/exhaustion.test.ts).
+      throw (err instanceof CommandError && systemErrorInOutput(`${err.result.stderr}\n${err.result.stdout}`, 'write', device)) || err;
+    }
   }
 
   /** Grows a mounted filesystem. ext4 needs CAP_SYS_RESOURCE for this; see growExt4Offline. */
