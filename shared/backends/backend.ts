@@ -17,6 +17,11 @@ export interface BackendContext {
    * executable's bundle holds none of it. Absent there, and an exec volume's hooks refuse.
    */
   flex?: FlexPort;
+  /**
+   * Told each step of a long operation as it starts ("formatting ext4 on 100 GiB"), for a person at a
+   * terminal (flex/progress.ts); absent everywhere else, and never part of what a step does.
+   */
+  progress?: (step: string) => void;
 }
 
 /** The pod a publish is for (CSI pod info on mount: csi.storage.k8s.io/pod.* in the volume context). */

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { failedPrecondition } from '../errors.js';
 import { findLoopDevice } from '../loop-devices.js';
 import { readMounts } from '../mountinfo.js';
+import { formatSize } from '../size.js';
 import { validateBlockFsType } from '../validate.js';
 import { type Backend, describeOwned } from './backend.js';
 
@@ -40,10 +41,12 @@ export const blockBackend: Backend = {
   async populate(workDir, volume, ctx, from) {
     const image = join(workDir, 'image.img');
     if (from) {
+      ctx.progress?.(`copying ${formatSize(from.sizeBytes)} from ${from.dir}`);
       await ctx.mounter.copySparse(join(from.dir, 'image.img'), image);
       if (volume.capacityBytes > from.sizeBytes) await truncate(image, volume.capacityBytes);
       return;
     }
+    ctx.progress?.(`making a ${formatSize(volume.capacityBytes)} image`);
     const fh = await open(image, 'wx', 0o600);
     try {
       await fh.truncate(volume.capacityBytes);
@@ -57,6 +60,7 @@ export const blockBackend: Backend = {
     // leaves only work that the next create or delete of this volume sweeps. The record, written after
     // populate, keeps what was made.
     const fsType = validateBlockFsType(volume.fsType, ctx.config.defaultFsType);
+    ctx.progress?.(`formatting ${fsType} on ${formatSize(volume.capacityBytes)}`);
     await ctx.mounter.format(image, fsType, true);
     volume.madeFilesystem = fsType;
   },

@@ -30,7 +30,10 @@ export const dirBackend: Backend = {
     await mkdir(data);
     // Pods run as arbitrary users; like hostPath volumes the root is world-writable and fsGroup narrows it.
     await chmod(data, 0o777);
-    if (from) await ctx.mounter.copyTree(join(from.dir, 'data'), data);
+    if (from) {
+      ctx.progress?.(`copying ${from.dir}`);
+      await ctx.mounter.copyTree(join(from.dir, 'data'), data);
+    }
   },
 
   async snapshot(volume, workDir, ctx) {

@@ -115,7 +115,8 @@ function requireNewFits(wanted: VolumeRecord): void {
   if (backendFor(wanted.backend).makesFilesystem && wanted.fsType && !wanted.contentSource) requireFilesystemFits(wanted.fsType, wanted.capacityBytes);
 }
 
-export async function createVolume(core: Core, spec: CreateVolumeSpec): Promise<CreateResult> {
+/** `progress` hears the steps of making a new volume's data (BackendContext.progress). */
+export async function createVolume(core: Core, spec: CreateVolumeSpec, progress?: (step: string) => void): Promise<CreateResult> {
   const wanted = recordFor(core.config, spec);
   const requirement = spec.topologyRequirement && validateRequirement(spec.topologyRequirement);
   return core.catalog.lock('volume', wanted.id, async () => {
@@ -133,7 +134,8 @@ export async function createVolume(core: Core, spec: CreateVolumeSpec): Promise<
     const topology = placeVolume(core, requirement);
     if (topology) wanted.topology = topology;
     const from = await populateSource(core, wanted);
-    await core.catalog.createEntry('volumes', wanted, (workDir) => backendFor(wanted.backend).populate(workDir, wanted, core, from));
+    const ctx = progress ? { ...core, progress } : core;
+    await core.catalog.createEntry('volumes', wanted, (workDir) => backendFor(wanted.backend).populate(workDir, wanted, ctx, from));
     return { volume: wanted, created: true };
   });
 }
