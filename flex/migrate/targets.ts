@@ -91,7 +91,7 @@ export function twinvolTarget(src: FlexSource): CsiTarget {
 }
 
 /**
- * Any other FlexVolume driver behind twinvol-csi's exec backend (docs/architecture.md, "The exec
+ * Any other FlexVolume driver behind twinvol-csi's exec backend (docs/exec-backend.md, "The exec
  * backend"): the same driver file, called by the CSI server as kubelet called it. The volumeHandle is
  * the PV name, because the exec backend passes the volume id as kubernetes.io/pvOrVolumeName, which
  * kubelet filled with the PV name: the driver sees the name it always saw. The secret becomes the
