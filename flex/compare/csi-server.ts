@@ -39,8 +39,10 @@ export interface PrivateCsiOptions {
 }
 
 /**
- * A private twinvol-csi on its own socket, called as the CSI sidecars and kubelet call it: one gRPC
- * client per service over the unix socket, one unary call at a time.
+ * A twinvol-csi on a unix socket, called as the CSI sidecars and kubelet call it: one gRPC client per
+ * service, one unary call at a time. Either a private server this process starts (and stops), or an
+ * operator's server it only connects to (`twinvol migrate verify --csi-endpoint`,
+ * flex/migrate/verify-csi.ts).
  */
 export class PrivateCsi {
   private readonly clients = new Map<CsiService, Record<string, Unary> & Closable>();
@@ -48,43 +50,69 @@ export class PrivateCsi {
   private readonly exited: Promise<void>;
 
   private constructor(
-    private readonly child: ChildProcess,
     private readonly socketPath: string,
+    private readonly child?: ChildProcess,
   ) {
     let partial = '';
-    child.stderr?.on('data', (d: Buffer) => {
+    child?.stderr?.on('data', (d: Buffer) => {
       const parts = (partial + d.toString()).split('\n');
       partial = parts.pop() ?? '';
       this.stderr.push(...parts);
       if (this.stderr.length > 200) this.stderr.splice(0, this.stderr.length - 200);
     });
-    this.exited = new Promise((done) => child.once('exit', () => done()));
+    this.exited = child ? new Promise((done) => child.once('exit', () => done())) : Promise.resolve();
+  }
+
+  /** The server already listening at `socketPath`, once it answers Probe ready within `startMs`. */
+  static async connect(socketPath: string, startMs = 10_000): Promise<PrivateCsi> {
+    const csi = new PrivateCsi(socketPath);
+    try {
+      await csi.untilReady(startMs, 'the CSI server');
+      return csi;
+    } catch (err) {
+      await csi.stop();
+      throw err;
+    }
   }
 
   /** Starts the server and waits (a readiness poll with a deadline) until Probe answers ready. */
   static async start(o: PrivateCsiOptions): Promise<PrivateCsi> {
     mkdirSync(dirname(o.socketPath), { recursive: true });
     const child = spawn(o.bin, ['--endpoint', `unix://${o.socketPath}`, '--node-id', o.nodeId, ...o.args], { cwd: '/', env: o.env, stdio: ['ignore', 'ignore', 'pipe'] });
-    const csi = new PrivateCsi(child, o.socketPath);
+    const csi = new PrivateCsi(o.socketPath, child);
     const spawned = new Promise<void>((done, fail) => {
       child.once('spawn', () => done());
       child.once('error', fail);
     });
     try {
       await spawned;
-      const until = performance.now() + (o.startMs ?? 20_000);
-      for (;;) {
-        if (child.exitCode !== null || child.signalCode !== null) throw new Error(`twinvol-csi exited at start: ${csi.lastLines()}`);
-        if (existsSync(o.socketPath)) {
-          const probe = await csi.call('Identity', 'Probe', {}).catch(() => undefined);
-          if ((probe?.ready as { value?: boolean } | undefined)?.value) return csi;
-        }
-        if (performance.now() > until) throw new Error(`twinvol-csi did not answer Probe ready: ${csi.lastLines()}`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
+      await csi.untilReady(o.startMs ?? 20_000, 'twinvol-csi');
+      return csi;
     } catch (err) {
       await csi.stop();
       throw err;
+    }
+  }
+
+  /** A readiness poll with a deadline: the socket is there and Probe says ready (or says nothing). */
+  private async untilReady(startMs: number, what: string): Promise<void> {
+    const until = performance.now() + startMs;
+    let last = 'no socket yet';
+    for (;;) {
+      const child = this.child;
+      if (child && (child.exitCode !== null || child.signalCode !== null)) throw new Error(`${what} exited at start: ${this.lastLines()}`);
+      if (existsSync(this.socketPath)) {
+        try {
+          const probe = await this.call('Identity', 'Probe', {});
+          // An unset ready means ready (the CSI spec's Probe): only an explicit false waits.
+          if ((probe.ready as { value?: boolean } | null | undefined)?.value !== false) return;
+          last = 'Probe says not ready';
+        } catch (err) {
+          last = err instanceof Error ? err.message : String(err);
+        }
+      }
+      if (performance.now() > until) throw new Error(`${what} did not answer Probe ready: ${this.child ? this.lastLines() : last}`);
+      await new Promise((r) => setTimeout(r, 50));
     }
   }
 
@@ -117,10 +145,16 @@ export class PrivateCsi {
   async stop(graceMs = 10_000): Promise<void> {
     for (const c of this.clients.values()) c.close();
     this.clients.clear();
-    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
-    this.child.kill('SIGTERM');
-    const late = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
+    const child = this.child;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    child.kill('SIGTERM');
+    const late = setTimeout(() => child.kill('SIGKILL'), graceMs);
     await this.exited;
     clearTimeout(late);
+  }
+
+  /** Whether this process started the server (and stop() ends it). */
+  get ownsServer(): boolean {
+    return this.child !== undefined;
   }
 }

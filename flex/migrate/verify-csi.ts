@@ -1,16 +1,13 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { type Client, credentials, loadPackageDefinition, type ServiceClientConstructor, type ServiceError, status } from '@grpc/grpc-js';
-import { packageDefinitionFromText } from '../../csi/definition.js';
 import type { ControllerPublishVolumeRequest } from '../../csi/generated/csi/v1/ControllerPublishVolumeRequest.js';
 import type { NodePublishVolumeRequest } from '../../csi/generated/csi/v1/NodePublishVolumeRequest.js';
 import type { NodeStageVolumeRequest } from '../../csi/generated/csi/v1/NodeStageVolumeRequest.js';
 import type { VolumeCapability } from '../../csi/generated/csi/v1/VolumeCapability.js';
-import protoText from '../../csi/proto/csi.proto';
 import { type Config, readMounts } from '../../shared/index.js';
+import { CsiCallError, type Message, PrivateCsi } from '../compare/csi-server.js';
 import { type Brought, mounted } from './verify-flex.js';
 import type { Recorder } from './verify-report.js';
 
@@ -23,10 +20,7 @@ import type { Recorder } from './verify-report.js';
  * dir, and always stopped again.
  */
 
-type Message = object;
-type Unary = (req: Message, cb: (err: ServiceError | null, res: Record<string, unknown>) => void) => void;
-const SERVICES = ['Identity', 'Controller', 'Node'] as const;
-type Service = (typeof SERVICES)[number];
+type Service = 'Identity' | 'Controller' | 'Node';
 
 /** What the CSI side needs of the volume. */
 export interface CsiSubject {
@@ -48,75 +42,45 @@ export interface PrivateServer {
 }
 
 const POD_UID = '7a1e0c5e-7e1f-4c1a-9c3b-0d0e0e1f0a02';
-type CsiPackage = { csi: { v1: Record<Service, ServiceClientConstructor> } };
-/** csi.proto, parsed once, from the text embedded in this bundle. */
-let pkg: CsiPackage | undefined;
 
 export class CsiSide {
-  private readonly clients = new Map<Service, Client>();
   private published = false;
   private staged = false;
   private target = '';
   private staging = '';
 
   private constructor(
-    private readonly socket: string,
+    private readonly csi: PrivateCsi,
     private readonly rec: Recorder,
     private readonly node: string,
-    private readonly server?: { child: ChildProcess; dir: string; stderr: string[] },
+    /** A private server's socket directory, removed at close. */
+    private readonly dir?: string,
   ) {}
 
-  /** Connects to `endpoint`, or starts a private server; either way it must answer Probe ready. */
+  /**
+   * Connects to `endpoint`, or starts a private server; either way it must answer Probe ready. The
+   * server and its client are compare's (flex/compare/csi-server.ts): one way to run and call a CSI server.
+   */
   static async open(rec: Recorder, node: string, endpoint: string | undefined, own: PrivateServer): Promise<CsiSide> {
     if (endpoint) {
       const socket = socketOf(endpoint);
       if (!existsSync(socket)) throw new Error(`no CSI server at ${endpoint}: ${socket} does not exist`);
-      const side = new CsiSide(socket, rec, node);
-      await side.ready(10_000, `the CSI server at ${endpoint}`);
-      return side;
+      return new CsiSide(await PrivateCsi.connect(socket, 10_000), rec, node);
     }
     const dir = mkdtempSync(join(tmpdir(), 'twinvol-verify-'));
-    const socket = join(dir, 'csi.sock');
+    const socketPath = join(dir, 'csi.sock');
     const c = own.config;
-    const args = ['--endpoint', `unix://${socket}`, '--node-id', node, '--data-root', c.dataRoot, '--data-root-scope', c.dataRootScope, '--state-dir', c.stateDir, '--kubelet-dir', c.kubeletDir, '--flex-plugin-dir', own.pluginDir];
-    const child = spawn(own.bin, args, { stdio: ['ignore', 'ignore', 'pipe'], env: process.env });
-    const stderr: string[] = [];
-    child.stderr?.on('data', (d: Buffer) => {
-      // The server logs a line per RPC: only the last few are kept, for a start that fails.
-      stderr.push(...d.toString().split('\n').filter(Boolean));
-      stderr.splice(0, Math.max(0, stderr.length - 20));
-    });
-    child.on('error', (err) => stderr.push(err.message));
-    const side = new CsiSide(socket, rec, node, { child, dir, stderr });
+    const args = ['--data-root', c.dataRoot, '--data-root-scope', c.dataRootScope, '--state-dir', c.stateDir, '--kubelet-dir', c.kubeletDir, '--flex-plugin-dir', own.pluginDir];
     const started = performance.now();
+    let csi: PrivateCsi;
     try {
-      await side.ready(20_000, `twinvol-csi (${own.bin})`);
+      csi = await PrivateCsi.start({ bin: own.bin, socketPath, nodeId: node, args, env: stringEnv(), startMs: 20_000 });
     } catch (err) {
-      await side.close();
-      throw err;
+      rmSync(dir, { recursive: true, force: true });
+      throw new Error(`twinvol-csi (${own.bin}): ${err instanceof Error ? err.message : String(err)}`);
     }
-    rec.step({ model: 'csi', call: 'start twinvol-csi, Probe', outcome: 'ready', ms: performance.now() - started, detail: `private server on ${socket}` });
-    return side;
-  }
-
-  private async ready(deadlineMs: number, what: string): Promise<void> {
-    const until = Date.now() + deadlineMs;
-    let last = '';
-    for (;;) {
-      const exited = this.server?.child.exitCode ?? this.server?.child.signalCode;
-      if (exited !== undefined && exited !== null) throw new Error(`${what} exited at start (${exited}): ${this.server?.stderr.slice(-3).join(' | ')}`);
-      if (existsSync(this.socket)) {
-        try {
-          const r = await this.call('Identity', 'Probe', {});
-          if ((r.ready as { value?: boolean } | null | undefined)?.value !== false) return;
-          last = 'Probe says not ready';
-        } catch (err) {
-          last = err instanceof Error ? err.message : String(err);
-        }
-      } else last = `no socket at ${this.socket}`;
-      if (Date.now() > until) throw new Error(`${what} did not answer Probe: ${last}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    rec.step({ model: 'csi', call: 'start twinvol-csi, Probe', outcome: 'ready', ms: performance.now() - started, detail: `private server on ${socketPath}` });
+    return new CsiSide(csi, rec, node, dir);
   }
 
   /** ControllerPublishVolume, NodeStageVolume, NodePublishVolume, read-only, in a scratch kubelet root. */
@@ -189,59 +153,37 @@ export class CsiSide {
 
   /** Closes the clients and stops a private server (SIGTERM, then SIGKILL), removing its socket dir. */
   async close(): Promise<void> {
-    for (const c of this.clients.values()) c.close();
-    this.clients.clear();
-    const s = this.server;
-    if (!s) return;
-    if (s.child.exitCode === null && s.child.signalCode === null) {
-      const exited = new Promise((r) => s.child.once('exit', r));
-      s.child.kill('SIGTERM');
-      const late = setTimeout(() => s.child.kill('SIGKILL'), 10_000);
-      await exited;
-      clearTimeout(late);
-      this.rec.note('twinvol-csi stopped');
-    }
-    rmSync(s.dir, { recursive: true, force: true });
+    const owned = this.csi.ownsServer;
+    await this.csi.stop();
+    if (owned) this.rec.note('twinvol-csi stopped');
+    if (this.dir) rmSync(this.dir, { recursive: true, force: true });
   }
 
   private async capabilities(service: 'Controller' | 'Node', method: string): Promise<string[]> {
-    const r = await this.call(service, method, {});
+    const r = await this.csi.call(service, method, {});
     const caps = (r.capabilities as { rpc?: { type?: string } }[] | undefined) ?? [];
     return caps.map((c) => c.rpc?.type ?? '');
   }
 
   /** One RPC, recorded with its status code; a failure throws with the server's message. */
-  private async rpc(service: Service, method: string, req: Message): Promise<Record<string, unknown>> {
+  private async rpc(service: Service, method: string, req: object): Promise<Message> {
     const started = performance.now();
     try {
-      const r = await this.call(service, method, req);
+      const r = await this.csi.call(service, method, { ...req });
       this.rec.step({ model: 'csi', call: method, outcome: 'OK', ms: performance.now() - started });
       return r;
     } catch (err) {
-      const e = err as Partial<ServiceError>;
-      const code = typeof e.code === 'number' ? String(status[e.code]) : 'ERROR';
-      const message = e.details ?? (err instanceof Error ? err.message : String(err));
+      const code = err instanceof CsiCallError ? err.code : 'ERROR';
+      const message = err instanceof CsiCallError ? err.details : err instanceof Error ? err.message : String(err);
       this.rec.step({ model: 'csi', call: method, outcome: code, ms: performance.now() - started, detail: message });
       throw new Error(`${method}: ${code}: ${message}`);
     }
   }
+}
 
-  private call(service: Service, method: string, req: Message): Promise<Record<string, unknown>> {
-    const client = this.client(service) as unknown as Record<string, Unary>;
-    const fn = client[method];
-    if (typeof fn !== 'function') throw new Error(`csi.v1.${service} has no method ${method}`);
-    return new Promise((done, fail) => fn.call(client, req, (err, res) => (err ? fail(err) : done(res))));
-  }
-
-  private client(service: Service): Client {
-    let c = this.clients.get(service);
-    if (!c) {
-      pkg ??= loadPackageDefinition(packageDefinitionFromText(protoText)) as unknown as CsiPackage;
-      c = new pkg.csi.v1[service](`unix://${this.socket}`, credentials.createInsecure());
-      this.clients.set(service, c);
-    }
-    return c;
-  }
+/** This process's environment without unset entries: the private server runs with what verify runs with. */
+function stringEnv(): Record<string, string> {
+  return Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => e[1] !== undefined));
 }
 
 /** unix:///path or /path (as twinvol-csi's --endpoint); anything else is a usage error. */
