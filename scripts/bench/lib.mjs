@@ -36,7 +36,12 @@ export async function interleaved(contenders, rounds) {
   for (const c of contenders) await c(); // warm the page cache and the JIT
   for (let i = 0; i < rounds; i++) {
     const order = i % 2 ? [...contenders.keys()].reverse() : [...contenders.keys()];
-    for (const k of order) samples[k].push(await contenders[k]());
+    for (const k of order) {
+      samples[k].push(await contenders[k]());
+      // Contenders timed with spawnSync never give the event loop a turn: this one lets a Ctrl-C or
+      // SIGTERM reach the handler below between samples instead of after the whole suite.
+      await new Promise((r) => setImmediate(r));
+    }
   }
   return samples;
 }
@@ -54,6 +59,7 @@ export const BASE_ENV = { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/b
  */
 export function makeScratch(prefix) {
   const root = mkdtempSync(`/tmp/twinvol-bench-${prefix}-`);
+  live.add(root);
   const dataRoot = join(root, 'data');
   const stateDir = join(root, 'state');
   const kubeletDir = join(root, 'kubelet');
@@ -62,8 +68,26 @@ export function makeScratch(prefix) {
   const configPath = join(root, 'config.json');
   writeFileSync(configPath, '{}\n');
   const env = { ...BASE_ENV, TWINVOL_CONFIG: configPath, TWINVOL_DATA_ROOT: dataRoot, TWINVOL_STATE_DIR: stateDir, TWINVOL_KUBELET_DIR: kubeletDir, TWINVOL_NODE_NAME: 'bench' };
-  return { root, dataRoot, stateDir, kubeletDir, configPath, env, cleanup: () => releaseUnder(root) };
+  return {
+    root, dataRoot, stateDir, kubeletDir, configPath, env,
+    cleanup: () => {
+      releaseUnder(root);
+      live.delete(root);
+    },
+  };
 }
+
+/**
+ * Worlds not yet cleaned up: released on Ctrl-C or SIGTERM too, or an interrupted run would leave its
+ * tmpfs and loop devices mounted under /tmp (it did). releaseUnder is synchronous, so it runs whole.
+ */
+const live = new Set();
+for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]])
+  process.once(signal, () => {
+    process.stderr.write(`bench: ${signal}: releasing ${live.size} scratch world(s)\n`);
+    for (const root of live) releaseUnder(root);
+    process.exit(code);
+  });
 
 function mountsUnder(root) {
   return readFileSync('/proc/self/mountinfo', 'utf8')
