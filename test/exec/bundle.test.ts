@@ -1,6 +1,5 @@
-import { resolve } from 'node:path';
-import { build } from 'esbuild';
 import { describe, expect, it } from 'vitest';
+import { inputsOf } from '../helpers/bundle-inputs.js';
 
 /**
  * execa runs third-party drivers for the CSI server only: nothing the FlexVolume executable loads may
@@ -8,29 +7,6 @@ import { describe, expect, it } from 'vitest';
  * executable's entry and the two modules packed inside it (scripts/build.mjs) are bundled as the
  * build does, and their inputs listed.
  */
-const ROOT = resolve(import.meta.dirname, '../..');
-
-async function inputsOf(entry: string): Promise<string[]> {
-  const result = await build({
-    entryPoints: [resolve(ROOT, entry)],
-    bundle: true,
-    platform: 'node',
-    target: 'node20',
-    format: 'cjs',
-    write: false,
-    metafile: true,
-    logLevel: 'silent',
-    loader: { '.proto': 'text' },
-    // flex/main.ts imports the packed modules through a virtual module the build makes.
-    plugins: [{ name: 'packed', setup: (b) => b.onResolve({ filter: /^twinvol:packed$/ }, () => ({ path: 'packed', external: true })) }],
-  });
-  // Inputs the bundle parsed may be tree-shaken to nothing: what counts is what lands in the output.
-  const output = Object.values(result.metafile.outputs)[0];
-  if (!output) throw new Error(`no output for ${entry}`);
-  return Object.entries(output.inputs)
-    .filter(([, use]) => use.bytesInOutput > 0)
-    .map(([path]) => path);
-}
 
 describe('execa stays out of the FlexVolume executable', () => {
   it.each(['flex/main.ts', 'flex/dispatch.ts', 'flex/cli.ts'])('%s does not bundle execa or the driver runner', async (entry) => {

@@ -1,6 +1,5 @@
-import { resolve } from 'node:path';
-import { build } from 'esbuild';
 import { describe, expect, it } from 'vitest';
+import { inputsOf } from '../helpers/bundle-inputs.js';
 
 /**
  * `twinvol migrate plan` parses YAML; kubelet runs the same executable once per call, so neither its
@@ -8,27 +7,6 @@ import { describe, expect, it } from 'vitest';
  * its own, loaded by flex/cli.ts only for `migrate plan`). And the Kubernetes schemas
  * (kubernetes-models) are for the tests: nothing of them lands in the executable.
  */
-const ROOT = resolve(import.meta.dirname, '../..');
-
-async function inputsOf(entry: string): Promise<string[]> {
-  const result = await build({
-    entryPoints: [resolve(ROOT, entry)],
-    bundle: true,
-    platform: 'node',
-    target: 'node20',
-    format: 'cjs',
-    write: false,
-    metafile: true,
-    logLevel: 'silent',
-    loader: { '.proto': 'text' },
-    plugins: [{ name: 'packed', setup: (b) => b.onResolve({ filter: /^twinvol:packed$/ }, () => ({ path: 'packed', external: true })) }],
-  });
-  const output = Object.values(result.metafile.outputs)[0];
-  if (!output) throw new Error(`no output for ${entry}`);
-  return Object.entries(output.inputs)
-    .filter(([, use]) => use.bytesInOutput > 0)
-    .map(([path]) => path);
-}
 
 const yamlOrPlan = (p: string) => p.includes('node_modules/yaml/') || p.includes('flex/migrate/');
 const schemas = (p: string) => p.includes('node_modules/kubernetes-models/') || p.includes('node_modules/@kubernetes-models/');
