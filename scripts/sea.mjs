@@ -101,13 +101,29 @@ async function readAt(file, position, length) {
   }
 }
 
+/** As in scripts/build.mjs and flex/packed-modules.ts. */
+const TOOLS_MARKER = 'TWINVOL-TOOLS:';
+
 /** The preparation blob of one bundle, made by this very node (a blob only runs in the binary that made it). */
 async function blobOf(main, codeCache) {
   const work = await mkdtemp(join(tmpdir(), 'twinvol-sea-'));
   try {
     const config = join(work, 'sea-config.json');
+    // The FlexVolume bundle's operator tools trail it as a comment that its loader reads from the file
+    // (scripts/build.mjs toolsTrailer, flex/packed-modules.ts); a single executable has no such file,
+    // so the blob becomes an asset under the marker's name and the script goes in without it.
+    const text = await readFile(main, 'latin1');
+    const at = text.lastIndexOf(`\n/*${TOOLS_MARKER}`);
+    const assets = {};
+    if (at >= 0) {
+      const end = text.indexOf('*/', at);
+      await writeFile(join(work, 'tools'), text.slice(at + 3 + TOOLS_MARKER.length, end), 'latin1');
+      await writeFile(join(work, 'main.cjs'), text.slice(0, at) + text.slice(end + 2), 'latin1');
+      assets[TOOLS_MARKER] = join(work, 'tools');
+      main = join(work, 'main.cjs');
+    }
     // disableExperimentalSEAWarning: kubelet reads stderr as part of the reply; a warning there breaks it.
-    await writeFile(config, JSON.stringify({ main, output: join(work, 'blob'), disableExperimentalSEAWarning: true, useCodeCache: codeCache }));
+    await writeFile(config, JSON.stringify({ main, output: join(work, 'blob'), disableExperimentalSEAWarning: true, useCodeCache: codeCache, assets }));
     await run(process.execPath, ['--experimental-sea-config', config]);
     return await readFile(join(work, 'blob'));
   } finally {
