@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 // Every kubelet call reads and scans the whole FlexVolume script, so the operator's tools (check,
 // compare, migrate verify and plan) trail it as one compressed comment, read only when a tool runs
 // (scripts/build.mjs toolsTrailer, flex/packed-modules.ts). Packed into the script as strings they
-// made it 773 KB and `init` 1.36x bare `node -e 0` (1.08x after, npm run bench).
+// made it 773 KB and `init` 1.36x bare `node -e 0` (1.19-1.25x after, on a quiet machine).
 const ROOT = resolve(import.meta.dirname, '../..');
 const BUNDLE = resolve(ROOT, 'dist/flex/twinvol');
 const SEA = resolve(ROOT, 'dist/sea/twinvol');
