@@ -8,12 +8,13 @@ import { callScope } from './logging-scope.js';
  * pino writes through its synchronous destination (sonic-boom on fd 2, no worker thread, no
  * transport), so the bundle stays one file and a line is out before the process exits. Lines keep the
  * shape the server always wrote (`level` as a word, `time` in ISO 8601, `msg`), which the test suites
- * and anyone's log pipeline read. Secrets are kept out three ways: pino's redact censors the
- * `secrets` fields of a logged request, shared/log.ts's `redact` any secret-looking key in the fields,
- * and every value of the current call's secrets is cut out of each string the line holds, its message
- * included (csi/logging-scope.ts), which covers a value echoed in an error or a driver's reply. Strings
- * only, before the line is serialised: cutting a short secret ("1234") out of the finished text could
- * cut into a number or a `true` and leave a line that is not JSON.
+ * and anyone's log pipeline read. Secrets are kept out two ways, both in `clean` below, before pino
+ * sees a field: shared/log.ts's `redact` censors any secret-looking key (a logged request's `secrets`
+ * map included, so pino's own redact option would only repeat it), and every value of the current
+ * call's secrets is cut out of each string the line holds, its message included
+ * (csi/logging-scope.ts), which covers a value echoed in an error or a driver's reply. Strings only,
+ * before the line is serialised: cutting a short secret ("1234") out of the finished text could cut
+ * into a number or a `true` and leave a line that is not JSON.
  */
 export function createLog(level: LogLevel, fd = 2): Log {
   const destination = pino.destination({ dest: fd, sync: true });
@@ -26,7 +27,6 @@ export function createLog(level: LogLevel, fd = 2): Log {
       timestamp: pino.stdTimeFunctions.isoTime,
       formatters: { level: (label) => ({ level: label }) },
       mixin: () => clean(callScope.getStore()?.fields ?? {}),
-      redact: { paths: ['secrets', 'request.secrets'], censor: '[redacted]' },
     },
     destination,
   );

@@ -70,7 +70,7 @@ describe('secrets never reach the log, at trace', () => {
     await outcome(ctl('DeleteVolume', { volume_id: id, secrets }));
 
     const { text, entries } = await csi.server.logWhen((es) => es.some((e) => e.msg === 'rpc' && e.method === 'DeleteVolume'));
-    // Every call was logged, and at trace with its request (whose secrets pino censored)...
+    // Every call was logged, and at trace with its request (its secrets map censored by shared/log.ts redact)...
     for (const m of METHODS) {
       expect(entries.some((e) => e.msg === 'rpc' && e.method === m), m).toBe(true);
       const requests = entries.filter((e) => e.msg === 'rpc request' && e.method === m);
