@@ -102,7 +102,7 @@ export function run(command: string, args: readonly string[], options: RunOption
       const outcome: RunResult = { ...record, stdout: text(stdout), stderr: text(stderr) };
       if (failure) reject(failure);
       else if (timedOut) reject(internal(`${command} did not finish within ${options.timeoutMs} ms`));
-      else if (exitCode !== 0 && !(options.okExitCodes ?? []).includes(exitCode)) reject(new CommandError(outcome));
+      else if (!answered) reject(new CommandError(outcome));
       else resolve(outcome);
     };
 
