@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { resolve } from 'node:path';
+import { collect } from './collect.js';
 import { goJson } from './go-json.js';
 
 /** The two builds of the FlexVolume executable (scripts/build.mjs): the bundle run by node, and the single executable. */
@@ -112,16 +113,9 @@ export function runCli(env: Record<string, string>, args: readonly string[]): Pr
 }
 
 /** Any command of the administrator's CLI (`twinvol node list`, `twinvol volume ...`). */
-export function runAdmin(env: Record<string, string>, args: readonly string[]): Promise<CliResult> {
-  return new Promise((done, fail) => {
-    const child = spawn(FLEX_BIN, [...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: '/usr/bin:/bin', ...env } });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('error', fail);
-    child.on('close', (code) => done({ exitCode: code ?? -1, stdout, stderr }));
-  });
+export async function runAdmin(env: Record<string, string>, args: readonly string[]): Promise<CliResult> {
+  const { code, stdout, stderr } = await collect(FLEX_BIN, args, { env: { PATH: '/usr/bin:/bin', ...env } });
+  return { exitCode: code ?? -1, stdout, stderr };
 }
 
 /** The calls a FlexVolume suite makes, bound to whichever scratch world the current test uses. */

@@ -3,11 +3,12 @@
 // Whatever the executables still assumed of Node (a shebang, re-spawning process.execPath, a file
 // read beside __filename, a require of a non-builtin, an ExperimentalWarning on stderr) fails here.
 // The FlexVolume suites run against the single executable too: test/sea/flex-*.test.ts.
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { chmodSync, closeSync, copyFileSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import pkg from '../../package.json' with { type: 'json' };
+import { type Collected, collect } from '../helpers/collect.js';
 import { useCsiServer } from '../csi/helpers/fixture.js';
 import { mountInPod } from '../csi/helpers/pod-mount.js';
 import { MiB, mountCap, size } from '../csi/helpers/requests.js';
@@ -17,24 +18,10 @@ import { createScratch, loopsLeftUnder, mountsUnder, type Scratch } from '../hel
 const FLEX_SEA = FLEX_BUILDS.sea;
 const CSI_SEA = resolve(import.meta.dirname, '../../dist/sea/twinvol-csi');
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
 /** `env -i [VAR=value...] bin args...` from cwd /: the executable gets exactly `vars`, nothing else. */
-function envI(bin: string, args: readonly string[], vars: Record<string, string> = {}): Promise<Run> {
-  return new Promise((done, fail) => {
-    const assigned = Object.entries(vars).map(([k, v]) => `${k}=${v}`);
-    const child = spawn('/usr/bin/env', ['-i', ...assigned, bin, ...args], { cwd: '/', stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('error', fail);
-    child.on('close', (code) => done({ code, stdout, stderr }));
-  });
+function envI(bin: string, args: readonly string[], vars: Record<string, string> = {}): Promise<Collected> {
+  const assigned = Object.entries(vars).map(([k, v]) => `${k}=${v}`);
+  return collect('/usr/bin/env', ['-i', ...assigned, bin, ...args], { cwd: '/' });
 }
 
 describe('the single executables under an empty environment', () => {

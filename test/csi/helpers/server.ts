@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { type Collected, collect } from '../../helpers/collect.js';
 import { type CsiClient, createCsiClient, outcome } from './client.js';
 import type { CsiScratch } from './scratch.js';
 
@@ -47,18 +48,10 @@ export function serverEnv(s: CsiScratch): NodeJS.ProcessEnv {
  * Runs the bundle with `args` and collects its exit code and output (for flag and start-up checks).
  * `wrapper` runs it under another command (setpriv, to start it without root).
  */
-export function runCsiOnce(args: string[], env: NodeJS.ProcessEnv, wrapper: readonly string[] = []): Promise<{ code: number | null; stdout: string; stderr: string }> {
+export function runCsiOnce(args: string[], env: NodeJS.ProcessEnv, wrapper: readonly string[] = []): Promise<Collected> {
   requireBundle();
-  return new Promise((done, fail) => {
-    const [command = process.execPath, ...before] = [...wrapper, process.execPath];
-    const child = spawn(command, [...before, CSI_BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('error', fail);
-    child.on('close', (code) => done({ code, stdout, stderr }));
-  });
+  const [command = process.execPath, ...before] = [...wrapper, process.execPath];
+  return collect(command, [...before, CSI_BIN, ...args], { env });
 }
 
 function requireBundle(): void {
