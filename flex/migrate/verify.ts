@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { asTwinvolError, type Config, type Core, DEFAULT_PLUGIN_DIR, loadConfig, openCore, readMounts, releaseAttachment, run, validateVolumeId, type VolumeId, type VolumeRecord } from '../../shared/index.js';
@@ -207,15 +206,11 @@ async function sweep(c: SweepContext): Promise<string> {
     await quiet(() => c.flex.down());
     if (c.csiUsed) await quiet(() => c.csi.down(c.subject.volumeId));
   }
-  for (let pass = 0; pass < 3 && mountsLeft().length; pass++)
-    for (const m of mountsLeft()) {
-      try {
-        execFileSync('umount', [pass ? '-l' : '', m].filter(Boolean), { stdio: 'ignore' });
-      } catch {
-        // busy or gone: the next pass is lazy
-      }
-    }
-  if (c.subject.sumDevice) for (const dev of loopsOf(c.core.catalog.imagePath(c.subject.volumeId))) await quiet(() => run('losetup', ['-d', dev], { timeoutMs: 30_000 }));
+  // The core's unmount (shared/mounter.ts unmountAll, through run with the configured deadline):
+  // stacked mounts until none is left, a stale one forced and detached; a busy one is reported, not
+  // detached lazily, so the check below keeps the scratch root and its data.
+  for (const m of mountsLeft()) await quiet(() => c.core.mounter.unmountAll(m));
+  if (c.subject.sumDevice) for (const dev of loopsOf(c.core.catalog.imagePath(c.subject.volumeId))) await quiet(() => c.core.mounter.loopDetach(dev));
   const now = await c.core.catalog.getVolume(c.subject.volumeId).catch(() => undefined);
   if (c.subject.kind === 'twinvol' && now?.attachments.some((a) => a.node === c.config.nodeName))
     await quiet(() => releaseAttachment(c.core, c.subject.volumeId, c.config.nodeName));
