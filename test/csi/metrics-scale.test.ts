@@ -7,7 +7,7 @@ import { useCsiServer } from './helpers/fixture.js';
 import { metricsPort, scrape, series } from './metrics-scrape.js';
 
 /**
- * The volume gauge is computed from the catalog at each scrape (csi/metrics.ts countVolumes): it
+ * The volume gauge is computed from the catalog at each scrape (csi/metrics.ts VolumeCounter): it
  * counts every record of a large catalog exactly, and the time a scrape takes is printed (a figure
  * for docs/architecture.md, not an assertion: these machines are shared). 1,000 volumes in the long
  * run, 200 by default.
