@@ -55,24 +55,16 @@ const TWINVOL_PVS: JsonObject[] = [
   pvShell('pv-raw', 'acme/twinvol', 'Retain', shop('raw-scratch'), { capacity: { storage: '5Gi' }, accessModes: ['ReadWriteOnce'], volumeMode: 'Block', csi: { driver: 'csi.twinvol.io', volumeHandle: 'pv-raw' } }, { app: 'legacy' }),
 ];
 
-const ISCSI_EXEC = pvShell(
-  'legacy-iscsi',
-  'acme/iscsi',
-  'Retain',
-  shop('legacy'),
-  {
-    capacity: { storage: '8Gi' },
-    accessModes: ['ReadWriteOnce'],
-    csi: {
-      driver: 'csi.twinvol.io',
-      volumeHandle: 'legacy-iscsi',
-      fsType: 'ext4',
-      volumeAttributes: { backend: 'exec', driver: 'acme/iscsi', iqn: 'iqn.2019-04.internal.example:legacy', lun: '0', portal: '10.0.0.5:3260' },
-      nodePublishSecretRef: { name: 'iscsi-chap', namespace: 'shop' },
-    },
-  },
-  { app: 'legacy' },
-);
+/** acme/iscsi's PV: the same shell whichever CSI driver takes it (the exec backend, or --mapping). */
+const iscsiPv = (csi: JsonObject): JsonObject => pvShell('legacy-iscsi', 'acme/iscsi', 'Retain', shop('legacy'), { capacity: { storage: '8Gi' }, accessModes: ['ReadWriteOnce'], csi }, { app: 'legacy' });
+
+const ISCSI_EXEC = iscsiPv({
+  driver: 'csi.twinvol.io',
+  volumeHandle: 'legacy-iscsi',
+  fsType: 'ext4',
+  volumeAttributes: { backend: 'exec', driver: 'acme/iscsi', iqn: 'iqn.2019-04.internal.example:legacy', lun: '0', portal: '10.0.0.5:3260' },
+  nodePublishSecretRef: { name: 'iscsi-chap', namespace: 'shop' },
+});
 
 describe('migrate plan: every driver behind csi.twinvol.io (the default, --prefer exec)', () => {
   const run = planOf({ files: ALL });
@@ -272,24 +264,13 @@ describe('migrate plan --mapping: a driver the built-ins do not know', () => {
     const r = planOf({ files: ALL, mappings: [fixture('mapping-iscsi.yaml')] });
     const pv = only(r.docs, 'PersistentVolume', 'legacy-iscsi');
     expect(pv).toEqual(
-      pvShell(
-        'legacy-iscsi',
-        'acme/iscsi',
-        'Retain',
-        shop('legacy'),
-        {
-          capacity: { storage: '8Gi' },
-          accessModes: ['ReadWriteOnce'],
-          csi: {
-            driver: 'iscsi.csi.k8s.io',
-            volumeHandle: '10.0.0.5:3260#iqn.2019-04.internal.example:legacy#0',
-            fsType: 'ext4',
-            volumeAttributes: { discoveryCHAPAuth: 'false', sessionCHAPAuth: 'true', targetPortal: '10.0.0.5:3260', iqn: 'iqn.2019-04.internal.example:legacy', lun: '0' },
-            nodePublishSecretRef: { name: 'iscsi-chap', namespace: 'shop' },
-          },
-        },
-        { app: 'legacy' },
-      ),
+      iscsiPv({
+        driver: 'iscsi.csi.k8s.io',
+        volumeHandle: '10.0.0.5:3260#iqn.2019-04.internal.example:legacy#0',
+        fsType: 'ext4',
+        volumeAttributes: { discoveryCHAPAuth: 'false', sessionCHAPAuth: 'true', targetPortal: '10.0.0.5:3260', iqn: 'iqn.2019-04.internal.example:legacy', lun: '0' },
+        nodePublishSecretRef: { name: 'iscsi-chap', namespace: 'shop' },
+      }),
     );
     expect((only(r.docs, 'PersistentVolume', 'media').spec as JsonObject).csi).toMatchObject({ driver: 'csi.twinvol.io' });
     expectValid(r.docs);
