@@ -7,15 +7,15 @@ import type { ListenAddress } from './flags.js';
 import type { CallObserver } from './rpc.js';
 
 /** What a volume is doing, cluster-wide, from its catalog record (shared/model.ts Attachment). */
-export const VOLUME_STATES = ['detached', 'attached', 'staged', 'fenced', 'unreadable'] as const;
-export type VolumeState = (typeof VOLUME_STATES)[number];
+const VOLUME_STATES = ['detached', 'attached', 'staged', 'fenced', 'unreadable'] as const;
+type VolumeState = (typeof VOLUME_STATES)[number];
 
 /** From a millisecond (a Probe) to the two-minute deadline of an external tool (config commandTimeoutMs). */
 const SECONDS_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
 /** Records looked at once when counting volumes: a scrape of a large catalog must not open thousands of files together. */
 const READ_CONCURRENCY = 32;
 
-export function volumeState(v: VolumeRecord): VolumeState {
+function volumeState(v: VolumeRecord): VolumeState {
   if (!v.attachments.length) return 'detached';
   if (v.attachments.every((a) => a.fenced)) return 'fenced';
   return v.attachments.some((a) => a.inUse && !a.fenced) ? 'staged' : 'attached';
