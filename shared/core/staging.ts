@@ -118,13 +118,19 @@ export async function stageLocked(core: Core, id: VolumeId, path: string, opts: 
  * stage that failed before mounting end here: a failed non-attachable mount once left a single-node
  * volume attached, refused to every other node, with no call ever coming to release it.
  */
-async function dropStaging(core: Core, record: Pick<MountRecord, 'volumeId' | 'path' | 'implicit'>, releaseAttachment: boolean): Promise<void> {
+async function dropStaging(
+  core: Core,
+  record: Pick<MountRecord, 'volumeId' | 'path' | 'implicit'>,
+  releaseAttachment: boolean,
+  known?: { volume: VolumeRecord | undefined },
+): Promise<void> {
   // The record goes last: a call killed anywhere before leaves it, and the retry (kubelet's, or the
   // CSI sidecar's) finds it and releases the device and the attachment, instead of answering done
   // with a loop device bound forever.
   const others = (await core.nodeState.listForVolume(record.volumeId)).filter((r) => r.kind === 'stage' && r.path !== record.path);
   if (!others.length) {
-    const volume = await core.catalog.getVolume(record.volumeId);
+    // `known`: the caller read the record under the same node lock (unstageLocked); not read twice.
+    const volume = known ? known.volume : await core.catalog.getVolume(record.volumeId);
     if (volume) await backendFor(volume.backend).nodeDetach(volume, core);
     // The node side is gone: a fenced attachment (detached while staged) goes with it.
     await markNodeUse(core, record.volumeId, core.config.nodeName, false);
@@ -183,14 +189,13 @@ export async function unstage(core: Core, stagingPath: string, opts: TeardownOpt
 export async function unstageLocked(core: Core, record: MountRecord): Promise<void> {
   const users = await liveUsersOf(core, record);
   if (users.length) throw failedPrecondition(`volume ${record.volumeId} is still published at ${users.map((u) => u.path).join(', ')}`);
-  if (!record.block) {
-    // A backend that stages itself unstages itself; "declined" (or a mount it left) the core takes off.
-    const volume = await core.catalog.getVolume(record.volumeId);
-    const backend = volume && backendFor(volume.backend);
-    if (volume && backend?.unstage && mountAt(record.path)) await backend.unstage(volume, record.path, core);
-    await core.mounter.unmountAll(record.path);
-  }
-  await dropStaging(core, record, Boolean(record.implicit));
+  if (record.block) return dropStaging(core, record, Boolean(record.implicit));
+  // A backend that stages itself unstages itself; "declined" (or a mount it left) the core takes off.
+  const volume = await core.catalog.getVolume(record.volumeId);
+  const backend = volume && backendFor(volume.backend);
+  if (volume && backend?.unstage && mountAt(record.path)) await backend.unstage(volume, record.path, core);
+  await core.mounter.unmountAll(record.path);
+  await dropStaging(core, record, Boolean(record.implicit), { volume });
 }
 
 /**

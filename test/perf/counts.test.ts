@@ -146,12 +146,12 @@ const FLEX_EXPECTED: Table = {
   'mountdevice (first)': w(['mount'], 1, 4, 2),
   mount: w(['mount'], 0, 4, 1),
   unmount: w(['umount'], 0, 4, 1),
-  unmountdevice: w(['umount', 'losetup'], 1, 7, 2),
+  unmountdevice: w(['umount', 'losetup'], 1, 6, 2),
   'mountdevice (again)': w(['losetup', 'mount'], 1, 4, 2),
-  'unmountdevice (again)': w(['umount', 'losetup'], 1, 7, 2),
+  'unmountdevice (again)': w(['umount', 'losetup'], 1, 6, 2),
   detach: w([], 1, 2, 1),
   'mount (dir volume)': w(['mount', 'mount'], 3, 7, 3),
-  'unmount (dir volume)': w(['umount', 'umount'], 2, 10, 3),
+  'unmount (dir volume)': w(['umount', 'umount'], 2, 9, 3),
 };
 
 /**
@@ -172,9 +172,9 @@ const COMMON: Table = {
 };
 
 const CSI_EXPECTED: Record<'dir' | 'block' | 'raw block', Table> = {
-  dir: { ...COMMON, CreateVolume: w([], 1, 1, 1), NodeStageVolume: w(['mount'], 1, 2, 2), NodeUnstageVolume: w(['umount'], 1, 6, 2) },
+  dir: { ...COMMON, CreateVolume: w([], 1, 1, 1), NodeStageVolume: w(['mount'], 1, 2, 2), NodeUnstageVolume: w(['umount'], 1, 5, 2) },
   // The filesystem is made at create, on the image file, and the record says which: no blkid at stage.
-  block: { ...COMMON, CreateVolume: w(['mkfs.ext4'], 1, 1, 1), NodeStageVolume: w(['losetup', 'mount'], 1, 2, 2), NodeUnstageVolume: w(['umount', 'losetup'], 1, 6, 2) },
+  block: { ...COMMON, CreateVolume: w(['mkfs.ext4'], 1, 1, 1), NodeStageVolume: w(['losetup', 'mount'], 1, 2, 2), NodeUnstageVolume: w(['umount', 'losetup'], 1, 5, 2) },
   // Asked for as a raw device only: no filesystem is made for it.
   'raw block': { ...COMMON, CreateVolume: w([], 1, 1, 1), NodeStageVolume: w(['losetup'], 1, 2, 2), NodeUnstageVolume: w(['losetup'], 1, 5, 2) },
 };
