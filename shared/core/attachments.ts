@@ -1,7 +1,7 @@
 import { backendFor } from '../backends/index.js';
 import { alreadyExists, failedPrecondition, resourceExhausted } from '../errors.js';
 import type { Attachment, Origin, VolumeRecord } from '../model.js';
-import { mountAt } from '../mountinfo.js';
+import { mountAt, readMounts } from '../mountinfo.js';
 import { type NodeId, validateNodeName, validateVolumeId, type VolumeId } from '../validate.js';
 import { type AccessRequest, requireAccess } from './access.js';
 import { type Claims, refuseContradiction } from './contradiction.js';
@@ -157,7 +157,8 @@ export async function releaseAttachment(core: Core, id: VolumeId, node: NodeId):
   // Node lock first, then the catalog's (the order every node-side call takes): no stage slips in between.
   return core.nodeState.lockVolume(id, async () => {
     const volume = await core.catalog.requireVolume(id);
-    const live = (await core.nodeState.listForVolume(id)).find((r) => mountAt(r.path) || (r.block && r.kind === 'stage'));
+    const mounts = readMounts();
+    const live = (await core.nodeState.listForVolume(id)).find((r) => mountAt(r.path, mounts) || (r.block && r.kind === 'stage'));
     const device = backendFor(volume.backend).attachedDevice(volume, core);
     if (live || device)
       throw failedPrecondition(
