@@ -9,7 +9,7 @@ import type { VolumeCapability } from '../../csi/generated/csi/v1/VolumeCapabili
 import { type Config, readMounts } from '../../shared/index.js';
 import { CsiCallError, type Message, PrivateCsi } from '../compare/csi-server.js';
 import { type Brought, mounted } from './verify-flex.js';
-import type { Recorder } from './verify-report.js';
+import { attempt, type Recorder } from './verify-report.js';
 
 /**
  * The CSI half of `twinvol migrate verify`: the volume brought up through a CSI server with the calls
@@ -125,13 +125,7 @@ export class CsiSide {
   /** NodeUnpublish, NodeUnstage, ControllerUnpublish for what up() began; each tried, the first failure thrown. */
   async down(volumeId: string): Promise<void> {
     const errors: string[] = [];
-    const step = async (what: () => Promise<unknown>) => {
-      try {
-        await what();
-      } catch (err) {
-        errors.push(err instanceof Error ? err.message : String(err));
-      }
-    };
+    const step = (what: () => Promise<unknown>) => attempt(errors, what);
     if (this.target) await step(() => this.rpc('Node', 'NodeUnpublishVolume', { volume_id: volumeId, target_path: this.target }));
     if (this.staged) await step(async () => {
       await this.rpc('Node', 'NodeUnstageVolume', { volume_id: volumeId, staging_target_path: this.staging });

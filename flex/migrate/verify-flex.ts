@@ -1,7 +1,7 @@
 import { mkdirSync, rmdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { type ExecVolume, flexArgv, readMounts, readReply, type ReplyOutcome, run, runDriver } from '../../shared/index.js';
-import type { Recorder } from './verify-report.js';
+import { attempt, type Recorder } from './verify-report.js';
 
 /**
  * The FlexVolume half of `twinvol migrate verify`: a volume brought up and torn down as kubelet and the
@@ -88,13 +88,7 @@ export class KubeletFlex {
   /** Teardown as kubelet does it; every step is tried even when one fails, the first failure is thrown. */
   async down(): Promise<void> {
     const errors: string[] = [];
-    const step = async (what: () => Promise<void>) => {
-      try {
-        await what();
-      } catch (err) {
-        errors.push(err instanceof Error ? err.message : String(err));
-      }
-    };
+    const step = (what: () => Promise<void>) => attempt(errors, what);
     await step(async () => {
       if (mounted(this.target)) {
         const r = await this.must('unmount', flexArgv.unmount(this.target));

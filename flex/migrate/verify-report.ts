@@ -49,6 +49,18 @@ export class Recorder {
   }
 }
 
+/**
+ * Runs `what`, its failure's message added to `errors` rather than thrown: a teardown tries every step
+ * even when one fails (flex/migrate/verify-flex.ts, verify-csi.ts down, verify.ts sweep).
+ */
+export async function attempt(errors: string[], what: () => Promise<unknown>): Promise<void> {
+  try {
+    await what();
+  } catch (err) {
+    errors.push(err instanceof Error ? err.message : String(err));
+  }
+}
+
 export function stepLine(s: VerifyStep): string {
   const ms = s.ms === undefined ? '' : `${s.ms.toFixed(0).padStart(5)} ms`;
   return `  [${s.model.padEnd(4)}] ${s.call.padEnd(30)} ${s.outcome.padEnd(13)}${ms}${s.detail ? `  ${s.detail}` : ''}\n`;

@@ -4,7 +4,7 @@ import { asTwinvolError, type Config, type Core, DEFAULT_PLUGIN_DIR, loadConfig,
 import { CsiSide, socketOf } from './verify-csi.js';
 import { KubeletFlex } from './verify-flex.js';
 import { type FlexPv, readFlexPv } from './verify-pv.js';
-import { jsonReport, Recorder, summary, type VerifyResult } from './verify-report.js';
+import { attempt, jsonReport, Recorder, summary, type VerifyResult } from './verify-report.js';
 import { InputError, inUse, resolveSubject, type Subject } from './verify-subject.js';
 import { deviceSum, differences, treeSum, type VolumeSum } from './verify-sum.js';
 
@@ -193,13 +193,7 @@ interface SweepContext {
  */
 async function sweep(c: SweepContext): Promise<string> {
   const problems: string[] = [];
-  const quiet = async (what: () => Promise<unknown>) => {
-    try {
-      await what();
-    } catch (err) {
-      problems.push(err instanceof Error ? err.message : String(err));
-    }
-  };
+  const quiet = (what: () => Promise<unknown>) => attempt(problems, what);
   c.rec.interrupted = '';
   const mountsLeft = () => readMounts().filter((m) => m.mountPoint.startsWith(`${c.root}/`)).map((m) => m.mountPoint).sort((a, b) => b.length - a.length);
   if (mountsLeft().length) {
