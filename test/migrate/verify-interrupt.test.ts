@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FLEX_BIN, runAdmin } from '../helpers/flex-runner.js';
 import { leftovers, useVerifyWorld, writeRichTree, writeUnderFlex } from './verify-world.js';
@@ -9,8 +9,17 @@ import { leftovers, useVerifyWorld, writeRichTree, writeUnderFlex } from './veri
  * left mounted, attached or running, and it says it was interrupted, exit 1.
  */
 const world = useVerifyWorld();
+let child: ChildProcess | undefined;
 
 afterEach(async () => {
+  // A test that timed out or threw before the verify ended must not leave it running into the next
+  // test or the world's cleanup (test/migrate/verify-world.ts afterAll releases what it mounted).
+  if (child && child.exitCode === null && child.signalCode === null) {
+    const gone = new Promise((done) => child?.once('close', done));
+    child.kill('SIGKILL');
+    await gone;
+  }
+  child = undefined;
   expect(await leftovers(world())).toEqual([]);
 });
 
@@ -19,17 +28,18 @@ describe('migrate verify: interrupted', () => {
     const s = world();
     expect((await runAdmin(s.env, ['volume', 'create', 'int-1', '--size', '32Mi'])).exitCode).toBe(0);
     await writeUnderFlex(s, 'int-1', (dir) => writeRichTree(dir, 'int'));
-    const child = spawn(FLEX_BIN, ['migrate', 'verify', 'int-1'], { stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: '/usr/bin:/bin', ...s.env } });
+    const verify = spawn(FLEX_BIN, ['migrate', 'verify', 'int-1'], { stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: '/usr/bin:/bin', ...s.env } });
+    child = verify;
     let stdout = '';
     let signalled = false;
-    child.stdout.on('data', (d: Buffer) => {
+    verify.stdout.on('data', (d: Buffer) => {
       stdout += d.toString();
       if (!signalled && /\[csi \] NodePublishVolume +OK/.test(stdout)) {
         signalled = true;
-        child.kill('SIGINT');
+        verify.kill('SIGINT');
       }
     });
-    const code = await new Promise<number | null>((done) => child.on('close', done));
+    const code = await new Promise<number | null>((done) => verify.on('close', done));
     expect(signalled, stdout).toBe(true);
     expect(code).toBe(1);
     expect(stdout).toMatch(/verdict: FAILED: interrupted by SIGINT/);
