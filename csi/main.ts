@@ -34,13 +34,12 @@ function startFailure(err: unknown, endpoint: string): string {
  * one line. prom-client is loaded only here: a server without --metrics-address never evaluates it.
  */
 async function metricsEndpoint(address: ListenAddress): Promise<{ metrics: Metrics; endpoint: MetricsEndpoint }> {
-  const { Metrics, serveMetrics } = await import('./metrics.js');
+  const { addressText, Metrics, serveMetrics } = await import('./metrics.js');
   const metrics = new Metrics();
   try {
     return { metrics, endpoint: await serveMetrics(metrics, address) };
   } catch (err) {
-    const where = `${address.host?.includes(':') ? `[${address.host}]` : (address.host ?? '')}:${address.port}`;
-    exitWith(1, `cannot serve metrics on ${where}: ${errnoCode(err) ?? asTwinvolError(err).message}`);
+    exitWith(1, `cannot serve metrics on ${addressText(address)}: ${errnoCode(err) ?? asTwinvolError(err).message}`);
   }
 }
 

@@ -153,6 +153,11 @@ export interface MetricsEndpoint {
   close(): Promise<void>;
 }
 
+/** `host:port`, an IPv6 host in brackets; no host (every interface): `:port`. */
+export function addressText(address: ListenAddress): string {
+  return `${address.host?.includes(':') ? `[${address.host}]` : (address.host ?? '')}:${address.port}`;
+}
+
 /** Serves GET /metrics on `address` over plain HTTP, as Prometheus scrapes it; anything else is 404. */
 export function serveMetrics(metrics: Metrics, address: ListenAddress): Promise<MetricsEndpoint> {
   const handle = (req: IncomingMessage, res: ServerResponse) => {
@@ -173,10 +178,9 @@ export function serveMetrics(metrics: Metrics, address: ListenAddress): Promise<
       server.off('error', reject);
       const bound = server.address();
       const port = bound && typeof bound === 'object' ? bound.port : address.port;
-      const host = address.host === undefined ? 'localhost' : address.host.includes(':') ? `[${address.host}]` : address.host;
       resolve({
         port,
-        url: `http://${host}:${port}/metrics`,
+        url: `http://${addressText({ host: address.host ?? 'localhost', port })}/metrics`,
         close: () =>
           new Promise<void>((done) => {
             server.close(() => done());
