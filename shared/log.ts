@@ -39,20 +39,23 @@ export interface Log {
   error(msg: string, fields?: LogFields): void;
 }
 
-/** One JSON line per event at `minLevel` or above, secrets redacted, with the fields every line carries (call, volume id). */
+/**
+ * One JSON line per event at info or above, secrets redacted, with the fields every line carries (call,
+ * volume id). No level option: the FlexVolume file and the CSI wrapper's unit tests all log at info;
+ * the CSI server's `--log-level` is pino's (csi/logging.ts).
+ */
 export class Logger implements Log {
   constructor(
     private readonly sink: LogSink,
     private readonly base: LogFields = {},
-    private readonly minLevel: LogLevel = 'info',
   ) {}
 
   with(fields: LogFields): Logger {
-    return new Logger(this.sink, { ...this.base, ...fields }, this.minLevel);
+    return new Logger(this.sink, { ...this.base, ...fields });
   }
 
   enabled(level: LogLevel): boolean {
-    return LOG_LEVELS.indexOf(level) >= LOG_LEVELS.indexOf(this.minLevel);
+    return LOG_LEVELS.indexOf(level) >= LOG_LEVELS.indexOf('info');
   }
 
   log(level: LogLevel, msg: string, fields: LogFields = {}): void {
