@@ -29,7 +29,7 @@ export function newObjects(moves: readonly Move[]): JsonObject[][] {
 }
 
 /** The original objects of each move, as they can be applied again (objects.ts cleaned). */
-export function rollbackObjects(moves: readonly Move[]): JsonObject[][] {
+function rollbackObjects(moves: readonly Move[]): JsonObject[][] {
   return moves.map((m) => [cleaned(m.pv.doc), ...(m.claim ? [cleaned(m.claim.doc)] : [])]);
 }
 

@@ -38,8 +38,8 @@ export interface Plan {
 }
 
 /** Annotations on a new PV: where it came from, and the reclaim policy the last step restores. */
-export const FROM_ANNOTATION = 'migrate.twinvol.io/from-driver';
-export const POLICY_ANNOTATION = 'migrate.twinvol.io/reclaim-policy';
+const FROM_ANNOTATION = 'migrate.twinvol.io/from-driver';
+const POLICY_ANNOTATION = 'migrate.twinvol.io/reclaim-policy';
 
 export function plan(inv: Inventory, options: PlanOptions): Plan {
   const uses = workloadUses(inv, (src) => inlineTarget(src, options));

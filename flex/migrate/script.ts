@@ -39,7 +39,7 @@ export interface Direction {
 const JSONPATH = (path: string) => `jsonpath={${path}}`;
 const retainPatch = (policy: string) => JSON.stringify({ spec: { persistentVolumeReclaimPolicy: policy } });
 /** The nodeSelector a stopped DaemonSet gets: no node has this label. */
-export const STOP_LABEL = 'migrate.twinvol.io/stopped';
+const STOP_LABEL = 'migrate.twinvol.io/stopped';
 
 export function steps(moves: readonly Move[], dir: Direction, podFile: (u: WorkloadUse) => string): Step[] {
   // Nothing planned: no step, not eight empty ones.
@@ -162,7 +162,7 @@ function startLines(u: WorkloadUse, podFile: string): Line[] {
 }
 
 /** A word for bash: single-quoted unless it is plainly safe; `${TIMEOUT}` stays expandable. */
-export function shellWord(word: string): string {
+function shellWord(word: string): string {
   if (/^[A-Za-z0-9_./=:,@%+-]+$/.test(word)) return word;
   if (word.includes('${TIMEOUT}')) return `"${word.replace(/(["\\`])/g, '\\$1')}"`;
   return `'${word.replace(/'/g, `'\\''`)}'`;

@@ -61,7 +61,7 @@ export async function attempt(errors: string[], what: () => Promise<unknown>): P
   }
 }
 
-export function stepLine(s: VerifyStep): string {
+function stepLine(s: VerifyStep): string {
   const ms = s.ms === undefined ? '' : `${s.ms.toFixed(0).padStart(5)} ms`;
   return `  [${s.model.padEnd(4)}] ${s.call.padEnd(30)} ${s.outcome.padEnd(13)}${ms}${s.detail ? `  ${s.detail}` : ''}\n`;
 }
