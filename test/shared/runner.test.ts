@@ -93,6 +93,27 @@ describe('run', () => {
     await expectRejects(run('/nonexistent/twinvol-tool', ['x'], opts), 'Internal', '/nonexistent/twinvol-tool could not be started');
   });
 
+  it('marks a spawn failed unless it answered: exit 0 or one of its okExitCodes (the CSI metrics count these)', async () => {
+    const seen: SpawnRecord[] = [];
+    const stop = observeSpawns((r) => seen.push(r));
+    try {
+      await run('sh', ['-c', 'exit 0'], opts);
+      await run('sh', ['-c', 'exit 2'], { ...opts, okExitCodes: [2] });
+      await run('sh', ['-c', 'exit 3'], { ...opts, okExitCodes: [2] }).catch(() => undefined);
+      await run('sleep', ['30'], { timeoutMs: 200 }).catch(() => undefined);
+      await run(join(dir, 'no-such-tool'), [], opts).catch(() => undefined);
+    } finally {
+      stop();
+    }
+    expect(seen.map((r) => [r.args.at(-1) ?? r.command, r.failed])).toEqual([
+      ['exit 0', false],
+      ['exit 2', false],
+      ['exit 3', true],
+      ['30', true],
+      [join(dir, 'no-such-tool'), true],
+    ]);
+  });
+
   it('records each spawn in order and tells observers, until they unsubscribe', async () => {
     const seen: SpawnRecord[] = [];
     const stop = observeSpawns((r) => seen.push(r));
