@@ -1,6 +1,6 @@
 import { isIP } from 'node:net';
 import { parseArgs } from 'node:util';
-import { type ConfigOverrides, DATA_ROOT_SCOPES, DEFAULT_PLUGIN_DIR, LOG_LEVELS, type LogLevel, parseDriverName } from '../shared/index.js';
+import { type ConfigOverrides, DATA_ROOT_SCOPES, DEFAULT_CSI_DRIVER_NAME, DEFAULT_PLUGIN_DIR, LOG_LEVELS, type LogLevel, parseDriverName } from '../shared/index.js';
 import type { Mode } from './context.js';
 import { socketPathOf } from './endpoint.js';
 
@@ -87,7 +87,7 @@ export function parseFlags(argv: readonly string[], env: Readonly<Record<string,
         endpoint: { type: 'string' },
         mode: { type: 'string', default: 'all' },
         'node-id': { type: 'string' },
-        'driver-name': { type: 'string', default: 'csi.twinvol.io' },
+        'driver-name': { type: 'string', default: DEFAULT_CSI_DRIVER_NAME },
         'max-volumes-per-node': { type: 'string', default: '0' },
         'data-root': { type: 'string' },
         'data-root-scope': { type: 'string' },

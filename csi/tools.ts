@@ -13,6 +13,9 @@ const OPTIONAL_CONTROLLER = ['fsfreeze'];
 
 export type Role = keyof typeof REQUIRED;
 
+/** Every tool twinvol runs, each by its bare name through shared/runner.ts (`twinvol compare` counts them). */
+export const ALL_TOOLS: readonly string[] = [...new Set([...REQUIRED.node, ...REQUIRED.controller, ...OPTIONAL, ...OPTIONAL_CONTROLLER])];
+
 export interface ToolReport {
   missing: string[];
   missingOptional: string[];

@@ -1,7 +1,7 @@
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
-import { type DriverRun, type ExecVolume, flexArgv, readMounts, type ReplyOutcome, run, runDriver } from '../shared/index.js';
+import { type DriverRun, type ExecVolume, flexArgv, flexGlobalMountPath, flexPodVolumePath, readMounts, type ReplyOutcome, run, runDriver } from '../shared/index.js';
 import { addQuirk, formatReport, type Judged, judgeCall, type StepLine, verdictOf } from './check-report.js';
 
 /**
@@ -109,8 +109,8 @@ class Checker {
     }
     await this.twice(UNKNOWN_VERB, 'unknown verb', () => []);
     const volume: ExecVolume = { id: PV, driver, options: this.o.options, fsType: this.o.options['kubernetes.io/fsType'] ?? '' };
-    const staging = join(this.kubeletDir, 'plugins/kubernetes.io/flexvolume', driver.vendor, driver.name, 'mounts', PV);
-    const target = join(this.kubeletDir, 'pods', 'flex-check-pod-uid', 'volumes', `${driver.vendor}~${driver.name}`, PV);
+    const staging = flexGlobalMountPath(this.kubeletDir, driver, PV);
+    const target = flexPodVolumePath(this.kubeletDir, 'flex-check-pod-uid', driver, PV);
     const mountOpts = { readonly: false, stagingPath: staging, pod: { name: 'flex-check-pod', namespace: 'default', uid: 'flex-check-pod-uid', serviceAccount: 'default' } };
     let device = '';
     if (this.attachable) {

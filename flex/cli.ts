@@ -3,7 +3,7 @@ import { VENDOR_VERSION } from '../csi/version.js';
 import { asTwinvolError, checkVolumeSpec, type Config, type Core, createVolume, DEFAULT_CONFIG_PATH, DEFAULT_CSI_DRIVER_NAME, deleteVolume, failedPrecondition, formatSize, inventory, listNodes, listVolumes, loadConfig, type NodeRecord, notFound, openCore, parseSize, releaseAttachment, validateBackend, validateNodeName, validateVolumeId, type VolumeRecord } from '../shared/index.js';
 import type { CheckOptions } from './check.js';
 import { statusLines } from './status.js';
-import { terminalProgress } from './progress.js';
+import { stepProgress } from './progress.js';
 import { configText, DEFAULT_FLEX_PLUGIN_DIR, DEFAULT_VENDOR, installFlex, installTarget, type InstallTarget, runningExecutable, uninstallFlex } from './install.js';
 import type { loadPacked } from './packed-modules.js';
 
@@ -56,7 +56,7 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
               return wanted;
             });
             // A large block volume takes seconds (image, mkfs): a terminal sees which step it is in.
-            const progress = terminalProgress();
+            const progress = stepProgress();
             const { volume, created } = await createVolume(open(), spec, progress.step).finally(() => progress.done());
             print(a.json ? volume : `${created ? 'created' : 'exists'}: ${describe(volume)}`);
           },

@@ -4,9 +4,10 @@
 // Everything happens in a scratch directory that is removed afterwards, mounts and loop devices too.
 //   npm run demo
 import { createHash } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { createScratch, loopsUnder, mountsUnder } from '../test/helpers/scratch.js';
+import { csiGlobalMountPath, csiPodMountPath } from '../shared/index.js';
+import { loopsUnder, mountsUnder, releaseWorld, worldIn } from '../flex/scratch-world.js';
 import { CsiDriver, mountCapability } from './demo/csi-steps.js';
 import { FlexDriver } from './demo/flex-steps.js';
 import { clusterObjects, plannedHandles, show, twinvol, verifyStep } from './demo/migrate-steps.js';
@@ -31,7 +32,7 @@ function podFiles(volumeId: string): Record<string, Buffer> {
 
 async function main(): Promise<number> {
   const started = performance.now();
-  const scratch = createScratch(NODE, '/tmp/twinvol-demo-');
+  const scratch = worldIn(mkdtempSync('/tmp/twinvol-demo-'), NODE);
   const flexBin = join(__dirname, 'flex/twinvol');
   const csiBin = join(__dirname, 'csi/twinvol-csi');
   process.stdout.write(`twinvol demo: moving two volumes from FlexVolume to CSI in a scratch world, ${scratch.root}\n`);
@@ -76,8 +77,8 @@ async function main(): Promise<number> {
         const handle = handles.get(`pv-${v.id}`)?.handle;
         if (!handle) throw new Error(`the plan has no CSI PV for pv-${v.id}`);
         const cap = mountCapability(v.fsType);
-        const staging = join(scratch.kubeletDir, 'plugins/kubernetes.io/csi/csi.twinvol.io', sha256(Buffer.from(handle)), 'globalmount');
-        const target = join(scratch.kubeletDir, 'pods/pod-uid-2/volumes/kubernetes.io~csi', `pv-${v.id}`, 'mount');
+        const staging = csiGlobalMountPath(scratch.kubeletDir, handle);
+        const target = csiPodMountPath(scratch.kubeletDir, 'pod-uid-2', `pv-${v.id}`);
         await csi.call('Controller', 'ControllerPublishVolume', { volume_id: handle, node_id: NODE, volume_capability: cap }, 'OK', handle);
         mkdirSync(staging, { recursive: true });
         await csi.call('Node', 'NodeStageVolume', { volume_id: handle, staging_target_path: staging, volume_capability: cap });
@@ -110,7 +111,7 @@ async function main(): Promise<number> {
     process.stderr.write(`\ndemo FAILED: ${err instanceof Error ? err.message : String(err)}\n`);
     return 1;
   } finally {
-    scratch.cleanup();
+    await releaseWorld(scratch.root);
     process.stdout.write(`cleaned up ${scratch.root}\n`);
   }
 }
@@ -123,4 +124,11 @@ function check(condition: boolean, message: string): void {
   if (!condition) throw new Error(message);
 }
 
-main().then((code) => process.exit(code));
+main().then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    // releaseWorld refuses to remove a tree with a mount left in it: say so rather than a trace.
+    process.stderr.write(`demo FAILED: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exit(1);
+  },
+);

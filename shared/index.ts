@@ -68,7 +68,7 @@ export { type BackendTraits, backendTraits, type VolumeHealth, volumeCondition }
 export { type AttachOptions, attach, type Attached, attachmentOf, attachWithContext, detach, publishedNodes, releaseAttachment } from './core/attachments.js';
 export { type Claims, contradiction, refuseContradiction } from './core/contradiction.js';
 export { sweepAbandonedWork, type SweepReport } from './core/housekeeping.js';
-export { DEFAULT_CSI_DRIVER_NAME, inventory, type Inventory, type InventoryOptions, type LoopLine, type MountLine, type Problem, PROBLEM_KINDS, type ProblemKind } from './core/inventory.js';
+export { inventory, type Inventory, type InventoryOptions, type LoopLine, type MountLine, type Problem, PROBLEM_KINDS, type ProblemKind } from './core/inventory.js';
 export { thawAbandonedFreezes } from './core/freeze.js';
 export { createGroupSnapshot, deleteGroupSnapshot, getGroupSnapshot, type GroupSnapshot, MAX_GROUP_VOLUMES } from './core/group-snapshots.js';
 export { checkedPathUnder } from './core/mount-target.js';
@@ -102,3 +102,5 @@ export { type DriverRun, runDriver } from './backends/exec-run.js';
 export { DEFAULT_PLUGIN_DIR, type FlexLog, type FlexSettings, scrub } from './backends/exec-driver.js';
 export { type DriverCapabilities, type OutputMode, type ReplyOutcome, readReply } from './backends/exec-reply.js';
 export { type ExecPublish, ExecVolumes, flexArgv, type PodInfo } from './backends/exec-volumes.js';
+export { csiGlobalMountPath, csiPodMountPath, DEFAULT_CSI_DRIVER_NAME, type FlexDriverName, flexGlobalMountPath, flexPodVolumePath } from './kubelet-paths.js';
+export { type LoopDevice, loopDevices } from './loop-devices.js';

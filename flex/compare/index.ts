@@ -1,12 +1,11 @@
-import { spawnSync } from 'node:child_process';
-import { accessSync, constants, existsSync, statSync, writeFileSync } from 'node:fs';
+import { accessSync, constants, existsSync, mkdtempSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { toolEnv } from '../../shared/index.js';
-import { createScratch } from '../../test/helpers/scratch.js';
+import { releaseWorld, worldIn } from '../scratch-world.js';
 import { PrivateCsi } from './csi-server.js';
+import { runFlex } from './kubelet-flex.js';
 import { renderHtml } from './html.js';
-import { progressBar } from './progress.js';
+import { progressBar } from '../progress.js';
 import { type BackendReport, type CompareReport, formatCompareTable, METHOD, modelSteps } from './report.js';
 import { type Difference, diffStates } from './state.js';
 import { ToolCounter } from './tool-count.js';
@@ -93,10 +92,7 @@ function isDir(p: string): boolean {
  */
 export async function runCompare(o: CompareOptions): Promise<CompareReport> {
   const startedAt = new Date().toISOString();
-  // The clean-up (releaseUnder, test/helpers/scratch.ts) runs umount and losetup by name: with a bare
-  // PATH, as kubelet-style callers give, losetup (sbin) was not found and a loop device stayed bound.
-  process.env.PATH = toolEnv().PATH;
-  const scratch = createScratch(NODE, join(tmpdir(), 'twinvol-compare-'));
+  const scratch = worldIn(mkdtempSync(join(tmpdir(), 'twinvol-compare-')), NODE);
   let csi: PrivateCsi | undefined;
   try {
     const tools = new ToolCounter(join(scratch.root, 'shim'));
@@ -121,14 +117,16 @@ export async function runCompare(o: CompareOptions): Promise<CompareReport> {
     try {
       await csi?.stop();
     } finally {
-      scratch.cleanup();
+      // Through the runner, whose PATH has the sbin directories: with a bare PATH, as kubelet-style
+      // callers give, a losetup looked up by name was not found and a loop device stayed bound.
+      await releaseWorld(scratch.root);
     }
   }
 }
 
 async function compareBackend(w: Workbench, backend: CompareBackend, o: CompareOptions): Promise<BackendReport> {
   const specs = { flex: volumeSpec(backend, 'flex'), csi: volumeSpec(backend, 'csi') };
-  for (const v of Object.values(specs)) admin(w, ['volume', 'create', v.id, ...v.createArgs]);
+  for (const v of Object.values(specs)) await admin(w, ['volume', 'create', v.id, ...v.createArgs]);
   // What the administrator's create ran (it may format a block volume) is no step's.
   w.tools.take();
   const results: Record<'flex' | 'csi', RoundResult[]> = { flex: [], csi: [] };
@@ -144,7 +142,7 @@ async function compareBackend(w: Workbench, backend: CompareBackend, o: CompareO
     const csi = results.csi[round - 1];
     if (flex && csi) for (const d of diffStates(flex.state, csi.state)) if (!differences.some((x) => same(x, d))) differences.push({ ...d, round });
   }
-  for (const v of Object.values(specs)) admin(w, ['volume', 'delete', v.id]);
+  for (const v of Object.values(specs)) await admin(w, ['volume', 'delete', v.id]);
   w.tools.take();
   const flex = modelSteps('flex', results.flex);
   const csi = modelSteps('csi', results.csi);
@@ -162,9 +160,9 @@ async function compareBackend(w: Workbench, backend: CompareBackend, o: CompareO
 const same = (a: Difference, b: Difference) => a.where === b.where && a.field === b.field && a.flex === b.flex && a.csi === b.csi;
 
 /** The administrator's side (`twinvol volume create|delete`), in the scratch world; a failure stops the run. */
-function admin(w: Workbench, args: string[]): void {
-  const r = spawnSync(w.flexBin, args, { cwd: '/', env: w.flexEnv, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-  if (r.status !== 0) throw new Error(`twinvol ${args.slice(0, 3).join(' ')} failed: ${(r.stderr || r.stdout || String(r.error)).trim()}`);
+async function admin(w: Workbench, args: string[]): Promise<void> {
+  const r = await runFlex(w.flexBin, w.flexEnv, args);
+  if (r.exitCode !== 0) throw new Error(`twinvol ${args.slice(0, 3).join(' ')} failed: ${r.output.trim()}`);
 }
 
 /**

@@ -1,7 +1,6 @@
-import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { readReply, type ReplyOutcome } from '../../shared/index.js';
+import { type DriverRun, readReply, type ReplyOutcome, runDriver } from '../../shared/index.js';
 
 export type DriverStatus = Extract<ReplyOutcome, { kind: 'success' }>['status'];
 
@@ -29,20 +28,28 @@ export interface FlexCall {
  * verb called here is one twinvol answers.
  */
 export async function callFlex(bin: string, env: Record<string, string>, verb: string, args: readonly string[]): Promise<Omit<FlexCall, 'logged'>> {
-  const started = performance.now();
-  const { output, exitCode } = await new Promise<{ output: string; exitCode: number }>((done, fail) => {
-    const child = spawn(bin, [verb, ...args], { cwd: '/', stdio: ['ignore', 'pipe', 'pipe'], env });
-    let out = '';
-    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
-    child.on('error', fail);
-    child.on('close', (code) => done({ output: out, exitCode: code ?? -1 }));
-  });
-  const ms = performance.now() - started;
-  const { outcome } = readReply(verb, { output, exitCode }, 'strict');
+  const done = await runFlex(bin, env, [verb, ...args]);
+  const { output, exitCode } = done;
+  const { outcome } = readReply(verb, done, 'strict');
   if (outcome.kind === 'not-supported') throw new Error(`FlexVolume ${verb}: Not supported`);
-  if (outcome.kind === 'failure') return { verb, ms, exitCode, status: undefined, failure: outcome.message, output };
-  return { verb, ms, exitCode, status: outcome.status, output };
+  if (outcome.kind === 'failure') return { verb, ms: done.durationMs, exitCode, status: undefined, failure: outcome.message, output };
+  return { verb, ms: done.durationMs, exitCode, status: outcome.status, output };
+}
+
+/** As long as kubelet's own patience with a driver call: a hung call fails the run, not hangs it. */
+const CALL_TIMEOUT_MS = 120_000;
+
+/**
+ * One run of the FlexVolume executable with `argv`, as kubelet runs a driver (shared/backends/
+ * exec-run.ts runDriver: the environment given and nothing else, stdin closed, stdout and stderr in
+ * order as one text, a deadline that kills the process group). Also the administrator's CLI
+ * (`twinvol volume create ...`), which the compare and the demo run in their scratch world.
+ */
+export async function runFlex(bin: string, env: Record<string, string>, argv: readonly string[]): Promise<DriverRun> {
+  const done = await runDriver(bin, argv, { timeoutMs: CALL_TIMEOUT_MS, graceMs: 2000, env });
+  if (done.startError) throw new Error(`${bin} could not be run: ${done.startError}`);
+  if (done.timedOut) throw new Error(`${bin} ${argv[0] ?? ''}: no answer within ${CALL_TIMEOUT_MS / 1000} s`);
+  return done;
 }
 
 /**

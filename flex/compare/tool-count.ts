@@ -1,16 +1,12 @@
-import { existsSync } from 'node:fs';
-import { realTool, wrappedTool, type WrappedTool } from '../../test/helpers/tool-wrapper.js';
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { ALL_TOOLS } from '../../csi/tools.js';
 
-/**
- * Every tool twinvol runs (shared/mounter.ts runs each by its bare name through shared/runner.ts, whose
- * PATH starts with the caller's; csi/tools.ts lists what each side needs).
- */
-export const TWINVOL_TOOLS = ['mount', 'umount', 'losetup', 'blkid', 'mkfs.ext4', 'mkfs.xfs', 'e2fsck', 'resize2fs', 'xfs_growfs', 'fsfreeze', 'cp'] as const;
 
 /**
  * Counts the tools both models run, the same way for both: a stand-in for each tool first on the PATH
  * of the FlexVolume executable and of the CSI server records its name and execs the real one
- * (test/helpers/tool-wrapper.ts). The CSI server logs no spawns of its own, so this is the one count
+ * (wrappedTool, below; the tests inject faults with it too, test/helpers/tool-wrapper.ts). The CSI server logs no spawns of its own, so this is the one count
  * that is alike for the two; the FlexVolume executable's own log line (its `spawns`) is read too, and
  * must agree with it. The price, one `sh` per tool run, is paid by both models alike. What a tool runs in
  * turn (mount's /sbin/mount.<type> helpers) is not counted, by either.
@@ -20,7 +16,7 @@ export class ToolCounter {
   private seen = new Map<string, number>();
 
   constructor(root: string) {
-    this.wrapped = TWINVOL_TOOLS.filter(installed).map((tool) => ({ tool, w: wrappedTool(root, tool) }));
+    this.wrapped = ALL_TOOLS.filter(installed).map((tool) => ({ tool, w: wrappedTool(root, tool) }));
     this.take();
   }
 
@@ -47,4 +43,32 @@ function installed(tool: string): boolean {
   } catch {
     return false;
   }
+}
+
+export interface WrappedTool {
+  /** A directory to put first on the PATH of the process under test. */
+  dir: string;
+  /** Every call's arguments, one line per call, as the wrapper saw them. */
+  calls(): string[];
+}
+
+/**
+ * A stand-in for `tool` that records each call's arguments to a log, runs `before` (shell, with the
+ * call's "$@"; it may `exit` to fail the call), then runs the real tool. For faults a test cannot make
+ * happen for real: a copy that fails, or the kernel's answer observed from outside the process.
+ */
+export function wrappedTool(root: string, tool: string, before = ''): WrappedTool {
+  const dir = join(root, `wrap-${tool}`);
+  const log = join(root, `${tool}-calls.log`);
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, tool), `#!/bin/sh\necho "$*" >> '${log}'\n${before}\nexec ${realTool(tool)} "$@"\n`);
+  chmodSync(join(dir, tool), 0o755);
+  return { dir, calls: () => (existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter(Boolean) : []) };
+}
+
+/** Where the real `tool` is installed, for a wrapper (or a test) to call it past any PATH shim. */
+export function realTool(tool: string): string {
+  const real = [`/usr/sbin/${tool}`, `/sbin/${tool}`, `/usr/bin/${tool}`, `/bin/${tool}`].find((p) => existsSync(p));
+  if (!real) throw new Error(`${tool} is not installed`);
+  return real;
 }

@@ -1,9 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { type ExecVolume, flexArgv, parseDriverName } from '../../shared/index.js';
-import { stagingPath, targetPath } from '../../test/csi/helpers/requests.js';
-import { deviceMountPath, podVolumeDir } from '../../test/helpers/kubelet-paths.js';
-import type { Scratch } from '../../test/helpers/scratch.js';
+import { csiGlobalMountPath, csiPodMountPath, type ExecVolume, flexArgv, flexGlobalMountPath, flexPodVolumePath, parseDriverName } from '../../shared/index.js';
+import type { ScratchWorld } from '../scratch-world.js';
 import type { Message, PrivateCsi } from './csi-server.js';
 import { callFlex, loggedSpawns } from './kubelet-flex.js';
 import { type Neutral, type VolumeState, volumeState } from './state.js';
@@ -38,7 +36,7 @@ export const NOT_IN_PROTOCOL: Partial<Record<StepName, Partial<Record<Model, str
 };
 
 export interface Workbench {
-  scratch: Scratch;
+  scratch: ScratchWorld;
   node: string;
   flexBin: string;
   /** The environment of every FlexVolume call: the scratch world's settings, the tool shim first on PATH. */
@@ -61,6 +59,8 @@ export interface VolumeSpec {
   fsType: string;
 }
 
+/** The FlexVolume driver name the executable plays under (kubelet's directory `acme~twinvol`). */
+const FLEX_DRIVER = parseDriverName('acme/twinvol');
 const MiB = 2 ** 20;
 /** fsGroup 2000 for the pod, as kubelet hands it to each model (FlexVolume option, CSI volume_mount_group). */
 const FS_GROUP = 2000;
@@ -90,9 +90,9 @@ const neutral = (w: Workbench, v: VolumeSpec): Neutral => ({ volumeDir: join(w.s
  */
 export async function flexRound(w: Workbench, v: VolumeSpec, round: number): Promise<RoundResult> {
   const pv = `pv-${v.id}`;
-  const ev: ExecVolume = { id: pv, driver: parseDriverName('acme/twinvol'), options: { volumeId: v.id }, fsType: v.fsType };
-  const staging = deviceMountPath(w.scratch.kubeletDir, pv);
-  const podDir = podVolumeDir(w.scratch.kubeletDir, pod(v, round).uid, pv);
+  const ev: ExecVolume = { id: pv, driver: FLEX_DRIVER, options: { volumeId: v.id }, fsType: v.fsType };
+  const staging = flexGlobalMountPath(w.scratch.kubeletDir, FLEX_DRIVER, pv);
+  const podDir = flexPodVolumePath(w.scratch.kubeletDir, pod(v, round).uid, FLEX_DRIVER, pv);
   const steps: RoundResult['steps'] = {};
   const call = async (step: StepName, verb: string, args: readonly string[]) => {
     w.signal?.throwIfAborted();
@@ -130,8 +130,8 @@ export async function flexRound(w: Workbench, v: VolumeSpec, round: number): Pro
  */
 export async function csiRound(w: Workbench, v: VolumeSpec, round: number): Promise<RoundResult> {
   const p = pod(v, round);
-  const staging = stagingPath(w.scratch.kubeletDir, v.id);
-  const target = targetPath(w.scratch.kubeletDir, p.uid, `pv-${v.id}`);
+  const staging = csiGlobalMountPath(w.scratch.kubeletDir, v.id);
+  const target = csiPodMountPath(w.scratch.kubeletDir, p.uid, `pv-${v.id}`);
   const cap = { mount: { fs_type: v.fsType, mount_flags: [], volume_mount_group: String(FS_GROUP) }, access_mode: { mode: 'SINGLE_NODE_WRITER' } };
   const steps: RoundResult['steps'] = {};
   const call = async (step: StepName, service: 'Controller' | 'Node', method: string, req: Message): Promise<Message | undefined> => {

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { CsiCallError, type Message, PrivateCsi } from '../../flex/compare/csi-server.js';
-import type { Scratch } from '../../test/helpers/scratch.js';
+import type { ScratchWorld as Scratch } from '../../flex/scratch-world.js';
 import { printStep } from './report.js';
 
 /**

@@ -1,14 +1,16 @@
-import { spawn } from 'node:child_process';
-import { callFlex, loggedSpawns } from '../../flex/compare/kubelet-flex.js';
+import { callFlex, loggedSpawns, runFlex } from '../../flex/compare/kubelet-flex.js';
 import { goJson } from '../../test/helpers/go-json.js';
-import { deviceMountPath, podVolumeDir } from '../../test/helpers/kubelet-paths.js';
-import type { Scratch } from '../../test/helpers/scratch.js';
+import { flexGlobalMountPath, flexPodVolumePath } from '../../shared/index.js';
+import type { ScratchWorld as Scratch } from '../../flex/scratch-world.js';
 import { printStep } from './report.js';
 
 export interface FlexCall {
   reply: Record<string, unknown>;
   exitCode: number;
 }
+
+/** The FlexVolume driver directory the demo's calls stand for: `acme~twinvol`. */
+const ACME = { vendor: 'acme', name: 'twinvol' };
 
 /** Runs the bundled executable exactly as kubelet does (as `twinvol compare` runs it) and prints the call with what it spawned. */
 export class FlexDriver {
@@ -35,16 +37,9 @@ export class FlexDriver {
 
   /** The administrator's CLI (`twinvol volume ...`): human output, exit code 0 on success. */
   async admin(args: string[]): Promise<void> {
-    const started = performance.now();
-    const { out, code } = await new Promise<{ out: string; code: number }>((done, fail) => {
-      const child = spawn(this.bin, ['volume', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: '/usr/bin:/bin', ...this.scratch.env } });
-      let text = '';
-      child.stdout.on('data', (d: Buffer) => (text += d.toString()));
-      child.stderr.on('data', (d: Buffer) => (text += d.toString()));
-      child.on('error', fail);
-      child.on('close', (c) => done({ out: text.trim(), code: c ?? -1 }));
-    });
-    printStep({ model: 'flex', call: `twinvol volume ${args.slice(0, 2).join(' ')}`, outcome: code === 0 ? 'ok' : 'failed', ms: performance.now() - started, detail: out.split('\n')[0] });
+    const r = await runFlex(this.bin, { PATH: '/usr/bin:/bin', ...this.scratch.env }, ['volume', ...args]);
+    const [out, code] = [r.output.trim(), r.exitCode];
+    printStep({ model: 'flex', call: `twinvol volume ${args.slice(0, 2).join(' ')}`, outcome: code === 0 ? 'ok' : 'failed', ms: r.durationMs, detail: out.split('\n')[0] });
     if (code !== 0) throw new Error(`twinvol volume ${args[0]} failed: ${out}`);
   }
 
@@ -63,9 +58,9 @@ export class FlexDriver {
     await this.call(['init']);
     await this.call(['attach', opts, node]);
     const wait = await this.call(['waitforattach', '', opts]);
-    const global = deviceMountPath(this.scratch.kubeletDir, pvName);
+    const global = flexGlobalMountPath(this.scratch.kubeletDir, ACME, pvName);
     await this.call(['mountdevice', global, String(wait.reply.device ?? ''), opts]);
-    const podDir = podVolumeDir(this.scratch.kubeletDir, podUid, pvName);
+    const podDir = flexPodVolumePath(this.scratch.kubeletDir, podUid, ACME, pvName);
     const mountOpts = goJson({
       'kubernetes.io/fsType': fsType,
       'kubernetes.io/mounterArgs.FsGroup': '2000',

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { parseAllDocuments } from 'yaml';
-import type { Scratch } from '../../test/helpers/scratch.js';
+import type { ScratchWorld as Scratch } from '../../flex/scratch-world.js';
 import { printStep } from './report.js';
 
 /** One run of the twinvol executable's administrator commands, as an operator types them. */

@@ -29,6 +29,11 @@ export interface DriverRunOptions {
   graceMs: number;
   /** Words put before the driver's path (nsenter for `--flex-exec host`). */
   prefix?: readonly string[];
+  /**
+   * The driver's whole environment, as kubelet passes its own (`twinvol compare` and `migrate verify`
+   * play kubelet in a scratch world). Default: this process's, with the sbin directories on the PATH.
+   */
+  env?: Readonly<Record<string, string>>;
 }
 
 export interface DriverRun {
@@ -66,8 +71,8 @@ export async function runDriver(executable: string, args: readonly string[], opt
       forceKillAfterDelay: opts.graceMs,
       reject: false,
       // kubelet runs a driver with its own environment; the PATH gains the sbin directories.
-      extendEnv: true,
-      env: { PATH: toolPath() },
+      extendEnv: opts.env === undefined,
+      env: opts.env ?? { PATH: toolPath() },
     });
     const pid = subprocess.pid;
     const result = await subprocess;

@@ -1,10 +1,10 @@
-import { join } from 'node:path';
 import type { Config } from '../config.js';
 import { failedPrecondition, invalidArgument, unimplemented } from '../errors.js';
 import type { VolumeRecord } from '../model.js';
 import { quoted } from '../validate.js';
 import { type Backend, type BackendContext, type BackendPublish, withoutDevice } from './backend.js';
 import type { DriverCapabilities } from './exec-reply.js';
+import { flexGlobalMountPath } from '../kubelet-paths.js';
 
 /**
  * The exec backend: a volume served by a third-party FlexVolume driver that the CSI server runs as
@@ -125,7 +125,7 @@ function portOf(ctx: BackendContext, volume: VolumeRecord): FlexPort {
  * expandvolume is given where the controller knows no staging of its own.
  */
 export function flexDeviceMountPath(config: Config, volume: ExecVolume): string {
-  return join(config.kubeletDir, 'plugins/kubernetes.io/flexvolume', volume.driver.vendor, volume.driver.name, 'mounts', volume.id);
+  return flexGlobalMountPath(config.kubeletDir, volume.driver, volume.id);
 }
 
 export const execBackend: Backend = {

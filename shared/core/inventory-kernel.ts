@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { readFileSync, realpathSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
 import { blockDeviceNumber, type LoopDevice } from '../loop-devices.js';
@@ -84,10 +83,6 @@ export function twinvolPath(path: string, dirs: { kubeletDir: string; stateDir: 
   return undefined;
 }
 
-/** The CSI staging path's hash of a volume handle (pkg/volume/csi/csi_attacher.go MakeDeviceMountPath). */
-export function handleHash(volumeId: string): string {
-  return createHash('sha256').update(volumeId).digest('hex');
-}
 
 /** kubelet's vol_data.json beside a CSI pod mount (pkg/volume/csi/csi_util.go), if it reads. */
 function volData(path: string): { driverName?: string; volumeHandle?: string } | undefined {

@@ -7,10 +7,10 @@ import { mountAt, readMounts } from '../mountinfo.js';
 import { isRecordTemp } from '../store/json-record.js';
 import { isAbandonedLock, STALE_MS } from '../store/lock.js';
 import type { Core } from './core.js';
-import { handleHash, kernelView, twinvolPath } from './inventory-kernel.js';
+import { kernelView, twinvolPath } from './inventory-kernel.js';
+import { DEFAULT_CSI_DRIVER_NAME, volumeHandleHash } from '../kubelet-paths.js';
 
 /** The CSI driver name twinvol-csi serves by default (csi/flags.ts --driver-name). */
-export const DEFAULT_CSI_DRIVER_NAME = 'csi.twinvol.io';
 
 export const PROBLEM_KINDS = [
   'record-without-mount',
@@ -113,7 +113,7 @@ export async function inventory(core: Core, opts: InventoryOptions = {}): Promis
   const kernelMounts = readMounts();
   const kernel = kernelView(config.dataRoot, kernelMounts, loopDevices());
   const byId = new Map<string, VolumeRecord>(volumes.map((v) => [v.id, v]));
-  const byHash = new Map<string, string>(volumes.map((v) => [handleHash(v.id), v.id]));
+  const byHash = new Map<string, string>(volumes.map((v) => [volumeHandleHash(v.id), v.id]));
   const recordAt = new Map(records.map((r) => [r.path, r]));
 
   const mounts: MountLine[] = records.map((r) => {

@@ -1,10 +1,13 @@
-import { join } from 'node:path';
+import { flexGlobalMountPath, flexPodVolumePath } from '../../shared/index.js';
 
-/** The paths kubelet hands a FlexVolume driver "acme~twinvol" (kubelet's pkg/volume/flexvolume lays them out so). */
+/** The FlexVolume driver the tests install: "acme~twinvol". */
+const ACME = { vendor: 'acme', name: 'twinvol' };
+
+/** The paths kubelet hands the FlexVolume driver "acme~twinvol" (shared/kubelet-paths.ts). */
 export function deviceMountPath(kubeletDir: string, pvName: string): string {
-  return join(kubeletDir, 'plugins/kubernetes.io/flexvolume/acme/twinvol/mounts', pvName);
+  return flexGlobalMountPath(kubeletDir, ACME, pvName);
 }
 
 export function podVolumeDir(kubeletDir: string, podUid: string, volumeName: string): string {
-  return join(kubeletDir, 'pods', podUid, 'volumes/acme~twinvol', volumeName);
+  return flexPodVolumePath(kubeletDir, podUid, ACME, volumeName);
 }

@@ -1,64 +1,20 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { readMounts } from '../../shared/mountinfo.js';
+import { loopsUnder, mountsUnder, type ScratchWorld, worldIn } from '../../flex/scratch-world.js';
 
-/** A private world for one suite: data root, node state, kubelet dir, all under one temp dir. */
-export interface Scratch {
-  root: string;
-  dataRoot: string;
-  stateDir: string;
-  kubeletDir: string;
-  /** Environment for processes that should use this world. */
-  env: Record<string, string>;
+/** A private world for one suite (flex/scratch-world.ts), removed again by `cleanup`. */
+export interface Scratch extends ScratchWorld {
+  /** Synchronous, for afterAll/afterEach hooks and finally blocks (flex/scratch-world.ts releaseWorld is the runner's way). */
   cleanup(): void;
 }
 
 export function createScratch(nodeName = 'node-a', prefix = '/tmp/twinvol-test-'): Scratch {
-  const root = mkdtempSync(prefix);
-  const dataRoot = join(root, 'data');
-  const stateDir = join(root, 'state');
-  const kubeletDir = join(root, 'kubelet');
-  mkdirSync(kubeletDir, { recursive: true });
-  writeFileSync(join(root, 'config.json'), '{}\n');
-  return {
-    root,
-    dataRoot,
-    stateDir,
-    kubeletDir,
-    env: {
-      TWINVOL_DATA_ROOT: dataRoot,
-      TWINVOL_STATE_DIR: stateDir,
-      TWINVOL_KUBELET_DIR: kubeletDir,
-      TWINVOL_NODE_NAME: nodeName,
-      // Point the config file away from the machine's /etc/twinvol.
-      TWINVOL_CONFIG: join(root, 'config.json'),
-    },
-    cleanup: () => releaseUnder(root),
-  };
+  const world = worldIn(mkdtempSync(prefix), nodeName);
+  return { ...world, cleanup: () => releaseUnder(world.root) };
 }
 
-/** Mount points at or below `root`, deepest first. */
-export function mountsUnder(root: string): string[] {
-  return readMounts()
-    .map((m) => m.mountPoint)
-    .filter((p) => p === root || p.startsWith(`${root}/`))
-    .sort((a, b) => b.length - a.length);
-}
-
-/** Loop devices whose backing file lies below `root`. */
-export function loopsUnder(root: string): string[] {
-  const out: string[] = [];
-  for (const name of readdirSync('/sys/block').filter((n) => n.startsWith('loop'))) {
-    try {
-      const backing = readFileSync(`/sys/block/${name}/loop/backing_file`, 'utf8').trim();
-      if (backing.startsWith(`${root}/`)) out.push(`/dev/${name}`);
-    } catch {
-      // not bound
-    }
-  }
-  return out;
-}
+export { loopsUnder, mountsUnder };
 
 /**
  * The loop devices under `root` once the kernel has settled: a device detached while a copy of the

@@ -1,5 +1,4 @@
-import { createHash } from 'node:crypto';
-import { join } from 'node:path';
+import { csiGlobalMountPath, csiPodMountPath } from '../../../shared/index.js';
 import type { AccessModeName, VolumeCapability } from '../../../csi/csi-types.js';
 import type { Partial2 } from './client.js';
 
@@ -16,13 +15,12 @@ export function blockCap(mode: AccessModeName = 'SINGLE_NODE_WRITER'): Partial2<
 
 export const size = (bytes: number) => ({ required_bytes: String(bytes) });
 
-/** Where kubelet stages a CSI volume: <kubelet>/plugins/kubernetes.io/csi/<driver>/<sha256(handle)>/globalmount. */
+/** Where kubelet stages a CSI volume of csi.twinvol.io (shared/kubelet-paths.ts). */
 export function stagingPath(kubeletDir: string, volumeId: string): string {
-  const hash = createHash('sha256').update(volumeId).digest('hex');
-  return join(kubeletDir, 'plugins/kubernetes.io/csi/csi.twinvol.io', hash, 'globalmount');
+  return csiGlobalMountPath(kubeletDir, volumeId);
 }
 
-/** Where kubelet asks for a pod's volume: <kubelet>/pods/<uid>/volumes/kubernetes.io~csi/<name>/mount. */
+/** Where kubelet asks for a pod's CSI volume (shared/kubelet-paths.ts). */
 export function targetPath(kubeletDir: string, podUid: string, name: string): string {
-  return join(kubeletDir, 'pods', podUid, 'volumes/kubernetes.io~csi', name, 'mount');
+  return csiPodMountPath(kubeletDir, podUid, name);
 }

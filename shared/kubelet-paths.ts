@@ -1,0 +1,43 @@
+import { createHash } from 'node:crypto';
+import { join } from 'node:path';
+
+/**
+ * Where kubelet puts a volume, as its volume plugins lay the kubelet dir out: kubelet hands these
+ * paths to a driver, and twinvol's tools that play kubelet (`twinvol compare`, `migrate verify`,
+ * `flex check`, the demo) and its tests make the same ones. One place, so they cannot drift apart.
+ * shared/core/inventory-kernel.ts reads the same layout back from mountinfo.
+ */
+
+/** The CSI driver name twinvol-csi serves unless told otherwise (csi/flags.ts --driver-name). */
+export const DEFAULT_CSI_DRIVER_NAME = 'csi.twinvol.io';
+
+/** A FlexVolume driver as kubelet names it: the `<vendor>~<name>` directory of its executable. */
+export interface FlexDriverName {
+  vendor: string;
+  name: string;
+}
+
+/** pkg/volume/flexvolume getDeviceMountPath: `<kubelet>/plugins/kubernetes.io/flexvolume/<vendor>/<name>/mounts/<pv>`. */
+export function flexGlobalMountPath(kubeletDir: string, driver: FlexDriverName, pvName: string): string {
+  return join(kubeletDir, 'plugins/kubernetes.io/flexvolume', driver.vendor, driver.name, 'mounts', pvName);
+}
+
+/** A pod's FlexVolume directory: `<kubelet>/pods/<uid>/volumes/<vendor>~<name>/<pv>`. */
+export function flexPodVolumePath(kubeletDir: string, podUid: string, driver: FlexDriverName, pvName: string): string {
+  return join(kubeletDir, 'pods', podUid, 'volumes', `${driver.vendor}~${driver.name}`, pvName);
+}
+
+/** The directory name kubelet gives a CSI volume's staging: the hex sha256 of its volume handle. */
+export function volumeHandleHash(volumeHandle: string): string {
+  return createHash('sha256').update(volumeHandle).digest('hex');
+}
+
+/** pkg/volume/csi: `<kubelet>/plugins/kubernetes.io/csi/<driver>/<sha256(volume handle)>/globalmount`. */
+export function csiGlobalMountPath(kubeletDir: string, volumeHandle: string, driverName = DEFAULT_CSI_DRIVER_NAME): string {
+  return join(kubeletDir, 'plugins/kubernetes.io/csi', driverName, volumeHandleHash(volumeHandle), 'globalmount');
+}
+
+/** A pod's CSI volume: `<kubelet>/pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount`. */
+export function csiPodMountPath(kubeletDir: string, podUid: string, pvName: string): string {
+  return join(kubeletDir, 'pods', podUid, 'volumes/kubernetes.io~csi', pvName, 'mount');
+}
