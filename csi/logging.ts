@@ -42,20 +42,24 @@ class PinoLog implements Log {
   enabled(level: LogLevel): boolean {
     return this.pino.isLevelEnabled(level);
   }
-  trace(msg: string, fields: LogFields = {}): void {
-    if (this.pino.isLevelEnabled('trace')) this.pino.trace(clean(fields), cut(msg));
+  trace(msg: string, fields?: LogFields): void {
+    this.write('trace', msg, fields);
   }
-  debug(msg: string, fields: LogFields = {}): void {
-    if (this.pino.isLevelEnabled('debug')) this.pino.debug(clean(fields), cut(msg));
+  debug(msg: string, fields?: LogFields): void {
+    this.write('debug', msg, fields);
   }
-  info(msg: string, fields: LogFields = {}): void {
-    this.pino.info(clean(fields), cut(msg));
+  info(msg: string, fields?: LogFields): void {
+    this.write('info', msg, fields);
   }
-  warn(msg: string, fields: LogFields = {}): void {
-    this.pino.warn(clean(fields), cut(msg));
+  warn(msg: string, fields?: LogFields): void {
+    this.write('warn', msg, fields);
   }
-  error(msg: string, fields: LogFields = {}): void {
-    this.pino.error(clean(fields), cut(msg));
+  error(msg: string, fields?: LogFields): void {
+    this.write('error', msg, fields);
+  }
+  /** Level first: a line below --log-level (an info line at warn, say) is not walked for secrets at all. */
+  private write(level: LogLevel, msg: string, fields: LogFields = {}): void {
+    if (this.pino.isLevelEnabled(level)) this.pino[level](clean(fields), cut(msg));
   }
 }
 
