@@ -14,9 +14,11 @@ const loaded = new Map<string, unknown>();
  * The operator's tools (check, compare, migrate verify and plan) are not in the script at all: the
  * build appends them as one brotli blob in a trailing comment (scripts/build.mjs toolsTrailer), read
  * from this file only when a tool runs; a single executable has no file to read, so scripts/sea.mjs
- * makes the blob an asset of the same name. The marker is spelled the same in both scripts.
+ * makes the blob an asset of the same name.
  */
-const TOOLS_MARKER = 'TWINVOL-TOOLS:';
+declare const __TWINVOL_TOOLS_MARKER__: string;
+/** scripts/sea.mjs TOOLS_MARKER, put here by the build (esbuild define): one spelling for the three. */
+const TOOLS_MARKER = __TWINVOL_TOOLS_MARKER__;
 let tools: Record<string, string> | undefined;
 
 function toolSources(): Record<string, string> {

@@ -5,6 +5,7 @@ import { build } from 'esbuild';
 import { appendFile, chmod, mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import zlib, { brotliCompressSync, gzipSync } from 'node:zlib';
+import { buildSea, TOOLS_MARKER } from './sea.mjs';
 
 const common = {
   bundle: true,
@@ -14,7 +15,7 @@ const common = {
   legalComments: 'none',
   loader: { '.proto': 'text' },
   // ESM-only dependencies read import.meta.url; in a CommonJS bundle it is rebuilt from __filename.
-  define: { 'import.meta.url': '__twinvolImportMetaUrl' },
+  define: { 'import.meta.url': '__twinvolImportMetaUrl', __TWINVOL_TOOLS_MARKER__: JSON.stringify(TOOLS_MARKER) },
   logLevel: 'warning',
 };
 const importMetaShim = 'var __twinvolImportMetaUrl = require("node:url").pathToFileURL(__filename).href;';
@@ -48,8 +49,6 @@ const toolModules = {
   // migrate plan parses YAML (test/migrate/plan-bundle.test.ts).
   migrate: "export { runMigratePlan } from './flex/migrate/index.ts';",
 };
-/** The same in flex/packed-modules.ts (which reads it) and scripts/sea.mjs (which moves it into an asset). */
-const TOOLS_MARKER = 'TWINVOL-TOOLS:';
 
 async function bundleModule(contents) {
   const r = await build({ ...common, stdin: { contents, resolveDir: '.', loader: 'ts' }, write: false, minify: true, banner: { js: importMetaShim } });
@@ -113,7 +112,6 @@ for (const entry of entries) {
 // run them (test/sea, the single-executable pass of test/flex): TWINVOL_NO_SEA=1 skips them for a
 // quick build only.
 if (process.env.TWINVOL_NO_SEA !== '1') {
-  const { buildSea } = await import('./sea.mjs');
   const wanted = entries.filter((e) => e.sea && (!only.length || only.includes(e.out)));
   await Promise.all(wanted.map((e) => buildSea({ main: e.out, out: e.sea })));
 }

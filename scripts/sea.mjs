@@ -101,8 +101,11 @@ async function readAt(file, position, length) {
   }
 }
 
-/** As in scripts/build.mjs and flex/packed-modules.ts. */
-const TOOLS_MARKER = 'TWINVOL-TOOLS:';
+/**
+ * What starts the FlexVolume bundle's trailing comment of operator tools: scripts/build.mjs writes it
+ * and hands it to flex/packed-modules.ts (esbuild define), which reads it back; here it becomes an asset.
+ */
+export const TOOLS_MARKER = 'TWINVOL-TOOLS:';
 
 /** The preparation blob of one bundle, made by this very node (a blob only runs in the binary that made it). */
 async function blobOf(main, codeCache) {
