@@ -1,7 +1,7 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 // The plugin image (deploy/image/Containerfile, built by `npm run image`: scripts/image.mjs). The
 // Containerfile's content is checked in every run; the build itself (mmdebstrap and umoci, minutes)
@@ -54,8 +54,15 @@ function buildImage(): Promise<{ status: number | null; stderr: string }> {
 }
 
 describe.skipIf(!LONG)('npm run image (TWINVOL_LONG=1)', () => {
-  const work = mkdtempSync('/tmp/twinvol-image-');
-  afterAll(() => rmSync(work, { recursive: true, force: true }));
+  // Made in beforeAll, not in the describe body: the body runs even when the suite is skipped, and a
+  // skipped suite's afterAll does not, which left an empty temp dir behind on every default run.
+  let work = '';
+  beforeAll(() => {
+    work = mkdtempSync('/tmp/twinvol-image-');
+  });
+  afterAll(() => {
+    if (work) rmSync(work, { recursive: true, force: true });
+  });
 
   // mmdebstrap installs a whole base system: two minutes on an idle machine, over ten on a busy one.
   it('builds an OCI archive tagged with the version, whose twinvol-csi answers --version inside it', { timeout: 1_800_000 }, async () => {
