@@ -30,7 +30,7 @@ export {
 } from './errors.js';
 export { FILE_LOG_MAX_BYTES, fileSink, type Log, type LogFields, Logger, LOG_LEVELS, type LogLevel, type LogSink, redact, stderrSink } from './log.js';
 export { observeSpawns, run, type SpawnRecord, spawnLog, toolEnv } from './runner.js';
-export { type MountEntry, readMounts } from './mountinfo.js';
+export { type MountEntry, mountAt, readMounts } from './mountinfo.js';
 
 // The model, ids and input validation.
 export type { AccessRequest, AccessScope, Attachment, BackendKind, ContentSource, GroupSnapshotRecord, NodeRecord, Origin, SnapshotRecord, VolumeRecord } from './model.js';

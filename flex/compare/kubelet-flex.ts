@@ -28,22 +28,37 @@ export interface FlexCall {
  * verb called here is one twinvol answers.
  */
 export async function callFlex(bin: string, env: Record<string, string>, verb: string, args: readonly string[]): Promise<Omit<FlexCall, 'logged'>> {
-  const done = await runFlex(bin, env, [verb, ...args]);
-  const { output, exitCode } = done;
-  const { outcome } = readReply(verb, done, 'strict');
+  const { outcome, run } = await kubeletCall(bin, verb, args, { env });
+  const { output, exitCode } = run;
   if (outcome.kind === 'not-supported') throw new Error(`FlexVolume ${verb}: Not supported`);
-  if (outcome.kind === 'failure') return { verb, ms: done.durationMs, exitCode, status: undefined, failure: outcome.message, output };
-  return { verb, ms: done.durationMs, exitCode, status: outcome.status, output };
+  if (outcome.kind === 'failure') return { verb, ms: run.durationMs, exitCode, status: undefined, failure: outcome.message, output };
+  return { verb, ms: run.durationMs, exitCode, status: outcome.status, output };
 }
 
 /** As long as kubelet's own patience with a driver call: a hung call fails the run, not hangs it. */
 const CALL_TIMEOUT_MS = 120_000;
 
 /**
- * One run of the FlexVolume executable with `argv`, as kubelet runs a driver (shared/backends/
- * exec-run.ts runDriver: the environment given and nothing else, stdin closed, stdout and stderr in
- * order as one text, a deadline that kills the process group). Also the administrator's CLI
- * (`twinvol volume create ...`), which the compare and the demo run in their scratch world.
+ * One driver call as kubelet makes it and judges it (shared/backends/exec-run.ts runDriver:
+ * stdin closed, stdout and stderr in order as one text, a deadline that kills the process group;
+ * shared/backends/exec-reply.ts readReply with kubelet's strict rules). A driver that cannot be
+ * started or does not answer in time is a Failure, as kubelet reports it. `twinvol compare` and
+ * `migrate verify` (flex/migrate/verify-flex.ts) both call drivers through this.
+ */
+export async function kubeletCall(file: string, verb: string, args: readonly string[], o: { timeoutMs?: number; env?: Record<string, string> } = {}): Promise<{ outcome: ReplyOutcome; run: DriverRun }> {
+  const timeoutMs = o.timeoutMs ?? CALL_TIMEOUT_MS;
+  const run = await runDriver(file, [verb, ...args], { timeoutMs, graceMs: Math.min(2000, timeoutMs), ...(o.env ? { env: o.env } : {}) });
+  const outcome: ReplyOutcome = run.startError
+    ? { kind: 'failure', message: `${verb}: the driver could not be started: ${run.startError}` }
+    : run.timedOut
+      ? { kind: 'failure', message: `${verb}: no reply within ${timeoutMs} ms` }
+      : readReply(verb, run, 'strict').outcome;
+  return { outcome, run };
+}
+
+/**
+ * The administrator's CLI of the FlexVolume executable (`twinvol volume create ...`), run the same way
+ * in a scratch world by the compare and the demo; not starting or not answering throws.
  */
 export async function runFlex(bin: string, env: Record<string, string>, argv: readonly string[]): Promise<DriverRun> {
   const done = await runDriver(bin, argv, { timeoutMs: CALL_TIMEOUT_MS, graceMs: 2000, env });

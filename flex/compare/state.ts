@@ -1,5 +1,5 @@
-import { readFileSync, statfsSync, statSync } from 'node:fs';
-import { type MountEntry, readMounts } from '../../shared/index.js';
+import { statfsSync, statSync } from 'node:fs';
+import { loopDevices, type MountEntry, mountAt, readMounts } from '../../shared/index.js';
 
 /** What the kernel shows mounted at one path, with the parts that name one model's paths made neutral. */
 export interface MountState {
@@ -47,7 +47,7 @@ export interface Difference {
 /** The state at `path`, read from /proc/self/mountinfo and stat. */
 export function pathState(path: string, n: Neutral, mounts: readonly MountEntry[] = readMounts()): PathState {
   const st = statSync(path);
-  const entry = [...mounts].reverse().find((m) => m.mountPoint === path);
+  const entry = mountAt(path, mounts);
   return { mount: entry ? mountState(entry, n) : null, uid: st.uid, gid: st.gid, mode: (st.mode & 0o7777).toString(8).padStart(4, '0') };
 }
 
@@ -69,14 +69,8 @@ function mountState(m: MountEntry, n: Neutral): MountState {
 
 /** A loop device is told by the file behind it, a bind by its filesystem's source and the subtree bound. */
 function neutralDevice(m: MountEntry, n: Neutral): string {
-  const loop = /^\/dev\/(loop\d+)$/.exec(m.source);
-  if (loop) {
-    let backing = '';
-    try {
-      backing = readFileSync(`/sys/block/${loop[1]}/loop/backing_file`, 'utf8').trim();
-    } catch {
-      backing = '(detached)';
-    }
+  if (/^\/dev\/loop\d+$/.test(m.source)) {
+    const backing = loopDevices().find((l) => l.device === m.source)?.backingFile ?? '(detached)';
     return `loop:${neutralPath(backing, n)}`;
   }
   return m.root === '/' ? m.source : `${m.source}:${neutralPath(m.root, n)}`;

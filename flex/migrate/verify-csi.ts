@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -6,7 +5,7 @@ import type { ControllerPublishVolumeRequest } from '../../csi/generated/csi/v1/
 import type { NodePublishVolumeRequest } from '../../csi/generated/csi/v1/NodePublishVolumeRequest.js';
 import type { NodeStageVolumeRequest } from '../../csi/generated/csi/v1/NodeStageVolumeRequest.js';
 import type { VolumeCapability } from '../../csi/generated/csi/v1/VolumeCapability.js';
-import { type Config, readMounts } from '../../shared/index.js';
+import { type Config, csiGlobalMountPath, csiPodMountPath, mountAt } from '../../shared/index.js';
 import { CsiCallError, type Message, PrivateCsi } from '../compare/csi-server.js';
 import { type Brought, mounted } from './verify-flex.js';
 import { attempt, type Recorder } from './verify-report.js';
@@ -95,10 +94,9 @@ export class CsiSide {
       const r = await this.rpc('Controller', 'ControllerPublishVolume', req);
       publishContext = (r.publish_context as Record<string, string> | undefined) ?? {};
     }
-    // kubelet's paths (pkg/volume/csi): plugins/kubernetes.io/csi/<driver>/<sha256(handle)>/globalmount, pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount.
-    const hash = createHash('sha256').update(v.volumeId).digest('hex');
-    this.staging = join(root, 'plugins/kubernetes.io/csi/csi.twinvol.io', hash, 'globalmount');
-    this.target = join(root, 'pods', POD_UID, 'volumes/kubernetes.io~csi', v.pvName, 'mount');
+    // kubelet's paths (shared/kubelet-paths.ts), under verify's scratch kubelet root.
+    this.staging = csiGlobalMountPath(root, v.volumeId);
+    this.target = csiPodMountPath(root, POD_UID, v.pvName);
     const stages = nodeCaps.includes('STAGE_UNSTAGE_VOLUME');
     if (stages) {
       mkdirSync(this.staging, { recursive: true, mode: 0o750 });
@@ -195,6 +193,6 @@ function deviceAt(path: string): string {
   } catch {
     return '';
   }
-  const source = readMounts().find((m) => m.mountPoint === real)?.source ?? '';
+  const source = mountAt(real)?.source ?? '';
   return source.startsWith('/dev/') ? source : '';
 }

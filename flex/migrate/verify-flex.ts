@@ -1,6 +1,6 @@
 import { mkdirSync, rmdirSync } from 'node:fs';
-import { join } from 'node:path';
-import { type ExecVolume, flexArgv, readMounts, readReply, type ReplyOutcome, run, runDriver } from '../../shared/index.js';
+import { type ExecVolume, flexArgv, flexGlobalMountPath, flexPodVolumePath, mountAt, type ReplyOutcome, run } from '../../shared/index.js';
+import { kubeletCall } from '../compare/kubelet-flex.js';
 import { attempt, type Recorder } from './verify-report.js';
 
 /**
@@ -45,9 +45,9 @@ export class KubeletFlex {
     private readonly rec: Recorder,
   ) {
     const { vendor, name } = subject.volume.driver;
-    // kubelet's layout (pkg/volume/flexvolume: plugins/kubernetes.io/flexvolume/<vendor>/<name>/mounts/<pv>).
-    this.staging = join(root, 'plugins/kubernetes.io/flexvolume', vendor, name, 'mounts', subject.volume.id);
-    this.target = join(root, 'pods', POD_UID, 'volumes', `${vendor}~${name}`, subject.volume.id);
+    // kubelet's layout (shared/kubelet-paths.ts), under verify's scratch kubelet root.
+    this.staging = flexGlobalMountPath(root, { vendor, name }, subject.volume.id);
+    this.target = flexPodVolumePath(root, POD_UID, { vendor, name }, subject.volume.id);
   }
 
   async up(): Promise<Brought> {
@@ -122,12 +122,7 @@ export class KubeletFlex {
   }
 
   private async call(verb: string, args: string[]): Promise<ReplyOutcome> {
-    const done = await runDriver(this.subject.file, [verb, ...args], { timeoutMs: this.timeoutMs, graceMs: Math.min(2000, this.timeoutMs) });
-    const outcome: ReplyOutcome = done.startError
-      ? { kind: 'failure', message: `${verb}: the driver could not be started: ${done.startError}` }
-      : done.timedOut
-        ? { kind: 'failure', message: `${verb}: no reply within ${this.timeoutMs} ms` }
-        : readReply(verb, done, 'strict').outcome;
+    const { outcome, run: done } = await kubeletCall(this.subject.file, verb, args, { timeoutMs: this.timeoutMs });
     this.rec.step({ model: 'flex', call: verb, outcome: label(outcome), ms: done.durationMs, detail: outcome.kind === 'success' && outcome.status.device ? `device ${outcome.status.device}` : outcome.kind === 'failure' ? outcome.message : '' });
     return outcome;
   }
@@ -152,7 +147,7 @@ function deviceOf(o: ReplyOutcome, fallback: string): string {
 }
 
 export function mounted(path: string): boolean {
-  return readMounts().some((m) => m.mountPoint === path);
+  return mountAt(path) !== undefined;
 }
 
 function rmdirQuiet(path: string): void {

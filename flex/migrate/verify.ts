@@ -1,6 +1,7 @@
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { asTwinvolError, type Config, type Core, DEFAULT_PLUGIN_DIR, loadConfig, openCore, readMounts, releaseAttachment, run, validateVolumeId, type VolumeId, type VolumeRecord } from '../../shared/index.js';
+import { asTwinvolError, type Config, type Core, DEFAULT_PLUGIN_DIR, loadConfig, loopDevices, openCore, releaseAttachment, run, validateVolumeId, type VolumeId, type VolumeRecord } from '../../shared/index.js';
+import { mountsUnder } from '../scratch-world.js';
 import { CsiSide, socketOf } from './verify-csi.js';
 import { KubeletFlex } from './verify-flex.js';
 import { type FlexPv, readFlexPv } from './verify-pv.js';
@@ -195,7 +196,7 @@ async function sweep(c: SweepContext): Promise<string> {
   const problems: string[] = [];
   const quiet = (what: () => Promise<unknown>) => attempt(problems, what);
   c.rec.interrupted = '';
-  const mountsLeft = () => readMounts().filter((m) => m.mountPoint.startsWith(`${c.root}/`)).map((m) => m.mountPoint).sort((a, b) => b.length - a.length);
+  const mountsLeft = () => mountsUnder(c.root);
   if (mountsLeft().length) {
     await quiet(() => c.flex.down());
     if (c.csiUsed) await quiet(() => c.csi.down(c.subject.volumeId));
@@ -219,15 +220,9 @@ async function sweep(c: SweepContext): Promise<string> {
   return problems.length ? `cleanup: ${problems.join('; ')}` : '';
 }
 
-/** Loop devices whose backing file is `image`. */
+/** Loop devices whose backing file is `image` (sysfs, shared/loop-devices.ts). */
 function loopsOf(image: string): string[] {
-  const out: string[] = [];
-  for (const name of readdirSync('/sys/block').filter((n) => n.startsWith('loop'))) {
-    try {
-      if (readFileSync(`/sys/block/${name}/loop/backing_file`, 'utf8').trim() === image) out.push(`/dev/${name}`);
-    } catch {
-      // not bound
-    }
-  }
-  return out;
+  return loopDevices()
+    .filter((l) => l.backingFile === image)
+    .map((l) => l.device);
 }
