@@ -84,9 +84,6 @@ export class Logger implements Log {
   }
 }
 
-export const stderrSink: LogSink = (line) => {
-  process.stderr.write(`${line}\n`);
-};
 
 /**
  * Where the FlexVolume log rotates: kubelet runs the executable for every call on every node for the

@@ -9,6 +9,7 @@ import { isAbandonedLock, STALE_MS } from '../store/lock.js';
 import type { Core } from './core.js';
 import { kernelView, twinvolPath } from './inventory-kernel.js';
 import { DEFAULT_CSI_DRIVER_NAME, volumeHandleHash } from '../kubelet-paths.js';
+import { isExecVolume } from '../backends/exec.js';
 
 /** The CSI driver name twinvol-csi serves by default (csi/flags.ts --driver-name). */
 
@@ -149,10 +150,12 @@ export async function inventory(core: Core, opts: InventoryOptions = {}): Promis
     for (const m of kernelMounts) {
       if (seen.has(m.mountPoint) || recordAt.has(m.mountPoint)) continue;
       const where = twinvolPath(m.mountPoint, dirs);
-      const volumeId = kernel.volumeOfSource(m) ?? where?.volumeId ?? (where?.handleHash ? byHash.get(where.handleHash) : undefined);
-      if (!where && !kernel.volumeOfSource(m)) continue;
+      const ofSource = kernel.volumeOfSource(m);
+      if (!where && !ofSource) continue;
+      const volumeId = ofSource ?? where?.volumeId ?? (where?.handleHash ? byHash.get(where.handleHash) : undefined);
       // A third-party FlexVolume driver's volume behind twinvol-csi: its driver made the mount, and keeps no twinvol record of it.
-      if (volumeId && byId.get(volumeId)?.backend === 'exec') continue;
+      const record = volumeId ? byId.get(volumeId) : undefined;
+      if (record && isExecVolume(record)) continue;
       seen.add(m.mountPoint);
       const what = where ? `a ${where.what} path` : 'a path twinvol does not use';
       problems.push({
@@ -224,7 +227,7 @@ async function staleFiles(core: Core): Promise<Problem[]> {
       if (!record || !isRecordTemp(name, record)) continue;
       const st = await stat(join(dir, name)).catch(() => undefined);
       if (!st || Date.now() - st.mtimeMs < STALE_MS) continue;
-      problems.push({ kind: 'stale-temp-file', subject: join(dir, name), detail: `a temporary copy of ${record} a killed writer left: the next write of that record removes it` });
+      problems.push({ kind: 'stale-temp-file', subject: join(dir, name), detail: `a temporary copy of ${record} a killed writer left: ${dir.startsWith(stateDir) ? 'the unmount that removes that record removes it' : 'the next write of that record removes it'}` });
     }
   return problems;
 }

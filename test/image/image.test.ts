@@ -2,6 +2,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ALL_TOOLS } from '../../csi/tools.js';
 
 // The plugin image (deploy/image/Containerfile, built by `npm run image`: scripts/image.mjs). The
 // Containerfile's content is checked in every run; the build itself (mmdebstrap and umoci, minutes)
@@ -32,6 +33,8 @@ describe('the plugin image', () => {
     const spec = JSON.parse(execFileSync(process.execPath, [SCRIPT, '--spec'], { encoding: 'utf8' })) as Spec;
     expect(spec.suite).toBe('bookworm');
     expect([...new Set(Object.values(TOOLS))].filter((p) => !spec.packages.includes(p))).toEqual([]);
+    // The list above knows every tool the server can run (csi/tools.ts); cp is coreutils, in every image.
+    expect(ALL_TOOLS.filter((t) => t !== 'cp' && !(t in TOOLS))).toEqual([]);
     expect(spec.copies).toEqual([
       { src: 'dist/sea/twinvol-csi', dest: '/usr/local/bin/twinvol-csi' },
       { src: 'dist/sea/twinvol', dest: '/usr/local/bin/twinvol' },

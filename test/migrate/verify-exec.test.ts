@@ -2,12 +2,16 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { flexGlobalMountPath } from '../../shared/index.js';
 import { mountCap } from '../csi/helpers/requests.js';
 import { launchCsi } from '../csi/helpers/server.js';
-import { installDrivers } from '../exec/helpers.js';
+import { installDrivers, VENDOR } from '../exec/helpers.js';
 import { goJson } from '../helpers/go-json.js';
 import { runAdmin } from '../helpers/flex-runner.js';
 import { leftovers, parseReport, useVerifyWorld, verify, writeRichTree } from './verify-world.js';
+
+/** test/exec/drivers/loop.sh, installed as acme~loop. */
+const LOOP_DRIVER = { vendor: VENDOR, name: 'loop' };
 
 /**
  * `twinvol migrate verify` on an exec volume: a third-party FlexVolume driver (test/exec/drivers/loop.sh,
@@ -41,7 +45,7 @@ function imageWithData(name: string, pv: string): { image: string; pvFile: strin
   execFileSync('truncate', ['-s', '32M', image]);
   const opts = goJson({ image, 'kubernetes.io/fsType': 'ext4', 'kubernetes.io/pvOrVolumeName': pv, 'kubernetes.io/readwrite': 'rw' });
   const device = String(driver('attach', opts, 'node-a').device);
-  const global = join(s.kubeletDir, 'plugins/kubernetes.io/flexvolume/acme/loop/mounts', pv);
+  const global = flexGlobalMountPath(s.kubeletDir, LOOP_DRIVER, pv);
   mkdirSync(global, { recursive: true });
   driver('mountdevice', global, device, opts);
   try {
@@ -110,7 +114,7 @@ describe('migrate verify: an exec volume of a third-party FlexVolume driver', ()
     const { image, pvFile } = imageWithData('ex-1', 'pv-ex-1');
     const opts = goJson({ image, 'kubernetes.io/fsType': 'ext4', 'kubernetes.io/pvOrVolumeName': 'pv-ex-1', 'kubernetes.io/readwrite': 'rw' });
     const device = String(driver('attach', opts, 'node-a').device);
-    const global = join(s.kubeletDir, 'plugins/kubernetes.io/flexvolume/acme/loop/mounts/pv-ex-1');
+    const global = flexGlobalMountPath(s.kubeletDir, LOOP_DRIVER, 'pv-ex-1');
     driver('mountdevice', global, device, opts);
     try {
       const r = await verify(s, ['ex-1', '--pv', pvFile, '--plugin-dir', pluginDir()]);
