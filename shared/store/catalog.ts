@@ -1,11 +1,11 @@
 import { createHash } from 'node:crypto';
-import type { BigIntStats } from 'node:fs';
+import { type BigIntStats, type Stats, statSync } from 'node:fs';
 import { mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { alreadyExists, errnoCode, notFound, TwinvolError } from '../errors.js';
 import type { GroupSnapshotRecord, NodeRecord, PvRecord, SnapshotRecord, VolumeRecord } from '../model.js';
 import { validateGroupSnapshotId, validateNodeName, validatePvName, validateSnapshotId, validateVolumeId, type VolumeId } from '../validate.js';
-import { readRecord, removeRecord, SCHEMA_VERSION, writeLockedRecord, writeRecord } from './json-record.js';
+import { readRecord, readRecordWithStats, removeRecord, SCHEMA_VERSION, writeLockedRecord, writeRecord } from './json-record.js';
 import { RECORD_SCHEMAS } from './record-schemas.js';
 import { type LockOptions, withLock } from './lock.js';
 import { type Entity, WorkArea, type WorkEntry } from './work-area.js';
@@ -13,6 +13,15 @@ import { type Entity, WorkArea, type WorkEntry } from './work-area.js';
 const LOCK_OF: Record<Entity, 'volume' | 'snapshot'> = { volumes: 'volume', snapshots: 'snapshot' };
 /** How long volumes/ must have been unchanged before a listing of it is kept (listVolumeIds). */
 const LISTING_SETTLED_MS = 2_000;
+/** How old a record's file must be before its parsed record is kept for listings (listedVolume). */
+const RECORD_SETTLED_MS = 2_000;
+
+/** A volume record kept for listings, and the identity of the file it was read from (identityOf). */
+interface ListedRecord {
+  path: string;
+  identity: string;
+  record: VolumeRecord;
+}
 
 /**
  * The cluster-scope catalog under the data root:
@@ -26,19 +35,28 @@ export class Catalog {
   readonly work: WorkArea;
   /** The last settled listing of volumes/ and the directory state it was read in (listVolumeIds). */
   private volumeIds: { key: string; ids: readonly string[] } | undefined;
+  /** Records read for listings, by volume id (listedVolume); only ids of the last listing of volumes/ stay. */
+  private readonly listed = new Map<string, ListedRecord>();
+
+  /** volumes/ under the root, normalised once. */
+  private readonly volumesDir: string;
 
   constructor(readonly root: string) {
     this.work = new WorkArea(join(root, '.work'));
+    this.volumesDir = join(root, 'volumes');
   }
 
+  // A valid id is one plain path segment (shared/validate.ts: no "/", no "..", no leading "."), so
+  // these paths are concatenated rather than joined: a listing asks for 10,000 of them, and
+  // path.join's normalising cost more than the stat of the path.
   volumeDir(id: string): string {
-    return join(this.root, 'volumes', validateVolumeId(id));
+    return `${this.volumesDir}/${validateVolumeId(id)}`;
   }
   imagePath(id: string): string {
-    return join(this.volumeDir(id), 'image.img');
+    return `${this.volumeDir(id)}/image.img`;
   }
   dataDir(id: string): string {
-    return join(this.volumeDir(id), 'data');
+    return `${this.volumeDir(id)}/data`;
   }
   snapshotDir(id: string): string {
     return join(this.root, 'snapshots', validateSnapshotId(id));
@@ -52,6 +70,39 @@ export class Catalog {
     const v = await this.getVolume(id);
     if (!v) throw notFound(`volume ${id} does not exist`);
     return v;
+  }
+
+  /**
+   * A volume's record for a listing, which may be the one this process read before: ListVolumes read
+   * and parsed every record each time (10,000 volumes: about 1 s), for records that rarely change.
+   * Records are only ever replaced whole, by a rename (shared/store/json-record.ts), so a changed
+   * record is a new file at the path: one stat tells whether the file is still the one a kept record
+   * was read from (its device, inode, size, mtime and ctime), whichever process wrote the new one.
+   * An inode number is reused once its file is gone, and timestamps move in coarse ticks, so a record
+   * is only kept once its file is RECORD_SETTLED_MS old: a file made in its place later has a later
+   * ctime. The stat is synchronous (a few microseconds, where a round trip through libuv's threadpool
+   * costs several times that), so the caller looks at a bounded batch per turn of the event loop and
+   * yields between batches. The record is frozen: it is shared by every listing that finds it unchanged.
+   */
+  async listedVolume(id: string): Promise<VolumeRecord | undefined> {
+    const known = this.listed.get(id);
+    if (known) {
+      let st: Stats | undefined;
+      try {
+        st = statSync(known.path, { throwIfNoEntry: false });
+      } catch (err) {
+        if (errnoCode(err) !== 'ENOTDIR') throw err;
+      }
+      if (st && identityOf(st) === known.identity) return known.record;
+      this.listed.delete(id);
+      if (!st) return undefined;
+    }
+    const path = `${this.volumeDir(id)}/volume.json`;
+    const read = await readRecordWithStats(path, RECORD_SCHEMAS.volume);
+    if (!read) return undefined;
+    const settledBefore = Date.now() - RECORD_SETTLED_MS;
+    if (read.stats.ctimeMs < settledBefore && read.stats.mtimeMs < settledBefore) this.listed.set(id, { path, identity: identityOf(read.stats), record: deepFreeze(read.record) });
+    return read.record;
   }
 
   getSnapshot(id: string): Promise<SnapshotRecord | undefined> {
@@ -80,6 +131,11 @@ export class Catalog {
     const ids = await this.listNames('volumes');
     const settled = Date.now() - Number(st.mtimeNs / 1_000_000n) > LISTING_SETTLED_MS && Date.now() - Number(st.ctimeNs / 1_000_000n) > LISTING_SETTLED_MS;
     this.volumeIds = settled ? { key, ids } : undefined;
+    // Records of volumes gone from the listing are dropped, so the kept ones stay as many as the volumes.
+    if (this.listed.size) {
+      const present = new Set(ids);
+      for (const known of this.listed.keys()) if (!present.has(known)) this.listed.delete(known);
+    }
     return ids;
   }
   listSnapshotIds(): Promise<string[]> {
@@ -250,6 +306,19 @@ export class Catalog {
     }
     return out.sort((a, b) => (a.nodeId < b.nodeId ? -1 : a.nodeId > b.nodeId ? 1 : 0));
   }
+}
+
+/** Which file a stat describes, as far as listedVolume needs to tell a replaced record from the one it read. */
+function identityOf(st: Stats): string {
+  return `${st.dev}:${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}`;
+}
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value)) deepFreeze(v);
+  }
+  return value;
 }
 
 /**

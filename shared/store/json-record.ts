@@ -1,4 +1,5 @@
-import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
+import type { Stats } from 'node:fs';
+import { type FileHandle, mkdir, open, readdir, readFile, rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import writeFileAtomic from 'write-file-atomic';
 import type { ZodMiniType } from 'zod/mini';
@@ -47,9 +48,48 @@ export async function readRecord<T extends Versioned>(path: string, schema: ZodM
   try {
     text = await readFile(path, 'utf8');
   } catch (err) {
-    if (errnoCode(err) === 'ENOENT' || errnoCode(err) === 'ENOTDIR') return undefined;
+    if (isAbsent(err)) return undefined;
     throw err;
   }
+  return parseRecord(path, text, schema);
+}
+
+/**
+ * `readRecord`, with the stat of the very file the record was read from (open, fstat and read on one
+ * descriptor), for a cache that later asks whether the file at the path is still that one
+ * (Catalog.listedVolume). A stat of the path before or after the read could describe another file.
+ */
+export async function readRecordWithStats<T extends Versioned>(path: string, schema: ZodMiniType<T>): Promise<{ record: T; stats: Stats } | undefined> {
+  storeCounts.reads++;
+  let fh: FileHandle;
+  try {
+    fh = await open(path, 'r');
+  } catch (err) {
+    if (isAbsent(err)) return undefined;
+    throw err;
+  }
+  try {
+    // A record's file never changes once it is at its path (it is replaced by a rename), so its size
+    // is what to read: one read, where readFile would fstat again and read until the end.
+    const stats = await fh.stat();
+    const buffer = Buffer.allocUnsafe(stats.size);
+    let filled = 0;
+    while (filled < buffer.length) {
+      const { bytesRead } = await fh.read(buffer, filled, buffer.length - filled, filled);
+      if (!bytesRead) break;
+      filled += bytesRead;
+    }
+    return { record: parseRecord(path, buffer.toString('utf8', 0, filled), schema), stats };
+  } finally {
+    await fh.close();
+  }
+}
+
+function isAbsent(err: unknown): boolean {
+  return errnoCode(err) === 'ENOENT' || errnoCode(err) === 'ENOTDIR';
+}
+
+function parseRecord<T extends Versioned>(path: string, text: string, schema: ZodMiniType<T>): T {
   let value: unknown;
   try {
     value = JSON.parse(text);
