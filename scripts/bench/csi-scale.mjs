@@ -90,6 +90,12 @@ export const suite = {
         }
       }
       for (const srv of servers.splice(0)) await srv.stop();
+      const listRows = [
+        row('scale.list.first-page', `ListVolumes first page (1 entry), ${many} volumes vs 1`, median(first[1]), 'ms', median(first[0]), 'same at 1 volume'),
+        row('scale.list.full', `ListVolumes full listing, ${many} volumes vs 1`, median(full[1]), 'ms', median(full[0]), 'same at 1 volume'),
+      ];
+      // While iterating on ListVolumes: TWINVOL_BENCH_SCALE=list skips the lifecycle rows. Unset, all run.
+      if (process.env.TWINVOL_BENCH_SCALE === 'list') return listRows;
 
       const total = short ? 16 : 200;
       const tv = await launch('twinvol', small, 'load');
@@ -117,8 +123,7 @@ export const suite = {
       await prober;
 
       return [
-        row('scale.list.first-page', `ListVolumes first page (1 entry), ${many} volumes vs 1`, median(first[1]), 'ms', median(first[0]), 'same at 1 volume'),
-        row('scale.list.full', `ListVolumes full listing, ${many} volumes vs 1`, median(full[1]), 'ms', median(full[0]), 'same at 1 volume'),
+        ...listRows,
         row('scale.throughput.16', `${total} dir lifecycles, 16 in flight: throughput vs 1 at a time`, total / (parallel / 1000), 'lifecycles/s', total / (serial / 1000), '1 in flight'),
         row('scale.probe-under-load', 'Probe p99 while 16 lifecycles run', quantile(loadedProbe, 0.99), 'ms', quantile(idleProbe, 0.99), 'Probe p99 idle'),
       ];
