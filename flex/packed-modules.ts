@@ -1,56 +1,98 @@
-import packed from 'twinvol:packed';
-
 /**
- * Loads a module the build packed into this file. Bundled code would be cheap to run but not to
- * load: V8 pre-parses every function of a script, and 650 KB of bundled yargs, execa (since
- * replaced) and the core made
- * every kubelet call (even `init`) pay for all of it. Packed modules are gzipped strings that cost
- * almost nothing to skip, compiled only when a call needs them: the dispatcher for verbs, yargs for
- * the human CLI. Still one file, with nothing beside it.
+ * Loads a module the build packed into this file. kubelet starts the FlexVolume executable once per
+ * call, and Node reads, decodes, hashes and scans every byte of a script before running a line of
+ * it: bundled plainly, the dispatcher, yargs and the operator tools made even `init` pay for 650 KB
+ * of code, and as compressed strings in the script still for 150 KB. So the script itself is only
+ * the start-up path (flex/main.ts); every other module is bundled on its own, compressed, and kept
+ * in one trailing comment, which Node still reads but V8 only skips, followed by a last line that
+ * indexes where each module sits (scripts/build.mjs packedTrailer). A call reads only the bytes of
+ * the module it needs. A single executable has no script file to read, so scripts/sea.mjs turns the
+ * index and each blob into assets.
  */
+
+/** Where each module's blob sits in the file: its offset and length; `group` blobs hold several. */
+type PackedIndex = Record<string, { at: number; length: number; group: boolean }>;
+
+declare const __TWINVOL_PACKED_MARKER__: string;
+/** scripts/sea.mjs PACKED_MARKER, put here by the build (esbuild define): one spelling for the three. */
+const PACKED_MARKER = __TWINVOL_PACKED_MARKER__;
+/** How much of the file's end holds the index line, at most (the build checks its index fits). */
+const INDEX_TAIL_BYTES = 4096;
+
 const loaded = new Map<string, unknown>();
+let index: PackedIndex | undefined;
 
-/**
- * The operator's tools (check, compare, migrate verify and plan) are not in the script at all: the
- * build appends them as one brotli blob in a trailing comment (scripts/build.mjs toolsTrailer), read
- * from this file only when a tool runs; a single executable has no file to read, so scripts/sea.mjs
- * makes the blob an asset of the same name.
- */
-declare const __TWINVOL_TOOLS_MARKER__: string;
-/** scripts/sea.mjs TOOLS_MARKER, put here by the build (esbuild define): one spelling for the three. */
-const TOOLS_MARKER = __TWINVOL_TOOLS_MARKER__;
-let tools: Record<string, string> | undefined;
+function isSea(): boolean {
+  return (require('node:sea') as typeof import('node:sea')).isSea();
+}
 
-function toolSources(): Record<string, string> {
-  if (tools) return tools;
-  const { brotliDecompressSync } = require('node:zlib') as typeof import('node:zlib');
-  const sea = require('node:sea') as typeof import('node:sea');
-  let base64: string;
-  if (sea.isSea()) base64 = Buffer.from(sea.getAsset(TOOLS_MARKER)).toString('latin1');
+function readIndex(): PackedIndex {
+  if (index) return index;
+  let text: string;
+  if (isSea()) text = (require('node:sea') as typeof import('node:sea')).getAsset(PACKED_MARKER, 'utf8');
   else {
-    const { readFileSync } = require('node:fs') as typeof import('node:fs');
-    const text = readFileSync(__filename, 'latin1');
-    // The last one: the loader's own copy of the marker, above, comes first in the file.
-    const at = text.lastIndexOf(`/*${TOOLS_MARKER}`);
-    const end = text.indexOf('*/', at);
-    if (at < 0 || end < 0) throw new Error(`${__filename} holds no operator tools (built without them?)`);
-    base64 = text.slice(at + 2 + TOOLS_MARKER.length, end);
+    const { closeSync, fstatSync, openSync, readSync } = require('node:fs') as typeof import('node:fs');
+    const fd = openSync(__filename, 'r');
+    try {
+      const size = fstatSync(fd).size;
+      const tail = Buffer.alloc(Math.min(size, INDEX_TAIL_BYTES));
+      readSync(fd, tail, 0, tail.length, size - tail.length);
+      const line = tail.toString('latin1');
+      const at = line.lastIndexOf(`//${PACKED_MARKER}`);
+      if (at < 0) throw new Error(`${__filename} holds no packed modules (built without them?)`);
+      const end = line.indexOf('\n', at);
+      text = line.slice(at + 2 + PACKED_MARKER.length, end < 0 ? undefined : end);
+    } finally {
+      closeSync(fd);
+    }
   }
-  const parsed: unknown = JSON.parse(brotliDecompressSync(Buffer.from(base64, 'base64')).toString('utf8'));
-  if (typeof parsed !== 'object' || parsed === null) throw new Error('the packed operator tools are damaged');
-  tools = Object.fromEntries(Object.entries(parsed).filter((e): e is [string, string] => typeof e[1] === 'string'));
-  return tools;
+  index = parseIndex(JSON.parse(text));
+  return index;
+}
+
+function parseIndex(parsed: unknown): PackedIndex {
+  const out: PackedIndex = {};
+  if (typeof parsed !== 'object' || parsed === null) throw new Error('the packed modules index is damaged');
+  for (const [name, entry] of Object.entries(parsed)) {
+    if (!Array.isArray(entry) || !Number.isSafeInteger(entry[0]) || !Number.isSafeInteger(entry[1]) || typeof entry[2] !== 'boolean')
+      throw new Error(`the packed modules index is damaged at ${name}`);
+    out[name] = { at: entry[0], length: entry[1], group: entry[2] };
+  }
+  return out;
+}
+
+/** The compressed bytes of the blob at `at`: from the file's comment, or a single executable's asset. */
+function blobBytes(at: number, length: number): Buffer {
+  if (isSea()) return Buffer.from((require('node:sea') as typeof import('node:sea')).getAsset(`${PACKED_MARKER}${at}`, 'latin1'), 'base64');
+  const { closeSync, openSync, readSync } = require('node:fs') as typeof import('node:fs');
+  const fd = openSync(__filename, 'r');
+  try {
+    const base64 = Buffer.alloc(length);
+    if (readSync(fd, base64, 0, length, at) !== length) throw new Error(`${__filename} is truncated: a packed module is missing`);
+    return Buffer.from(base64.toString('latin1'), 'base64');
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** The source of module `name`: its blob inflated, or its entry in a blob that holds a group. */
+function sourceOf(name: string): string {
+  const entry = readIndex()[name];
+  if (!entry) throw new Error(`module ${name} is not packed into this executable`);
+  const { brotliDecompressSync } = require('node:zlib') as typeof import('node:zlib');
+  const text = brotliDecompressSync(blobBytes(entry.at, entry.length)).toString('utf8');
+  if (!entry.group) return text;
+  const group: unknown = JSON.parse(text);
+  const source = typeof group === 'object' && group !== null ? (group as Record<string, unknown>)[name] : undefined;
+  if (typeof source !== 'string') throw new Error(`the packed module ${name} is damaged`);
+  return source;
 }
 
 export function loadPacked<T>(name: string): T {
   if (loaded.has(name)) return loaded.get(name) as T;
   // Builtins are required here rather than imported, so that `init` loads neither zlib nor vm.
-  const { gunzipSync } = require('node:zlib') as typeof import('node:zlib');
   const { compileFunction } = require('node:vm') as typeof import('node:vm');
-  const blob = packed[name];
-  const source = blob !== undefined ? gunzipSync(Buffer.from(blob, 'base64')).toString('utf8') : toolSources()[name];
-  if (source === undefined) throw new Error(`module ${name} is not packed into this executable`);
-  const fn = compileFunction(source, ['exports', 'require', 'module', '__filename', '__dirname'], {
+  const fn = compileFunction(sourceOf(name), ['exports', 'require', 'module', '__filename', '__dirname'], {
     filename: `${__filename}#${name}`,
   });
   const mod = { exports: {} as T };

@@ -2,10 +2,10 @@
 // CommonJS, because kubelet runs the FlexVolume file under its bare name (no .mjs, no package.json
 // beside it) and Node only treats such a file as ESM when told to.
 import { build } from 'esbuild';
-import { appendFile, chmod, mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import { appendFile, chmod, mkdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import zlib, { brotliCompressSync, gzipSync } from 'node:zlib';
-import { buildSea, TOOLS_MARKER } from './sea.mjs';
+import zlib, { brotliCompressSync } from 'node:zlib';
+import { buildSea, PACKED_MARKER } from './sea.mjs';
 
 const common = {
   bundle: true,
@@ -15,7 +15,7 @@ const common = {
   legalComments: 'none',
   loader: { '.proto': 'text' },
   // ESM-only dependencies read import.meta.url; in a CommonJS bundle it is rebuilt from __filename.
-  define: { 'import.meta.url': '__twinvolImportMetaUrl', __TWINVOL_TOOLS_MARKER__: JSON.stringify(TOOLS_MARKER) },
+  define: { 'import.meta.url': '__twinvolImportMetaUrl', __TWINVOL_PACKED_MARKER__: JSON.stringify(PACKED_MARKER) },
   logLevel: 'warning',
 };
 const importMetaShim = 'var __twinvolImportMetaUrl = require("node:url").pathToFileURL(__filename).href;';
@@ -23,9 +23,9 @@ const importMetaShim = 'var __twinvolImportMetaUrl = require("node:url").pathToF
 const shebang = '#!/usr/bin/env -S node --no-warnings';
 
 /**
- * Modules packed into the FlexVolume executable (see flex/packed-modules.ts): each is bundled on its
- * own, minified, gzipped and base64-encoded into a string of the script. Only what kubelet's verbs
- * and the everyday CLI need: every kubelet call reads and scans the whole file.
+ * Modules packed into the FlexVolume executable (see flex/packed-modules.ts): each bundled on its
+ * own, minified and brotli-compressed into the executable's trailing comment, so that a kubelet call
+ * reads and inflates only the one it needs: the dispatcher for verbs, yargs for the human CLI.
  */
 const packedModules = {
   dispatch: "export { dispatch } from './flex/dispatch.ts';",
@@ -34,10 +34,7 @@ const packedModules = {
 
 /**
  * The operator's tools, which kubelet never runs: bundled the same way, then all of them in one
- * brotli blob (they share the core, grpc-js and execa, which one window compresses once) appended to
- * the executable as a trailing comment that the loader reads from the file only when a tool runs
- * (flex/packed-modules.ts). As strings in the script they made the file 773 KB and `init` 1.36x
- * bare `node -e 0` instead of 1.18x; a comment is skipped almost for free.
+ * blob (they share the core, grpc-js and execa, which one brotli window compresses once).
  */
 const toolModules = {
   // The driver checker runs drivers through execa (test/exec/bundle.test.ts: never in the verbs' path).
@@ -55,29 +52,40 @@ async function bundleModule(contents) {
   return r.outputFiles[0].contents;
 }
 
-async function toolsTrailer() {
-  const sources = {};
-  for (const [name, contents] of Object.entries(toolModules)) sources[name] = Buffer.from(await bundleModule(contents)).toString('utf8');
-  const json = Buffer.from(JSON.stringify(sources));
-  const blob = brotliCompressSync(json, { params: { [zlib.constants.BROTLI_PARAM_QUALITY]: 11, [zlib.constants.BROTLI_PARAM_LGWIN]: 24, [zlib.constants.BROTLI_PARAM_SIZE_HINT]: json.length } });
-  return `\n/*${TOOLS_MARKER}${blob.toString('base64')}*/\n`;
+function brotli(bytes) {
+  return brotliCompressSync(bytes, { params: { [zlib.constants.BROTLI_PARAM_QUALITY]: 11, [zlib.constants.BROTLI_PARAM_LGWIN]: 24, [zlib.constants.BROTLI_PARAM_SIZE_HINT]: bytes.length } });
 }
 
-async function packedPlugin() {
-  const packed = {};
-  for (const [name, contents] of Object.entries(packedModules)) packed[name] = gzipSync(await bundleModule(contents), { level: 9 }).toString('base64');
-  return {
-    name: 'twinvol-packed',
-    setup(b) {
-      b.onResolve({ filter: /^twinvol:packed$/ }, (args) => ({ path: args.path, namespace: 'twinvol' }));
-      b.onLoad({ filter: /.*/, namespace: 'twinvol' }, () => ({ contents: `export default ${JSON.stringify(packed)};`, loader: 'js' }));
-    },
-  };
+/**
+ * The trailer appended to a script of `scriptBytes` bytes: one comment holding every blob in base64
+ * (a line each), then the index line flex/packed-modules.ts reads from the file's last bytes:
+ * `//<PACKED_MARKER>{"name":[offset, length, group]}`, offsets counted from the file's start.
+ * As 150 KB of strings inside the script, the dispatcher and yargs cost every `init` about 0.07x
+ * of bare `node -e 0`; a comment of the same bytes costs about a third of that, and the index lets a
+ * verb read its own module without reading the rest (test/flex/startup-size.test.ts).
+ */
+async function packedTrailer(scriptBytes) {
+  const blobs = [];
+  for (const [name, contents] of Object.entries(packedModules)) blobs.push({ names: [name], group: false, data: brotli(await bundleModule(contents)) });
+  const sources = {};
+  for (const [name, contents] of Object.entries(toolModules)) sources[name] = Buffer.from(await bundleModule(contents)).toString('utf8');
+  blobs.push({ names: Object.keys(toolModules), group: true, data: brotli(Buffer.from(JSON.stringify(sources))) });
+  let text = `\n/*${PACKED_MARKER}\n`;
+  const index = {};
+  for (const blob of blobs) {
+    const base64 = blob.data.toString('base64');
+    for (const name of blob.names) index[name] = [scriptBytes + Buffer.byteLength(text), base64.length, blob.group];
+    text += `${base64}\n`;
+  }
+  const line = `//${PACKED_MARKER}${JSON.stringify(index)}\n`;
+  // flex/packed-modules.ts reads the index from the file's last 4 KiB.
+  if (line.length > 4096) throw new Error('the packed modules index is over 4 KiB');
+  return `${text}*/\n${line}`;
 }
 
 const entries = [
   // The start-up path of every kubelet call: minified, no import.meta shim, the rest packed inside.
-  { in: 'flex/main.ts', out: 'dist/flex/twinvol', lean: true, plugins: async () => [await packedPlugin()], trailer: toolsTrailer, sea: 'dist/sea/twinvol' },
+  { in: 'flex/main.ts', out: 'dist/flex/twinvol', lean: true, trailer: packedTrailer, sea: 'dist/sea/twinvol' },
   { in: 'csi/main.ts', out: 'dist/csi/twinvol-csi', sea: 'dist/sea/twinvol-csi' },
   { in: 'scripts/demo.ts', out: 'dist/demo.cjs' },
 ];
@@ -101,10 +109,9 @@ for (const entry of entries) {
     outfile: temporary,
     minify: Boolean(entry.lean),
     minifySyntax: true,
-    plugins: entry.plugins ? await entry.plugins() : [],
     banner: { js: entry.lean ? shebang : `${shebang}\n${importMetaShim}` },
   });
-  if (entry.trailer) await appendFile(temporary, await entry.trailer());
+  if (entry.trailer) await appendFile(temporary, await entry.trailer((await stat(temporary)).size));
   await chmod(temporary, 0o755);
   await rename(temporary, entry.out);
 }

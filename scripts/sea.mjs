@@ -102,27 +102,36 @@ async function readAt(file, position, length) {
 }
 
 /**
- * What starts the FlexVolume bundle's trailing comment of operator tools: scripts/build.mjs writes it
- * and hands it to flex/packed-modules.ts (esbuild define), which reads it back; here it becomes an asset.
+ * What starts the FlexVolume bundle's trailing comment of packed modules and its index line:
+ * scripts/build.mjs writes both and hands the marker to flex/packed-modules.ts (esbuild define),
+ * which reads them back; here they become assets.
  */
-export const TOOLS_MARKER = 'TWINVOL-TOOLS:';
+export const PACKED_MARKER = 'TWINVOL-PACKED:';
 
 /** The preparation blob of one bundle, made by this very node (a blob only runs in the binary that made it). */
 async function blobOf(main, codeCache) {
   const work = await mkdtemp(join(tmpdir(), 'twinvol-sea-'));
   try {
     const config = join(work, 'sea-config.json');
-    // The FlexVolume bundle's operator tools trail it as a comment that its loader reads from the file
-    // (scripts/build.mjs toolsTrailer, flex/packed-modules.ts); a single executable has no such file,
-    // so the blob becomes an asset under the marker's name and the script goes in without it.
+    // The FlexVolume bundle's packed modules trail it as a comment that its loader reads from the
+    // file by the index on its last line (scripts/build.mjs packedTrailer, flex/packed-modules.ts);
+    // a single executable has no such file, so the index and each blob become assets (named by the
+    // marker, and by the marker and the blob's offset) and the script goes in without them.
     const text = await readFile(main, 'latin1');
-    const at = text.lastIndexOf(`\n/*${TOOLS_MARKER}`);
+    const start = text.lastIndexOf(`\n/*${PACKED_MARKER}\n`);
     const assets = {};
-    if (at >= 0) {
-      const end = text.indexOf('*/', at);
-      await writeFile(join(work, 'tools'), text.slice(at + 3 + TOOLS_MARKER.length, end), 'latin1');
-      await writeFile(join(work, 'main.cjs'), text.slice(0, at) + text.slice(end + 2), 'latin1');
-      assets[TOOLS_MARKER] = join(work, 'tools');
+    if (start >= 0) {
+      const indexAt = text.lastIndexOf(`\n//${PACKED_MARKER}`) + 3 + PACKED_MARKER.length;
+      const index = JSON.parse(text.slice(indexAt));
+      await writeFile(join(work, 'index'), JSON.stringify(index));
+      assets[PACKED_MARKER] = join(work, 'index');
+      for (const [at, length] of Object.values(index)) {
+        const name = `${PACKED_MARKER}${at}`;
+        if (assets[name]) continue;
+        await writeFile(join(work, `blob-${at}`), text.slice(at, at + length), 'latin1');
+        assets[name] = join(work, `blob-${at}`);
+      }
+      await writeFile(join(work, 'main.cjs'), `${text.slice(0, start)}\n`, 'latin1');
       main = join(work, 'main.cjs');
     }
     // disableExperimentalSEAWarning: kubelet reads stderr as part of the reply; a warning there breaks it.

@@ -20,8 +20,6 @@ export async function inputsOf(entry: string): Promise<string[]> {
     metafile: true,
     logLevel: 'silent',
     loader: { '.proto': 'text' },
-    // flex/main.ts imports the packed modules through a virtual module the build makes.
-    plugins: [{ name: 'packed', setup: (b) => b.onResolve({ filter: /^twinvol:packed$/ }, () => ({ path: 'packed', external: true })) }],
   });
   // Inputs the bundle parsed may be tree-shaken to nothing: what counts is what lands in the output.
   const output = Object.values(result.metafile.outputs)[0];
