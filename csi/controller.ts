@@ -189,22 +189,19 @@ async function validateRpc(core: Core, req: ValidateVolumeCapabilitiesRequest): 
 const LIST_BATCH = 64;
 
 /**
- * Pages over ids first, so only the records on the page are looked at (Catalog.listedVolume: one stat
+ * Pages over ids first, so only the records on the page are looked at (Catalog.listedVolumes: one stat
  * for a record unchanged since this process last read it), in batches, in order, yielding between
- * batches so other calls (Probe) are answered while 10,000 volumes are listed.
+ * batches so other calls (Probe) are answered while 10,000 volumes are listed. A volume deleted
+ * between the listing of ids and the look at its record is left out.
  */
 async function listVolumesRpc(core: Core, req: ListVolumesRequest): Promise<ListVolumesResponse> {
   const page = paginate((await core.catalog.listVolumeIds()).map((id) => ({ id })), req, 'volumes');
   const entries: ListVolumesResponse['entries'] = [];
   for (let i = 0; i < page.items.length; i += LIST_BATCH) {
     if (i) await new Promise<void>((resolve) => setImmediate(resolve));
-    const batch = await Promise.all(
-      page.items.slice(i, i + LIST_BATCH).map(async ({ id }) => {
-        const v = await core.catalog.listedVolume(id);
-        return v && { volume: toCsiVolume(v), status: await statusOf(core, v) };
-      }),
-    );
-    for (const entry of batch) if (entry) entries.push(entry);
+    const volumes = (await core.catalog.listedVolumes(page.items.slice(i, i + LIST_BATCH).map(({ id }) => id))).filter((v) => v !== undefined);
+    const statuses = await Promise.all(volumes.map((v) => statusOf(core, v)));
+    volumes.forEach((v, k) => entries.push({ volume: toCsiVolume(v), status: statuses[k] }));
   }
   return { entries, next_token: page.nextToken };
 }

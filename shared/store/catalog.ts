@@ -17,6 +17,9 @@ const LISTING_SETTLED_MS = 2_000;
 const RECORD_SETTLED_MS = 2_000;
 
 /** A volume record kept for listings, and the identity of the file it was read from (identityOf). */
+/** keptVolume: no kept record answers for this id, its file must be read. */
+const UNKNOWN = Symbol('unknown');
+
 interface ListedRecord {
   path: string;
   identity: string;
@@ -85,18 +88,42 @@ export class Catalog {
    * yields between batches. The record is frozen: it is shared by every listing that finds it unchanged.
    */
   async listedVolume(id: string): Promise<VolumeRecord | undefined> {
+    return (await this.listedVolumes([id]))[0];
+  }
+
+  /** `listedVolume` of each id, in order: one promise for the batch, and reads only of records not kept. */
+  async listedVolumes(ids: readonly string[]): Promise<(VolumeRecord | undefined)[]> {
+    const out: (VolumeRecord | undefined)[] = new Array(ids.length);
+    const reads: Promise<void>[] = [];
+    ids.forEach((id, i) => {
+      const kept = this.keptVolume(id);
+      if (kept !== UNKNOWN) out[i] = kept;
+      else reads.push(this.readListed(id).then((v) => void (out[i] = v)));
+    });
+    if (reads.length) await Promise.all(reads);
+    return out;
+  }
+
+  /**
+   * The kept record of a volume while its file is unchanged, undefined once the file is gone. Never
+   * throws (reads of the batch may already be under way): a stat that fails otherwise leaves the
+   * record to be read, which reports the error.
+   */
+  private keptVolume(id: string): VolumeRecord | undefined | typeof UNKNOWN {
     const known = this.listed.get(id);
-    if (known) {
-      let st: Stats | undefined;
-      try {
-        st = statSync(known.path, { throwIfNoEntry: false });
-      } catch (err) {
-        if (errnoCode(err) !== 'ENOTDIR') throw err;
-      }
-      if (st && identityOf(st) === known.identity) return known.record;
-      this.listed.delete(id);
-      if (!st) return undefined;
+    if (!known) return UNKNOWN;
+    let st: Stats | undefined | typeof UNKNOWN;
+    try {
+      st = statSync(known.path, { throwIfNoEntry: false });
+    } catch (err) {
+      st = errnoCode(err) === 'ENOTDIR' ? undefined : UNKNOWN;
     }
+    if (st !== UNKNOWN && st && identityOf(st) === known.identity) return known.record;
+    this.listed.delete(id);
+    return st === undefined ? undefined : UNKNOWN;
+  }
+
+  private async readListed(id: string): Promise<VolumeRecord | undefined> {
     const path = `${this.volumeDir(id)}/volume.json`;
     const read = await readRecordWithStats(path, RECORD_SCHEMAS.volume);
     if (!read) return undefined;

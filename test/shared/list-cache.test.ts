@@ -108,6 +108,18 @@ describe('Catalog.listedVolume', () => {
     await expectRejects(core.catalog.listedVolume('lc-a'), 'Internal', 'does not parse');
   });
 
+  it('listedVolumes answers a batch in order: kept, read anew, and gone alike', async () => {
+    for (const id of ['lc-a', 'lc-b', 'lc-c']) await createVolume(core, dir(id));
+    await sleep(SETTLE_MS);
+    await core.catalog.listedVolumes(['lc-a', 'lc-c']);
+    await core.catalog.updateVolume('lc-c', (v) => ({ ...v, capacityBytes: 3 << 20 }));
+    await createVolume(core, dir('lc-d'));
+    const { value, reads } = await readsDuring(() => core.catalog.listedVolumes(['lc-a', 'lc-b', 'lc-gone', 'lc-c', 'lc-d']));
+    expect(value.map((v) => v && [v.id, v.capacityBytes])).toEqual([['lc-a', 1 << 20], ['lc-b', 1 << 20], undefined, ['lc-c', 3 << 20], ['lc-d', 1 << 20]]);
+    // lc-a was kept; lc-b, lc-gone (not there), lc-c (changed) and lc-d (new) are read.
+    expect(reads).toBe(4);
+  });
+
   it('a second Catalog on the same root keeps its own records and sees the first one\'s writes', async () => {
     await createVolume(core, dir('lc-a'));
     await sleep(SETTLE_MS);
