@@ -1,4 +1,4 @@
-import { rmSync, statSync, writeFileSync } from 'node:fs';
+import { rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
@@ -136,5 +136,14 @@ describe('Catalog.listedVolume', () => {
     expect(await volumeCondition(core, volume)).toEqual({ abnormal: true, message: 'the backing directory of volume lc-a is missing' });
     writeFileSync(core.catalog.dataDir('lc-a'), '');
     expect((await volumeCondition(core, volume)).abnormal).toBe(true);
+  });
+
+  it('the block backend reports an image that went away or shrank, at once', async () => {
+    const { volume } = await createVolume(core, { ...dir('lc-b'), backend: 'block', capacityBytes: 16 << 20 });
+    expect(await volumeCondition(core, volume)).toEqual({ abnormal: false, message: 'volume is healthy' });
+    truncateSync(core.catalog.imagePath('lc-b'), 8 << 20);
+    expect((await volumeCondition(core, volume)).message).toBe(`the image of volume lc-b is smaller (${8 << 20} bytes) than its capacity`);
+    rmSync(core.catalog.imagePath('lc-b'));
+    expect(await volumeCondition(core, volume)).toEqual({ abnormal: true, message: 'the backing image of volume lc-b is missing' });
   });
 });
