@@ -11,85 +11,93 @@ import { ACCESS_SCOPES, BACKEND_KINDS, type GroupSnapshotRecord, type MountRecor
  * zod/mini rather than zod: the FlexVolume executable loads this on every call, and the mini build adds
  * about 16 KB to the bundle where zod's full build with its messages adds about 270 KB.
  */
-const text = z.string();
+const text = () => z.string();
 // Ids are checked with the rule that made them (shared/validate.ts), so a hand-edited id that could
 // name a path is refused on read like any other damage, and the parsed record carries the branded type.
-const idOf = <T extends string>(valid: (value: string) => boolean, what: string) =>
+const idOf = <T extends string>(valid: (value: string) => boolean, what: string) => () =>
   z.custom<T>((value) => typeof value === 'string' && valid(value), { error: `not a valid ${what}` });
 const volumeId = idOf<VolumeId>(isValidId, 'volume id');
 const snapshotId = idOf<SnapshotId>(isValidId, 'snapshot id');
 const nodeId = idOf<NodeId>(isValidNodeName, 'node name');
 const groupSnapshotId = idOf<GroupSnapshotId>(isValidId, 'group snapshot id');
-const count = z.number().check(z.int(), z.nonnegative());
-const timestamp = z.string();
-const origin = z.enum(ORIGINS);
-const schema = z.number().check(z.int(), z.positive());
+const count = () => z.number().check(z.int(), z.nonnegative());
+const timestamp = () => z.string();
+const origin = () => z.enum(ORIGINS);
+const schema = () => z.number().check(z.int(), z.positive());
 
-const accessRequest = z.strictObject({ scope: z.enum(ACCESS_SCOPES), raw: z.boolean(), readerOnly: z.boolean(), singleWriter: z.boolean(), fsType: z.string() });
+const accessRequest = () =>
+  z.strictObject({ scope: z.enum(ACCESS_SCOPES), raw: z.boolean(), readerOnly: z.boolean(), singleWriter: z.boolean(), fsType: z.string() });
 
-const attachment = z.strictObject({ node: nodeId, readonly: z.boolean(), at: timestamp, via: origin, inUse: z.optional(z.boolean()), fenced: z.optional(z.boolean()), implicit: z.optional(z.boolean()) });
+const attachment = () =>
+  z.strictObject({ node: nodeId(), readonly: z.boolean(), at: timestamp(), via: origin(), inUse: z.optional(z.boolean()), fenced: z.optional(z.boolean()), implicit: z.optional(z.boolean()) });
 
-const volumeRecord = z.strictObject({
-  schema,
-  id: volumeId,
-  name: z.optional(text),
-  backend: z.enum(BACKEND_KINDS),
-  capacityBytes: count,
-  fsType: z.string(),
-  access: z.enum(ACCESS_SCOPES),
-  accessRequests: z.optional(z.array(accessRequest)),
-  source: z.optional(text),
-  mountOptions: z.optional(z.array(text)),
-  parameters: z.record(z.string(), z.string()),
-  contentSource: z.optional(z.strictObject({ kind: z.enum(['snapshot', 'volume']), id: z.union([volumeId, snapshotId]) })),
-  topology: z.optional(z.record(z.string(), z.string())),
-  attachments: z.array(attachment),
-  fsResizePending: z.optional(z.boolean()),
-  madeFilesystem: z.optional(z.enum(['ext4', 'xfs'])),
-  fsResizeFrom: z.optional(count),
-  createdBy: origin,
-  createdAt: timestamp,
-});
+const volumeRecord = () =>
+  z.strictObject({
+    schema: schema(),
+    id: volumeId(),
+    name: z.optional(text()),
+    backend: z.enum(BACKEND_KINDS),
+    capacityBytes: count(),
+    fsType: z.string(),
+    access: z.enum(ACCESS_SCOPES),
+    accessRequests: z.optional(z.array(accessRequest())),
+    source: z.optional(text()),
+    mountOptions: z.optional(z.array(text())),
+    parameters: z.record(z.string(), z.string()),
+    contentSource: z.optional(z.strictObject({ kind: z.enum(['snapshot', 'volume']), id: z.union([volumeId(), snapshotId()]) })),
+    topology: z.optional(z.record(z.string(), z.string())),
+    attachments: z.array(attachment()),
+    fsResizePending: z.optional(z.boolean()),
+    madeFilesystem: z.optional(z.enum(['ext4', 'xfs'])),
+    fsResizeFrom: z.optional(count()),
+    createdBy: origin(),
+    createdAt: timestamp(),
+  });
 
-const snapshotRecord = z.strictObject({
-  schema,
-  id: snapshotId,
-  name: z.optional(text),
-  sourceVolumeId: volumeId,
-  groupId: z.optional(groupSnapshotId),
-  backend: z.enum(BACKEND_KINDS),
-  fsType: z.string(),
-  sizeBytes: count,
-  createdAt: timestamp,
-});
+const snapshotRecord = () =>
+  z.strictObject({
+    schema: schema(),
+    id: snapshotId(),
+    name: z.optional(text()),
+    sourceVolumeId: volumeId(),
+    groupId: z.optional(groupSnapshotId()),
+    backend: z.enum(BACKEND_KINDS),
+    fsType: z.string(),
+    sizeBytes: count(),
+    createdAt: timestamp(),
+  });
 
-const mountRecord = z.strictObject({
-  schema,
-  volumeId,
-  path: text,
-  kind: z.enum(['stage', 'publish']),
-  readonly: z.boolean(),
-  block: z.optional(z.boolean()),
-  stagingPath: z.optional(text),
-  implicit: z.optional(z.boolean()),
-  fsGroup: z.optional(count),
-  fsGroupApplied: z.optional(count),
-  mountFlags: z.optional(z.array(text)),
-  createdAt: timestamp,
-});
+const mountRecord = () =>
+  z.strictObject({
+    schema: schema(),
+    volumeId: volumeId(),
+    path: text(),
+    kind: z.enum(['stage', 'publish']),
+    readonly: z.boolean(),
+    block: z.optional(z.boolean()),
+    stagingPath: z.optional(text()),
+    implicit: z.optional(z.boolean()),
+    fsGroup: z.optional(count()),
+    fsGroupApplied: z.optional(count()),
+    mountFlags: z.optional(z.array(text())),
+    createdAt: timestamp(),
+  });
 
-const pvRecord = z.strictObject({ schema, pvName: text, volumeId });
+const pvRecord = () =>
+  z.strictObject({ schema: schema(), pvName: text(), volumeId: volumeId() });
 
-const nodeRecord = z.strictObject({ schema, nodeId, topology: z.record(z.string(), z.string()), registeredBy: origin, registeredAt: timestamp });
+const nodeRecord = () =>
+  z.strictObject({ schema: schema(), nodeId: nodeId(), topology: z.record(z.string(), z.string()), registeredBy: origin(), registeredAt: timestamp() });
 
-const groupSnapshotRecord = z.strictObject({
-  schema,
-  id: groupSnapshotId,
-  name: z.optional(text),
-  sourceVolumeIds: z.array(volumeId),
-  members: z.array(snapshotId),
-  createdAt: timestamp,
-});
+const groupSnapshotRecord = () =>
+  z.strictObject({
+    schema: schema(),
+    id: groupSnapshotId(),
+    name: z.optional(text()),
+    sourceVolumeIds: z.array(volumeId()),
+    members: z.array(snapshotId()),
+    createdAt: timestamp(),
+  });
 
 /**
  * Takes a schema only when it parses exactly the record type T: `tsc` refuses this file when a field is
@@ -102,13 +110,44 @@ const exact =
   <S extends z.ZodMiniType<T>>(s: S & (Same<z.output<S>, T> extends true ? unknown : never)): S =>
     s;
 
+/** A schema built on first use and kept. */
+function once<T>(make: () => T): () => T {
+  let made: T | undefined;
+  return () => (made ??= make());
+}
+
+const schemas = {
+  volume: once(() => exact<VolumeRecord>()(volumeRecord())),
+  snapshot: once(() => exact<SnapshotRecord>()(snapshotRecord())),
+  mount: once(() => exact<MountRecord>()(mountRecord())),
+  pv: once(() => exact<PvRecord>()(pvRecord())),
+  node: once(() => exact<NodeRecord>()(nodeRecord())),
+  group: once(() => exact<GroupSnapshotRecord>()(groupSnapshotRecord())),
+};
+
+/**
+ * Each schema is built when first read: building a zod schema costs far more than parsing with it,
+ * and a FlexVolume call (a process of its own) reads one or two kinds of record, not all six.
+ */
 export const RECORD_SCHEMAS = {
-  volume: exact<VolumeRecord>()(volumeRecord),
-  snapshot: exact<SnapshotRecord>()(snapshotRecord),
-  mount: exact<MountRecord>()(mountRecord),
-  pv: exact<PvRecord>()(pvRecord),
-  node: exact<NodeRecord>()(nodeRecord),
-  group: exact<GroupSnapshotRecord>()(groupSnapshotRecord),
+  get volume() {
+    return schemas.volume();
+  },
+  get snapshot() {
+    return schemas.snapshot();
+  },
+  get mount() {
+    return schemas.mount();
+  },
+  get pv() {
+    return schemas.pv();
+  },
+  get node() {
+    return schemas.node();
+  },
+  get group() {
+    return schemas.group();
+  },
 };
 
 /** What is wrong with a value, one short phrase per problem, with the field's path. */
