@@ -3,6 +3,7 @@
 // beside it) and Node only treats such a file as ESM when told to.
 import { build } from 'esbuild';
 import { appendFile, chmod, mkdir, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
 import zlib, { brotliCompressSync } from 'node:zlib';
 import { buildSea, PACKED_MARKER } from './sea.mjs';
@@ -47,8 +48,47 @@ const toolModules = {
   migrate: "export { runMigratePlan } from './flex/migrate/index.ts';",
 };
 
-async function bundleModule(contents) {
-  const r = await build({ ...common, stdin: { contents, resolveDir: '.', loader: 'ts' }, write: false, minify: true, banner: { js: importMetaShim } });
+/**
+ * Builtins a kubelet call pays for only if it uses them. Node compiles a builtin module the first time
+ * it is required, and for these the price is a tenth or more of Node's whole start-up each (crypto,
+ * assert, child_process); the core and the libraries under it require them at the top of a module,
+ * while getvolumename, for one, spawns nothing and hashes nothing. So in the kubelet-facing modules
+ * each becomes an ES module of stand-ins, one per function the builtin exports, that require it on
+ * first call. An ES module, not a Proxy: esbuild's __toESM enumerates a CommonJS module's keys as
+ * soon as an ES module imports it, which would load the builtin at once.
+ */
+const LAZY_BUILTINS = ['crypto', 'child_process', 'assert'];
+
+function lazyBuiltinSource(name) {
+  const real = createRequire(import.meta.url)(`node:${name}`);
+  const names = Object.keys(real).filter((k) => typeof real[k] === 'function' && /^[A-Za-z_$][\w$]*$/.test(k) && k !== 'default');
+  const standIns = names.map((k) => `export function ${k}(...a) { return new.target ? Reflect.construct(load().${k}, a, new.target) : load().${k}(...a); }`);
+  return `let m;\nconst load = () => (m ??= require(${JSON.stringify(`node:${name}`)}));\n${standIns.join('\n')}\n`;
+}
+
+const lazyBuiltins = {
+  name: 'twinvol-lazy-builtins',
+  setup(b) {
+    const filter = new RegExp(`^(node:)?(${LAZY_BUILTINS.join('|')})$`);
+    // The stand-ins' own require is of the real builtin (left to esbuild: external, as for any builtin).
+    b.onResolve({ filter }, (args) => (args.namespace === 'lazy-builtin' ? undefined : { path: args.path.replace(/^node:/, ''), namespace: 'lazy-builtin' }));
+    b.onLoad({ filter: /.*/, namespace: 'lazy-builtin' }, (args) => ({ loader: 'js', contents: lazyBuiltinSource(args.path) }));
+    // write-file-atomic reads worker_threads.threadId when it loads, to keep temporary names unique
+    // across threads; the FlexVolume executable starts no thread, so that is always the main thread's.
+    b.onResolve({ filter: /^(node:)?worker_threads$/ }, () => ({ path: 'worker_threads', namespace: 'main-thread' }));
+    b.onLoad({ filter: /.*/, namespace: 'main-thread' }, () => ({ loader: 'js', contents: 'module.exports = { isMainThread: true, threadId: 0 };' }));
+  },
+};
+
+/**
+ * import.meta.url, for ESM-only dependencies, computed when read: requiring node:url up front costs a
+ * kubelet call that never reads it (the dispatcher does not) a few hundredths of Node's start-up.
+ */
+const lazyImportMeta = 'var __twinvolImportMeta = { get url() { return require("node:url").pathToFileURL(__filename).href; } };';
+
+async function bundleModule(contents, { lean = false } = {}) {
+  const options = lean ? { define: { ...common.define, 'import.meta.url': '__twinvolImportMeta.url' }, banner: { js: lazyImportMeta }, plugins: [lazyBuiltins] } : { banner: { js: importMetaShim } };
+  const r = await build({ ...common, stdin: { contents, resolveDir: '.', loader: 'ts' }, write: false, minify: true, ...options });
   return r.outputFiles[0].contents;
 }
 
@@ -61,12 +101,12 @@ function brotli(bytes) {
  * (a line each), then the index line flex/packed-modules.ts reads from the file's last bytes:
  * `//<PACKED_MARKER>{"name":[offset, length, group]}`, offsets counted from the file's start.
  * As 150 KB of strings inside the script, the dispatcher and yargs cost every `init` about 0.07x
- * of bare `node -e 0`; a comment of the same bytes costs about a third of that, and the index lets a
+ * of bare `node -e 0`; a comment of the same bytes costs about half of that, and the index lets a
  * verb read its own module without reading the rest (test/flex/startup-size.test.ts).
  */
 async function packedTrailer(scriptBytes) {
   const blobs = [];
-  for (const [name, contents] of Object.entries(packedModules)) blobs.push({ names: [name], group: false, data: brotli(await bundleModule(contents)) });
+  for (const [name, contents] of Object.entries(packedModules)) blobs.push({ names: [name], group: false, data: brotli(await bundleModule(contents, { lean: true })) });
   const sources = {};
   for (const [name, contents] of Object.entries(toolModules)) sources[name] = Buffer.from(await bundleModule(contents)).toString('utf8');
   blobs.push({ names: Object.keys(toolModules), group: true, data: brotli(Buffer.from(JSON.stringify(sources))) });
