@@ -1,7 +1,9 @@
 // The FlexVolume executable. kubelet starts it once per call and parses stdout+stderr as one JSON
 // document, so start-up stays minimal: `init` and unknown verbs are answered from here with only
 // the config reader loaded; the rest (state, locks, yargs) is loaded when a verb needs it.
+import { join } from 'node:path';
 import { loadConfig } from '../shared/index.js';
+import { CompileCache } from './compile-cache.js';
 import { loadPacked } from './packed-modules.js';
 import { failure, type FlexReply, notSupported, sendReply, success } from './reply.js';
 import { ADMIN_COMMANDS, isFlexVerb } from './verb-names.js';
@@ -32,7 +34,16 @@ async function main(argv: readonly string[]): Promise<void> {
     sendReply(notSupported());
     return;
   }
-  sendReply(await loadPacked<typeof import('./dispatch.js')>('dispatch').dispatch(verb, args));
+  sendReply(await loadPacked<typeof import('./dispatch.js')>('dispatch', compileCache()).dispatch(verb, args));
+}
+
+/** The dispatcher's compile cache under the state dir; without a readable config, none (dispatch reports it). */
+function compileCache(): CompileCache | undefined {
+  try {
+    return CompileCache.open(join(loadConfig().stateDir, 'cache'));
+  } catch {
+    return undefined;
+  }
 }
 
 function fatal(err: unknown): void {

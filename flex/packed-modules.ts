@@ -9,6 +9,7 @@
  * the module it needs. A single executable has no script file to read, so scripts/sea.mjs turns the
  * index and each blob into assets.
  */
+import type { CompileCache } from './compile-cache.js';
 
 /** Where each module's blob sits in the file: its offset and length; `group` blobs hold several. */
 type PackedIndex = Record<string, { at: number; length: number; group: boolean }>;
@@ -88,16 +89,39 @@ function sourceOf(name: string): string {
   return source;
 }
 
-export function loadPacked<T>(name: string): T {
-  if (loaded.has(name)) return loaded.get(name) as T;
+type ModuleFunction = (exports: unknown, require: NodeJS.Require, module: { exports: unknown }, filename: string, dirname: string) => void;
+
+/**
+ * Compiles module `name` as Node wraps a CommonJS module. With a cache (flex/compile-cache.ts), its
+ * source and V8's compiled code come from there when V8 accepts them; otherwise the source is the
+ * executable's own copy and the cache is made anew at exit, so a damaged cache costs one slow call.
+ */
+function compile(name: string, cache: CompileCache | undefined): ModuleFunction {
   // Builtins are required here rather than imported, so that `init` loads neither zlib nor vm.
-  const { compileFunction } = require('node:vm') as typeof import('node:vm');
-  const fn = compileFunction(sourceOf(name), ['exports', 'require', 'module', '__filename', '__dirname'], {
-    filename: `${__filename}#${name}`,
-  });
+  const { Script } = require('node:vm') as typeof import('node:vm');
+  const make = (source: string, cachedData?: Buffer) =>
+    new Script(`(function (exports, require, module, __filename, __dirname) {${source}\n})`, { filename: `${__filename}#${name}`, cachedData });
+  const cached = cache?.read(name);
+  if (cached) {
+    try {
+      const script = make(cached.source, cached.data);
+      if (script.cachedDataRejected === false) return script.runInThisContext() as ModuleFunction;
+    } catch {
+      // A source that does not compile: the executable's copy below.
+    }
+  }
+  const source = sourceOf(name);
+  const script = make(source);
+  cache?.saveAtExit(name, source, script);
+  return script.runInThisContext() as ModuleFunction;
+}
+
+/** Loads module `name` once; `cache` only for the kubelet verbs' dispatcher (flex/main.ts). */
+export function loadPacked<T>(name: string, cache?: CompileCache): T {
+  if (loaded.has(name)) return loaded.get(name) as T;
   const mod = { exports: {} as T };
   // Packed modules bundle everything but Node's builtins, which the ordinary require provides.
-  fn(mod.exports, require, mod, __filename, __dirname);
+  compile(name, cache)(mod.exports, require, mod, __filename, __dirname);
   loaded.set(name, mod.exports);
   return mod.exports;
 }

@@ -1,0 +1,105 @@
+import { closeSync, fstatSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Script } from 'node:vm';
+
+/**
+ * V8's code cache for the packed modules (flex/packed-modules.ts), kept under the state dir. Every
+ * kubelet call is a new process, and without it each one inflated the dispatcher and compiled it from
+ * scratch: about a fifth of Node's whole start-up (scripts/bench/flex.mjs). A call that finds no
+ * cache, or one V8 refuses (another Node, other flags), runs as before and leaves the cache at exit,
+ * made after its work so that it also holds the functions the call compiled on the way. What is kept
+ * is derived from the executable alone and keyed by its path and that file's identity, so an upgrade
+ * (a new inode from the installer's rename, or a new size or mtime) starts afresh and clears the
+ * entries of the build it replaced. The state dir is root's (0700), like every record that decides
+ * what gets mounted: whoever can write there can already mount anything.
+ */
+export class CompileCache {
+  private readonly pending = new Map<string, { source: string; script: Script }>();
+
+  private constructor(
+    private readonly dir: string,
+    /** Which executable: entries of another one (the bundle beside a single executable) are left alone. */
+    private readonly owner: string,
+    /** Which build of it: entries of an earlier build are removed when this one writes. */
+    private readonly key: string,
+  ) {}
+
+  /** The cache for the running executable under `dir`, or none when its identity cannot be read. */
+  static open(dir: string): CompileCache | undefined {
+    try {
+      const isSea = (require('node:sea') as typeof import('node:sea')).isSea();
+      const path = isSea ? process.execPath : __filename;
+      const st = statSync(path);
+      const owner = pathTag(path);
+      return new CompileCache(dir, owner, `${owner}-${process.version}-${st.ino}-${st.size}-${Math.trunc(st.mtimeMs)}`);
+    } catch {
+      return undefined;
+    }
+  }
+
+  private path(name: string, kind: 'js' | 'v8'): string {
+    return join(this.dir, `${this.key}.${name}.${kind}`);
+  }
+
+  /**
+   * The module's source and V8 data as a call left them, or undefined when either is missing. V8
+   * refuses data made from a source of another length, or by another V8 or other flags
+   * (flex/packed-modules.ts then compiles the executable's own copy); both files are only ever
+   * replaced whole, together, by the executable they are keyed to.
+   */
+  read(name: string): { source: string; data: Buffer } | undefined {
+    const source = readIf(this.path(name, 'js'))?.toString('utf8');
+    const data = readIf(this.path(name, 'v8'));
+    return source === undefined || data === undefined ? undefined : { source, data };
+  }
+
+  /** Writes the module's cache when this process exits: never before its reply, never failing it. */
+  saveAtExit(name: string, source: string, script: Script): void {
+    if (this.pending.size === 0) process.once('exit', () => this.flush());
+    this.pending.set(name, { source, script });
+  }
+
+  private flush(): void {
+    try {
+      mkdirSync(this.dir, { recursive: true, mode: 0o700 });
+      for (const name of readdirSync(this.dir))
+        if (name.startsWith(`${this.owner}-`) && !name.startsWith(`${this.key}.`)) rmSync(join(this.dir, name), { force: true });
+      for (const [name, { source, script }] of this.pending) {
+        // Source first: a data file is only ever used with the source it was made from beside it.
+        replace(this.path(name, 'js'), Buffer.from(source, 'utf8'));
+        replace(this.path(name, 'v8'), script.createCachedData());
+      }
+    } catch {
+      // A full or read-only state dir costs the next call its speed, not its answer.
+    }
+  }
+}
+
+/** A short, stable name for an executable's path (FNV-1a): node:crypto costs a tenth of Node's start-up. */
+function pathTag(path: string): string {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < path.length; i++) h = Math.imul(h ^ path.charCodeAt(i), 0x01000193);
+  return (h >>> 0).toString(16);
+}
+
+function readIf(path: string): Buffer | undefined {
+  let fd: number;
+  try {
+    fd = openSync(path, 'r');
+  } catch {
+    return undefined;
+  }
+  try {
+    // Only a regular file: a FIFO or a device planted under the name would hang or flood the call.
+    return fstatSync(fd).isFile() ? readFileSync(fd) : undefined;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Atomic, for the 32 calls kubelet may start at once: each reader sees a whole old or new file. */
+function replace(path: string, bytes: Uint8Array): void {
+  const temporary = `${path}.${process.pid}.tmp`;
+  writeFileSync(temporary, bytes, { mode: 0o600 });
+  renameSync(temporary, path);
+}
