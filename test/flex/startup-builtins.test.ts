@@ -1,0 +1,47 @@
+// Which of Node's builtins a FlexVolume call loads, counted rather than timed: each of these costs
+// a tenth of bare `node -e 0` or more to load (docs/architecture.md, "Start-up of the FlexVolume
+// executable"), so a verb that does not use one must not load it. Node lists every builtin it
+// has loaded in process.moduleLoadList; a preload script prints that list at exit, on stderr, which
+// is why this runs the bundle under `node -r` here rather than as kubelet does.
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { FLEX_BUILDS, flexOptions, mountOptions } from '../helpers/flex-runner.js';
+import { podVolumeDir } from '../helpers/kubelet-paths.js';
+import { call, createVolume, KUBELET_PATH, nonAttachable, pod, s, useKubeletWorld } from './helpers/kubelet-world.js';
+
+useKubeletWorld();
+
+const EXPENSIVE = ['crypto', 'child_process', 'assert', 'worker_threads', 'net', 'url', 'zlib'];
+/** The expensive builtins a call loaded, after its reply. */
+async function loadedBy(argv: string[]): Promise<string[]> {
+  const preload = join(s.root, 'list-builtins.cjs');
+  // Written with fs.writeSync: process.stderr would itself load net.
+  writeFileSync(preload, "process.on('exit', () => require('fs').writeSync(2, JSON.stringify(process.moduleLoadList)));\n");
+  const run = (args: string[]) => call(['-r', preload, ...args], { bin: process.execPath, env: { PATH: KUBELET_PATH, ...s.env } });
+  const c = await run([FLEX_BUILDS.bundle, ...argv]);
+  expect(JSON.parse(c.stdout)).toMatchObject({ status: 'Success' });
+  const list = JSON.parse(c.stderr) as string[];
+  // Less what Node loads for `node -r ... -e 0` itself.
+  const bare = JSON.parse((await run(['-e', '0'])).stderr) as string[];
+  return EXPENSIVE.filter((name) => list.includes(`NativeModule ${name}`) && !bare.includes(`NativeModule ${name}`));
+}
+
+describe('a FlexVolume call loads only the builtins it uses', () => {
+  it('init and getvolumename load none of the expensive ones; a dir mount only what locking and mount(8) need', async () => {
+    nonAttachable();
+    await createVolume('vol-b', '--backend', 'dir', '--size', '1Mi');
+    const opts = flexOptions('pv-b', { volumeId: 'vol-b' });
+    expect(await loadedBy(['init'])).toEqual([]);
+    // The first verb makes the compile cache (zlib inflates the dispatcher); the next ones use it.
+    await loadedBy(['getvolumename', opts]);
+    expect(await loadedBy(['getvolumename', opts])).toEqual([]);
+    expect(await loadedBy(['isattached', opts, 'node-a'])).toEqual([]);
+    const dir = podVolumeDir(s.kubeletDir, 'uid-b', 'pv-b');
+    // write-file-atomic names its temporary files with a hash, and mount(8) is a process whose
+    // output comes through pipes (net); assert (signal-exit 3, under proper-lockfile) is not.
+    const locking = ['crypto', 'child_process', 'net'];
+    expect(await loadedBy(['mount', dir, mountOptions('pv-b', pod('uid-b'), { volumeId: 'vol-b' })])).toEqual(locking);
+    expect(await loadedBy(['unmount', dir])).toEqual(locking);
+  });
+});
