@@ -13,6 +13,9 @@ import type { Script } from 'node:vm';
  * entries of the build it replaced. The state dir is root's (0700), like every record that decides
  * what gets mounted: whoever can write there can already mount anything.
  */
+/** A temporary file this old was left by a killed call: a live one writes its files in milliseconds. */
+const ABANDONED_MS = 60_000;
+
 export class CompileCache {
   private readonly pending = new Map<string, { source: string; script: Script }>();
 
@@ -62,8 +65,14 @@ export class CompileCache {
   private flush(): void {
     try {
       mkdirSync(this.dir, { recursive: true, mode: 0o700 });
-      for (const name of readdirSync(this.dir))
-        if (name.startsWith(`${this.owner}-`) && !name.startsWith(`${this.key}.`)) rmSync(join(this.dir, name), { force: true });
+      for (const name of readdirSync(this.dir)) {
+        if (!name.startsWith(`${this.owner}-`)) continue;
+        // An earlier build's entries go; so does a temporary file a killed call left (kubelet kills
+        // a call past its deadline), once it is older than any call that could still be writing it.
+        const age = () => Date.now() - (statSync(join(this.dir, name), { throwIfNoEntry: false })?.mtimeMs ?? Date.now());
+        const stale = !name.startsWith(`${this.key}.`) || (name.endsWith('.tmp') && age() > ABANDONED_MS);
+        if (stale) rmSync(join(this.dir, name), { force: true });
+      }
       for (const [name, { source, script }] of this.pending) {
         // Source first: a data file is only ever used with the source it was made from beside it.
         replace(this.path(name, 'js'), Buffer.from(source, 'utf8'));

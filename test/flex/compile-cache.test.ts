@@ -1,7 +1,7 @@
 // The dispatcher's compile cache under the state dir (flex/compile-cache.ts): made by the first verb,
 // used as it is by the next, and never able to change an answer, whatever is found in its place.
 import { execFileSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { FLEX_BIN, flexOptions } from '../helpers/flex-runner.js';
@@ -57,6 +57,24 @@ describe('the dispatcher compile cache', () => {
     expect(readFileSync(js).equals(good)).toBe(true);
     expect(entries()).toHaveLength(3);
     expect(entries()).toContain('abcdef-v0.0.0-1-2-3.dispatch.js');
+  });
+
+  it("a temporary file a killed call left goes once it is a minute old; a live call's stays", async () => {
+    await createVolume('vol-t', '--backend', 'dir', '--size', '1Mi');
+    const opts = flexOptions('pv-t', { volumeId: 'vol-t' });
+    await succeed(['getvolumename', opts]);
+    const [js, v8] = entries().map((n) => join(cacheDir(), n)) as [string, string];
+    const abandoned = `${js}.999999.tmp`;
+    const writing = `${v8}.999998.tmp`;
+    writeFileSync(abandoned, 'half a source');
+    writeFileSync(writing, 'half a code cache');
+    const twoMinutesAgo = new Date(Date.now() - 120_000);
+    utimesSync(abandoned, twoMinutesAgo, twoMinutesAgo);
+    // A cache V8 refuses makes the next call write it again, and sweep as it does.
+    writeFileSync(v8, 'not a code cache');
+    expect(await succeed(['getvolumename', opts])).toEqual({ status: 'Success', volumeName: 'vol-t' });
+    expect(existsSync(abandoned)).toBe(false);
+    expect(existsSync(writing)).toBe(true);
   });
 
   it('is not touched by init or by a human at the CLI', () => {
