@@ -16,10 +16,10 @@ const LISTING_SETTLED_MS = 2_000;
 /** How old a record's file must be before its parsed record is kept for listings (listedVolume). */
 const RECORD_SETTLED_MS = 2_000;
 
-/** A volume record kept for listings, and the identity of the file it was read from (identityOf). */
 /** keptVolume: no kept record answers for this id, its file must be read. */
 const UNKNOWN = Symbol('unknown');
 
+/** A volume record kept for listings, and the identity of the file it was read from (identityOf). */
 interface ListedRecord {
   path: string;
   identity: string;
