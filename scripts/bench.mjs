@@ -2,8 +2,9 @@
 // prints them as one table (or, with --json, one JSON document on stdout). Every figure is a ratio
 // to a reference measured side by side in the same run: interleaved rounds, medians, and
 // NODE_EXTRA_CA_CERTS unset on both sides (scripts/bench/lib.mjs). Timings are reported, never asserted.
-//   node scripts/bench.mjs [--json] [--short] [--only=<suite title substring>]
-// --short runs few rounds at small sizes (CI: test/bench/bench.test.ts checks the rows' shape).
+//   node scripts/bench.mjs [--json] [--short | --long] [--only=<suite title substring>]
+// --short runs few rounds at small sizes (CI: test/bench/bench.test.ts checks the rows' shape);
+// --long runs the sizes that take minutes (memory over 10,000 lifecycles).
 // npm run bench builds dist/ first.
 import { readdirSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
@@ -13,6 +14,7 @@ import { pathToFileURL } from 'node:url';
 const argv = process.argv.slice(2);
 const json = argv.includes('--json');
 const short = argv.includes('--short');
+const long = !short && argv.includes('--long');
 const only = argv.find((a) => a.startsWith('--only='))?.slice('--only='.length);
 delete process.env.NODE_EXTRA_CA_CERTS;
 
@@ -29,7 +31,7 @@ const started = Date.now();
 const rows = [];
 for (const s of suites) {
   if (only && !s.title.toLowerCase().includes(only.toLowerCase())) continue;
-  for (const r of await s.run({ short })) rows.push({ suite: s.title, ...r });
+  for (const r of await s.run({ short, long })) rows.push({ suite: s.title, ...r });
 }
 
 if (json) {

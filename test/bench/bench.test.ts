@@ -35,6 +35,7 @@ const EXPECTED = [
   'scale.list.full',
   'scale.throughput.16',
   'scale.probe-under-load',
+  'csi.rss.growth',
 ];
 
 it('npm run bench --short --json prints every row, each a positive ratio to its reference', async () => {
