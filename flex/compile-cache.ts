@@ -30,8 +30,8 @@ export class CompileCache {
   /** The cache for the running executable under `dir`, or none when its identity cannot be read. */
   static open(dir: string): CompileCache | undefined {
     try {
-      const isSea = (require('node:sea') as typeof import('node:sea')).isSea();
-      const path = isSea ? process.execPath : __filename;
+      // The script, or in a single executable the executable itself (its __filename).
+      const path = __filename;
       const st = statSync(path);
       const owner = pathTag(path);
       return new CompileCache(dir, owner, `${owner}-${process.version}-${st.ino}-${st.size}-${Math.trunc(st.mtimeMs)}`);
