@@ -5,6 +5,7 @@ import { loopDevices } from '../loop-devices.js';
 import type { MountRecord, NodeRecord, VolumeRecord } from '../model.js';
 import { mountAt, readMounts } from '../mountinfo.js';
 import { isRecordTemp } from '../store/json-record.js';
+import { LOCK_OF } from '../store/catalog.js';
 import { isAbandonedLock, STALE_MS } from '../store/lock.js';
 import type { Core } from './core.js';
 import { kernelView, twinvolPath } from './inventory-kernel.js';
@@ -25,6 +26,7 @@ export const PROBLEM_KINDS = [
   'damaged-record',
   'stale-lock',
   'stale-temp-file',
+  'abandoned-work',
 ] as const;
 export type ProblemKind = (typeof PROBLEM_KINDS)[number];
 
@@ -229,6 +231,26 @@ async function staleFiles(core: Core): Promise<Problem[]> {
       if (!st || Date.now() - st.mtimeMs < STALE_MS) continue;
       problems.push({ kind: 'stale-temp-file', subject: join(dir, name), detail: `a temporary copy of ${record} a killed writer left: ${dir.startsWith(stateDir) ? 'the unmount that removes that record removes it' : 'the next write of that record removes it'}` });
     }
+  problems.push(...(await abandonedWork(core)));
+  return problems;
+}
+
+/**
+ * Work a killed create or delete left in the catalog's `.work/` (shared/store/work-area.ts). Every
+ * create and delete holds its entry's lock from before it makes its work until after it renames it
+ * away, so work whose lock is missing or held by nobody alive is nobody's: the next create or delete
+ * of that entry, or the CSI server's start, removes it. Judged without taking the lock.
+ */
+async function abandonedWork(core: Core): Promise<Problem[]> {
+  const problems: Problem[] = [];
+  const { entries } = await core.catalog.work.list();
+  for (const e of entries) {
+    const lock = core.catalog.lockPath(LOCK_OF[e.entity], e.id);
+    const held = (await stat(lock).catch(() => undefined)) !== undefined && !(await isAbandonedLock(lock));
+    if (held) continue;
+    const what = `${e.purpose === 'new' ? 'a create' : 'a delete'} of ${LOCK_OF[e.entity]} ${e.id}`;
+    problems.push({ kind: 'abandoned-work', subject: join(core.catalog.work.dir, e.name), detail: `the work of ${what} that was killed: the next create or delete of it, or the CSI server's start, removes it` });
+  }
   return problems;
 }
 

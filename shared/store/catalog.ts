@@ -10,7 +10,7 @@ import { RECORD_SCHEMAS } from './record-schemas.js';
 import { type LockOptions, withLock } from './lock.js';
 import { type Entity, WorkArea, type WorkEntry } from './work-area.js';
 
-const LOCK_OF: Record<Entity, 'volume' | 'snapshot'> = { volumes: 'volume', snapshots: 'snapshot' };
+export const LOCK_OF: Record<Entity, 'volume' | 'snapshot'> = { volumes: 'volume', snapshots: 'snapshot' };
 /** How long volumes/ must have been unchanged before a listing of it is kept (listVolumeIds). */
 const LISTING_SETTLED_MS = 2_000;
 /** How old a record's file must be before its parsed record is kept for listings (listedVolume). */
@@ -179,9 +179,14 @@ export class Catalog {
     }
   }
 
+  /** Where the lock of one entry lives (`twinvol status` judges its holder without taking it). */
+  lockPath(entity: 'volume' | 'snapshot' | 'pv' | 'node' | 'group', id: string): string {
+    return join(this.root, 'locks', fileNameFor(`${entity}-${id}`, '.lock'));
+  }
+
   /** Serialises catalog changes to one entry across processes and nodes sharing the root. */
   lock<T>(entity: 'volume' | 'snapshot' | 'pv' | 'node' | 'group', id: string, fn: () => Promise<T>, options?: LockOptions): Promise<T> {
-    return withLock(join(this.root, 'locks', fileNameFor(`${entity}-${id}`, '.lock')), fn, options);
+    return withLock(this.lockPath(entity, id), fn, options);
   }
 
   /**

@@ -168,4 +168,21 @@ describe('twinvol status', () => {
     expect(exitCode).toBe(1);
     expect(problems(inventory)).toEqual([`stale-lock ${lock}`, `stale-temp-file ${temp}`]);
   });
+
+  it("finds the work of a killed create, and leaves alone work whose create still holds its lock", async () => {
+    await createVolume('dir', '--backend', 'dir', '--size', '1Mi');
+    // shared/store/work-area.ts names work <purpose>@<entity>@<id>@<hex>; a create holds the entry's
+    // lock throughout, so work with no lock is a killed one's, and work under a fresh lock is live.
+    const killed = join(s.dataRoot, '.work/new@volumes@ghost@0123abcd');
+    const live = join(s.dataRoot, '.work/new@volumes@busy@89abcdef');
+    for (const dir of [killed, live]) mkdirSync(join(dir, 'data'), { recursive: true });
+    mkdirSync(join(s.dataRoot, 'locks/volume-busy.lock'), { recursive: true });
+
+    const { exitCode, inventory } = await status();
+    expect(exitCode).toBe(1);
+    expect(problems(inventory)).toEqual([`abandoned-work ${killed}`]);
+    expect(inventory.problems[0]?.detail).toMatch(/a create of volume ghost that was killed/);
+    rmSync(join(s.dataRoot, 'locks/volume-busy.lock'), { recursive: true });
+    expect(problems((await status()).inventory)).toEqual([`abandoned-work ${live}`, `abandoned-work ${killed}`]);
+  });
 });
