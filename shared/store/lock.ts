@@ -82,7 +82,7 @@ const ownerPath = (lockPath: string) => `${lockPath}.owner`;
  */
 async function writeOwner(lockPath: string): Promise<void> {
   try {
-    const owner: Owner = { pid: process.pid, start: (await startTimeOf(process.pid)) ?? '', host: hostname(), ino: (await stat(lockPath)).ino };
+    const owner: Owner = { pid: process.pid, start: (await ownStartTime()) ?? '', host: hostname(), ino: (await stat(lockPath)).ino };
     await writeFile(ownerPath(lockPath), JSON.stringify(owner), { mode: 0o600 });
   } catch {
     await rm(ownerPath(lockPath), { force: true }).catch(() => undefined);
@@ -99,6 +99,16 @@ function parseOwner(text: string): Owner | undefined {
   } catch {
     return undefined;
   }
+}
+
+let ownStart: string | undefined;
+/**
+ * This process's start time, read once: every lock a long-running server takes names it. Only a
+ * successful read is kept; a failed one is tried again by the next lock.
+ */
+async function ownStartTime(): Promise<string | undefined> {
+  ownStart ??= await startTimeOf(process.pid);
+  return ownStart;
 }
 
 /** Field 22 of /proc/<pid>/stat, counted after the command name (which may hold spaces and parens). */
