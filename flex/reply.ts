@@ -36,7 +36,12 @@ export function exitCodeOf(reply: FlexReply): number {
  * Node's whole start-up; the reply is one small write that a synchronous loop finishes.
  */
 export function sendReply(reply: FlexReply): void {
-  writeAll(1, JSON.stringify(reply));
+  try {
+    writeAll(1, JSON.stringify(reply));
+  } catch {
+    // Nobody reads the reply any more (EPIPE: the caller gave up): nothing else to tell it.
+    process.exit(1);
+  }
   process.exit(exitCodeOf(reply));
 }
 
