@@ -1,4 +1,4 @@
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { brotliDecompressSync } from 'node:zlib';
@@ -44,6 +44,15 @@ describe('the FlexVolume executable keeps everything but its start-up path out o
     const script = text.slice(0, start);
     expect(script).not.toContain('process.stdout');
     expect(script).not.toContain('console.');
+  });
+
+  it('a caller that closed its end before the reply gets exit 1 and nothing on stderr', async () => {
+    const child = spawn(BUNDLE, ['init'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout.destroy();
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const code = await new Promise((done) => child.on('close', done));
+    expect({ code, stderr }).toEqual({ code: 1, stderr: '' });
   });
 
   it.each([
