@@ -13,6 +13,16 @@ import { loopsLeftUnder, loopsUnder, mountsUnder, type Scratch } from './scratch
  * released by the kernel, and the state dir, a tmpfs on a real node, is empty. The data root and the
  * kubelet dir are disks: they stay, with the mount points kubelet and twinvol made in them.
  */
+/** How many reboots in a row the set-up-again tests make: 20 with test:long, 2 otherwise. */
+export const REBOOTS = process.env.TWINVOL_LONG === '1' ? 20 : 2;
+/**
+ * Their deadline, per reboot rather than the default per test: alone a reboot and set-up again take
+ * under a second, but test:long may run them beside the 3-minute load suite
+ * (test/reliability/load.test.ts), which saturates the machine by design and once made 20 reboots
+ * take over 120 s.
+ */
+export const REBOOTS_TIMEOUT = { timeout: Math.max(120_000, 60_000 + REBOOTS * 15_000) };
+
 export async function rebootNode(s: Scratch): Promise<void> {
   for (const m of mountsUnder(s.root)) execFileSync('umount', ['-l', m]);
   if (mountsUnder(s.root).length) throw new Error(`mounts survived the reboot: ${mountsUnder(s.root).join(', ')}`);

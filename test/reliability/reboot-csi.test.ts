@@ -4,7 +4,7 @@ import { dirname } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { csiKubelet, expectOk, type PlannedVolume, useRebootableCsi } from '../csi/helpers/in-use.js';
 import { blockCap, mountCap, targetPath } from '../csi/helpers/requests.js';
-import { attachedNodes, expectNodeClean, expectPodData, volumesInCatalog, writePodData } from '../helpers/reboot.js';
+import { attachedNodes, REBOOTS, REBOOTS_TIMEOUT, expectNodeClean, expectPodData, volumesInCatalog, writePodData } from '../helpers/reboot.js';
 
 /**
  * Reboot, CSI side: a node with several volumes in use at once loses power. The server dies with
@@ -15,8 +15,6 @@ import { attachedNodes, expectNodeClean, expectPodData, volumesInCatalog, writeP
  * and once the volumes are deleted nothing of them is left. test:long reboots the set-up-again order
  * 20 times in a row (2 in the short mode).
  */
-const LONG = process.env.TWINVOL_LONG === '1';
-const REBOOTS = LONG ? 20 : 2;
 
 /** Every kind of use at once: ext4 with a writer and a read-only reader on one staging, raw block, a dir shared by two pods. */
 const PLAN: PlannedVolume[] = [
@@ -79,7 +77,7 @@ describe('a reboot while volumes are in use (CSI)', () => {
     await tearDownAndDelete(k);
   });
 
-  it(`set-up again without teardown (${REBOOTS} reboots): stage and publish at the same paths answer OK and bring the data back`, async () => {
+  it(`set-up again without teardown (${REBOOTS} reboots): stage and publish at the same paths answer OK and bring the data back`, REBOOTS_TIMEOUT, async () => {
     const k = csiKubelet(node.scratch(), node.server);
     let sums = await volumesInUse(k);
     for (let r = 1; r <= REBOOTS; r++) {
@@ -115,7 +113,7 @@ describe('a reboot while an inline (ephemeral) volume is in use', () => {
     expect(await volumesInCatalog(node.scratch())).toEqual([]);
   });
 
-  it(`set-up again without teardown (${REBOOTS} reboots): NodePublishVolume at the same target brings the data back`, async () => {
+  it(`set-up again without teardown (${REBOOTS} reboots): NodePublishVolume at the same target brings the data back`, REBOOTS_TIMEOUT, async () => {
     await publish();
     let sum = writePodData(view());
     for (let r = 1; r <= REBOOTS; r++) {

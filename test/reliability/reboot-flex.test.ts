@@ -4,7 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { type FlexPlannedVolume, type FlexPod, flexKubelet } from '../flex/helpers/in-use.js';
 import { flexSession, mountOptions, podNamed } from '../helpers/flex-runner.js';
 import { podVolumeDir } from '../helpers/kubelet-paths.js';
-import { attachedNodes, expectNodeClean, expectPodData, rebootNode, volumesInCatalog, writePodData } from '../helpers/reboot.js';
+import { attachedNodes, REBOOTS, REBOOTS_TIMEOUT, expectNodeClean, expectPodData, rebootNode, volumesInCatalog, writePodData } from '../helpers/reboot.js';
 import { createScratch, type Scratch } from '../helpers/scratch.js';
 
 /**
@@ -16,8 +16,6 @@ import { createScratch, type Scratch } from '../helpers/scratch.js';
  * without attach, where twinvol attaches and stages by itself. test:long reboots the set-up-again
  * order 20 times in a row (2 in the short mode).
  */
-const LONG = process.env.TWINVOL_LONG === '1';
-const REBOOTS = LONG ? 20 : 2;
 
 const PLAN: FlexPlannedVolume[] = [
   { id: 'fblock', pv: 'pv-block', create: ['--size', '32Mi'] },
@@ -90,7 +88,7 @@ describe('a reboot while volumes are in use (FlexVolume, attachable)', () => {
     });
   }
 
-  it(`set-up again without teardown (${REBOOTS} reboots): waitforattach, mountdevice and mount at the same paths bring the data back`, async () => {
+  it(`set-up again without teardown (${REBOOTS} reboots): waitforattach, mountdevice and mount at the same paths bring the data back`, REBOOTS_TIMEOUT, async () => {
     const k = flexKubelet(s);
     for (const v of PLAN) {
       await k.create(v);
@@ -141,7 +139,7 @@ describe('a reboot while volumes are in use (FlexVolume without attach: twinvol 
     await deleteAll(k);
   });
 
-  it(`set-up again without teardown (${REBOOTS} reboots): mount at the same paths brings the data back`, async () => {
+  it(`set-up again without teardown (${REBOOTS} reboots): mount at the same paths brings the data back`, REBOOTS_TIMEOUT, async () => {
     const k = flexKubelet(s);
     let sums = await inUse(k);
     for (let r = 1; r <= REBOOTS; r++) {
