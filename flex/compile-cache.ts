@@ -2,6 +2,9 @@ import { closeSync, fstatSync, mkdirSync, openSync, readdirSync, readFileSync, r
 import { join } from 'node:path';
 import type { Script } from 'node:vm';
 
+/** A temporary file this old was left by a killed call: a live one writes its files in milliseconds. */
+const ABANDONED_MS = 60_000;
+
 /**
  * V8's code cache for the packed modules (flex/packed-modules.ts), kept under the state dir. Every
  * kubelet call is a new process, and without it each one inflated the dispatcher and compiled it from
@@ -13,9 +16,6 @@ import type { Script } from 'node:vm';
  * entries of the build it replaced. The state dir is root's (0700), like every record that decides
  * what gets mounted: whoever can write there can already mount anything.
  */
-/** A temporary file this old was left by a killed call: a live one writes its files in milliseconds. */
-const ABANDONED_MS = 60_000;
-
 export class CompileCache {
   private readonly pending = new Map<string, { source: string; script: Script }>();
 

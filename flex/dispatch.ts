@@ -1,4 +1,4 @@
-import { asTwinvolError, fileSink, invalidArgument, loadConfig, Logger, openCore, spawnLog } from '../shared/index.js';
+import { asTwinvolError, type Config, fileSink, invalidArgument, loadConfig, Logger, openCore, spawnLog } from '../shared/index.js';
 import { failure, type FlexReply } from './reply.js';
 import type { FlexVerb } from './verb-names.js';
 import { VERBS } from './verbs.js';
@@ -6,8 +6,9 @@ import { VERBS } from './verbs.js';
 /**
  * Runs one FlexVolume call and returns its reply. Never throws: every failure, including bad config
  * or bad argv, becomes a Failure reply whose message is safe to show (no options, no secrets).
+ * `loaded` is the config flex/main.ts already read; without it the config is read (and refused) here.
  */
-export async function dispatch(verb: FlexVerb, args: readonly string[]): Promise<FlexReply> {
+export async function dispatch(verb: FlexVerb, args: readonly string[], loaded?: Config): Promise<FlexReply> {
   const spec = VERBS[verb];
   const started = performance.now();
   let logger: Logger | undefined;
@@ -15,7 +16,7 @@ export async function dispatch(verb: FlexVerb, args: readonly string[]): Promise
   let reply: FlexReply;
   let code: string | undefined;
   try {
-    const config = loadConfig();
+    const config = loaded ?? loadConfig();
     logger = new Logger(fileSink(`${config.stateDir}/log/flex.log`), { call: verb });
     if (args.length !== spec.arity)
       throw invalidArgument(`${verb} takes ${spec.arity} argument${spec.arity === 1 ? '' : 's'} (${spec.usage}), got ${args.length}`);

@@ -2,7 +2,7 @@
 // document, so start-up stays minimal: `init` and unknown verbs are answered from here with only
 // the config reader loaded; the rest (state, locks, yargs) is loaded when a verb needs it.
 import { join } from 'node:path';
-import { loadConfig } from '../shared/index.js';
+import { type Config, loadConfig } from '../shared/index.js';
 import { CompileCache } from './compile-cache.js';
 import { loadPacked } from './packed-modules.js';
 import { failure, type FlexReply, notSupported, sendReply, success } from './reply.js';
@@ -34,16 +34,16 @@ async function main(argv: readonly string[]): Promise<void> {
     sendReply(notSupported());
     return;
   }
-  sendReply(await loadPacked<typeof import('./dispatch.js')>('dispatch', compileCache()).dispatch(verb, args));
-}
-
-/** The dispatcher's compile cache under the state dir; without a readable config, none (dispatch reports it). */
-function compileCache(): CompileCache | undefined {
+  // Read once here for the compile cache's place and handed on; a config that does not load is left
+  // for dispatch to report as the call's Failure.
+  let config: Config | undefined;
   try {
-    return CompileCache.open(join(loadConfig().stateDir, 'cache'));
+    config = loadConfig();
   } catch {
-    return undefined;
+    config = undefined;
   }
+  const cache = config && CompileCache.open(join(config.stateDir, 'cache'));
+  sendReply(await loadPacked<typeof import('./dispatch.js')>('dispatch', cache).dispatch(verb, args, config));
 }
 
 function fatal(err: unknown): void {
