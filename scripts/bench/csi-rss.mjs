@@ -2,16 +2,7 @@
 // flight. A long-running server must not grow with the work it has done (issue 12: flat within 5%
 // from 1,000 to 10,000 lifecycles). That scale takes minutes, so it runs with --long; the default
 // run takes 200 and 2,000, --short 10 and 100 (CI checks only that the row is there).
-import { launch, lifecycle, makeScratch, median, progress, row } from './lib.mjs';
-
-/** `total` dir lifecycles, 16 in flight, ids from `prefix`. */
-async function lifecycles(srv, s, prefix, total) {
-  let next = 0;
-  const worker = async () => {
-    while (next < total) await lifecycle(srv, s, 'dir', `${prefix}-${next++}`);
-  };
-  await Promise.all(Array.from({ length: 16 }, worker));
-}
+import { launch, lifecycles, makeScratch, median, progress, row } from './lib.mjs';
 
 /** RSS once the server is idle: the median of 20 samples 50 ms apart (a collection may run meanwhile). */
 async function settledRss(srv) {
@@ -33,9 +24,9 @@ export const suite = {
     try {
       srv = await launch('twinvol', s, 'rss');
       progress(`${first} dir lifecycles, then ${9 * first} more, 16 in flight`);
-      await lifecycles(srv, s, 'a', first);
+      await lifecycles(srv, s, 'a', first, 16);
       const before = await settledRss(srv);
-      await lifecycles(srv, s, 'b', 9 * first);
+      await lifecycles(srv, s, 'b', 9 * first, 16);
       const after = await settledRss(srv);
       return [row('csi.rss.growth', `CSI: RSS after ${10 * first} lifecycles vs after ${first}`, after, 'MiB', before, `after ${first}`)];
     } finally {

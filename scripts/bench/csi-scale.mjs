@@ -4,7 +4,7 @@ import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createRequire } from 'node:module';
 import { build } from 'esbuild';
-import { launch, lifecycle, makeScratch, median, MiB, progress, quantile, ROOT, row } from './lib.mjs';
+import { launch, lifecycles, makeScratch, median, MiB, progress, quantile, ROOT, row } from './lib.mjs';
 
 /**
  * The core's createVolume, bundled from the TypeScript sources as scripts/bench-execa.mjs does:
@@ -39,17 +39,6 @@ async function createMany(mod, s, count) {
     }
   };
   await Promise.all(Array.from({ length: 16 }, worker));
-}
-
-/** `total` dir lifecycles with `inFlight` at a time; returns their wall time in ms. */
-async function lifecycles(srv, s, prefix, total, inFlight) {
-  let next = 0;
-  const t0 = performance.now();
-  const worker = async () => {
-    while (next < total) await lifecycle(srv, s, 'dir', `${prefix}-${next++}`);
-  };
-  await Promise.all(Array.from({ length: inFlight }, worker));
-  return performance.now() - t0;
 }
 
 export const suite = {

@@ -251,5 +251,16 @@ export async function lifecycle(server, scratch, kindName, id, timings) {
   return performance.now() - t0;
 }
 
+/** `total` dir lifecycles with `inFlight` at a time, ids from `prefix`; returns their wall time in ms. */
+export async function lifecycles(srv, scratch, prefix, total, inFlight) {
+  let next = 0;
+  const t0 = performance.now();
+  const worker = async () => {
+    while (next < total) await lifecycle(srv, scratch, 'dir', `${prefix}-${next++}`);
+  };
+  await Promise.all(Array.from({ length: inFlight }, worker));
+  return performance.now() - t0;
+}
+
 /** Progress goes to stderr, so `--json` output stays one document. */
 export const progress = (msg) => process.stderr.write(`bench: ${msg}\n`);
