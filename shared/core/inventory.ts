@@ -5,7 +5,6 @@ import { loopDevices } from '../loop-devices.js';
 import type { MountRecord, NodeRecord, VolumeRecord } from '../model.js';
 import { mountAt, readMounts } from '../mountinfo.js';
 import { isRecordTemp } from '../store/json-record.js';
-import { LOCK_OF } from '../store/catalog.js';
 import { isAbandonedLock, STALE_MS } from '../store/lock.js';
 import type { Core } from './core.js';
 import { kernelView, twinvolPath } from './inventory-kernel.js';
@@ -235,23 +234,13 @@ async function staleFiles(core: Core): Promise<Problem[]> {
   return problems;
 }
 
-/**
- * Work a killed create or delete left in the catalog's `.work/` (shared/store/work-area.ts). Every
- * create and delete holds its entry's lock from before it makes its work until after it renames it
- * away, so work whose lock is missing or held by nobody alive is nobody's: the next create or delete
- * of that entry, or the CSI server's start, removes it. Judged without taking the lock.
- */
+/** Work a killed create or delete left in the catalog's `.work/` (Catalog.abandonedWork judges it). */
 async function abandonedWork(core: Core): Promise<Problem[]> {
-  const problems: Problem[] = [];
-  const { entries } = await core.catalog.work.list();
-  for (const e of entries) {
-    const lock = core.catalog.lockPath(LOCK_OF[e.entity], e.id);
-    const held = (await stat(lock).catch(() => undefined)) !== undefined && !(await isAbandonedLock(lock));
-    if (held) continue;
-    const what = `${e.purpose === 'new' ? 'a create' : 'a delete'} of ${LOCK_OF[e.entity]} ${e.id}`;
-    problems.push({ kind: 'abandoned-work', subject: join(core.catalog.work.dir, e.name), detail: `the work of ${what} that was killed: the next create or delete of it, or the CSI server's start, removes it` });
-  }
-  return problems;
+  return (await core.catalog.abandonedWork()).map((e) => ({
+    kind: 'abandoned-work',
+    subject: join(core.catalog.work.dir, e.name),
+    detail: `the work of ${e.purpose === 'new' ? 'a create' : 'a delete'} of ${e.entity === 'volumes' ? 'volume' : 'snapshot'} ${e.id} that was killed: the next create or delete of it, or the CSI server's start, removes it`,
+  }));
 }
 
 async function names(dir: string): Promise<string[]> {

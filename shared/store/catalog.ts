@@ -7,10 +7,10 @@ import type { GroupSnapshotRecord, NodeRecord, PvRecord, SnapshotRecord, VolumeR
 import { validateGroupSnapshotId, validateNodeName, validatePvName, validateSnapshotId, validateVolumeId, type VolumeId } from '../validate.js';
 import { readRecord, readRecordWithStats, removeRecord, SCHEMA_VERSION, writeLockedRecord, writeRecord } from './json-record.js';
 import { RECORD_SCHEMAS } from './record-schemas.js';
-import { type LockOptions, withLock } from './lock.js';
+import { type LockOptions, lockState, withLock } from './lock.js';
 import { type Entity, WorkArea, type WorkEntry } from './work-area.js';
 
-export const LOCK_OF: Record<Entity, 'volume' | 'snapshot'> = { volumes: 'volume', snapshots: 'snapshot' };
+const LOCK_OF: Record<Entity, 'volume' | 'snapshot'> = { volumes: 'volume', snapshots: 'snapshot' };
 /** How long volumes/ must have been unchanged before a listing of it is kept (listVolumeIds). */
 const LISTING_SETTLED_MS = 2_000;
 /** How old a record's file must be before its parsed record is kept for listings (listedVolume). */
@@ -179,8 +179,18 @@ export class Catalog {
     }
   }
 
-  /** Where the lock of one entry lives (`twinvol status` judges its holder without taking it). */
-  lockPath(entity: 'volume' | 'snapshot' | 'pv' | 'node' | 'group', id: string): string {
+  /**
+   * Work in .work/ that nobody alive owns: every create and delete holds its entry's lock for as long
+   * as its work exists, so work whose lock is free or abandoned is a killed call's. Judged without
+   * taking the locks (`twinvol status`); sweepAbandoned is what removes it.
+   */
+  async abandonedWork(): Promise<WorkEntry[]> {
+    const out: WorkEntry[] = [];
+    for (const e of (await this.work.list()).entries) if ((await lockState(this.lockPath(LOCK_OF[e.entity], e.id))) !== 'held') out.push(e);
+    return out;
+  }
+
+  private lockPath(entity: 'volume' | 'snapshot' | 'pv' | 'node' | 'group', id: string): string {
     return join(this.root, 'locks', fileNameFor(`${entity}-${id}`, '.lock'));
   }
 

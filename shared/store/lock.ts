@@ -136,12 +136,17 @@ async function expireIfAbandoned(lockPath: string): Promise<boolean> {
  * abandoned: nobody holds it). Also what `twinvol status` reports as a stale lock (shared/core/inventory.ts).
  */
 export async function isAbandonedLock(lockPath: string): Promise<boolean> {
+  return (await lockState(lockPath)) === 'abandoned';
+}
+
+/** Whether a lock is free (there is none), held by someone alive, or abandoned, by the rules above. */
+export async function lockState(lockPath: string): Promise<'free' | 'held' | 'abandoned'> {
   const st = await stat(lockPath).catch(() => undefined);
-  if (!st) return false;
+  if (!st) return 'free';
   const age = Date.now() - st.mtimeMs;
   const owner = parseOwner(await readFile(ownerPath(lockPath), 'utf8').catch(() => ''));
-  if (owner && owner.host === hostname() && owner.ino === st.ino) return age >= 1000 && (await startTimeOf(owner.pid)) !== owner.start;
-  return age >= STALE_MS;
+  const dead = owner && owner.host === hostname() && owner.ino === st.ino ? age >= 1000 && (await startTimeOf(owner.pid)) !== owner.start : age >= STALE_MS;
+  return dead ? 'abandoned' : 'held';
 }
 
 function sleep(ms: number): Promise<void> {
