@@ -66,7 +66,7 @@ export class Catalog {
   }
 
   getVolume(id: string): Promise<VolumeRecord | undefined> {
-    return readRecord(join(this.volumeDir(id), 'volume.json'), RECORD_SCHEMAS.volume);
+    return readRecord(join(this.volumeDir(id), 'volume.json'), RECORD_SCHEMAS.volume());
   }
 
   async requireVolume(id: string): Promise<VolumeRecord> {
@@ -125,7 +125,7 @@ export class Catalog {
 
   private async readListed(id: string): Promise<VolumeRecord | undefined> {
     const path = `${this.volumeDir(id)}/volume.json`;
-    const read = await readRecordWithStats(path, RECORD_SCHEMAS.volume);
+    const read = await readRecordWithStats(path, RECORD_SCHEMAS.volume());
     if (!read) return undefined;
     const settledBefore = Date.now() - RECORD_SETTLED_MS;
     if (read.stats.ctimeMs < settledBefore && read.stats.mtimeMs < settledBefore) this.listed.set(id, { path, identity: identityOf(read.stats), record: deepFreeze(read.record) });
@@ -133,7 +133,7 @@ export class Catalog {
   }
 
   getSnapshot(id: string): Promise<SnapshotRecord | undefined> {
-    return readRecord(join(this.snapshotDir(id), 'snapshot.json'), RECORD_SCHEMAS.snapshot);
+    return readRecord(join(this.snapshotDir(id), 'snapshot.json'), RECORD_SCHEMAS.snapshot());
   }
 
   /**
@@ -295,7 +295,7 @@ export class Catalog {
   }
 
   async pvVolume(pvName: string): Promise<VolumeId | undefined> {
-    const record = await readRecord(this.pvPath(pvName), RECORD_SCHEMAS.pv);
+    const record = await readRecord(this.pvPath(pvName), RECORD_SCHEMAS.pv());
     return record?.pvName === pvName ? record.volumeId : undefined;
   }
 
@@ -314,7 +314,7 @@ export class Catalog {
   }
 
   getGroup(id: string): Promise<GroupSnapshotRecord | undefined> {
-    return readRecord(this.groupPath(id), RECORD_SCHEMAS.group);
+    return readRecord(this.groupPath(id), RECORD_SCHEMAS.group());
   }
 
   putGroup(record: GroupSnapshotRecord): Promise<void> {
@@ -331,7 +331,7 @@ export class Catalog {
 
   /** A long id shares its file name's prefix with others: the record names the node it is about. */
   async getNode(nodeId: string): Promise<NodeRecord | undefined> {
-    const record = await readRecord(this.nodePath(nodeId), RECORD_SCHEMAS.node);
+    const record = await readRecord(this.nodePath(nodeId), RECORD_SCHEMAS.node());
     return record?.nodeId === nodeId ? record : undefined;
   }
 
@@ -343,7 +343,7 @@ export class Catalog {
     const out: NodeRecord[] = [];
     for (const name of await this.listNames('nodes')) {
       if (!name.endsWith('.json')) continue;
-      const record = await readRecord(join(this.root, 'nodes', name), RECORD_SCHEMAS.node);
+      const record = await readRecord(join(this.root, 'nodes', name), RECORD_SCHEMAS.node());
       if (record) out.push(record);
     }
     return out.sort((a, b) => (a.nodeId < b.nodeId ? -1 : a.nodeId > b.nodeId ? 1 : 0));

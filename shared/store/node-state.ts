@@ -62,7 +62,7 @@ export class NodeState {
     const suffix = `@${pathKey(path)}.json`;
     for (const name of await this.names()) {
       if (!name.endsWith(suffix)) continue;
-      const rec = await readRecord(join(this.mountsDir, name), RECORD_SCHEMAS.mount);
+      const rec = await readRecord(join(this.mountsDir, name), RECORD_SCHEMAS.mount());
       if (rec?.path === path) return rec;
     }
     return undefined;
@@ -73,7 +73,7 @@ export class NodeState {
     const out: MountRecord[] = [];
     for (const name of await this.names()) {
       if (!name.startsWith(prefix) || !name.endsWith('.json')) continue;
-      const rec = await readRecord(join(this.mountsDir, name), RECORD_SCHEMAS.mount);
+      const rec = await readRecord(join(this.mountsDir, name), RECORD_SCHEMAS.mount());
       if (rec) out.push(rec);
     }
     return out.sort((a, b) => a.path.localeCompare(b.path));
@@ -83,7 +83,7 @@ export class NodeState {
     const out: MountRecord[] = [];
     for (const name of await this.names()) {
       if (!name.endsWith('.json')) continue;
-      const rec = await readRecord(join(this.mountsDir, name), RECORD_SCHEMAS.mount);
+      const rec = await readRecord(join(this.mountsDir, name), RECORD_SCHEMAS.mount());
       if (rec) out.push(rec);
     }
     return out;
@@ -127,7 +127,7 @@ export class NodeState {
     }
     const out: { record?: MountRecord; clear: () => Promise<void> }[] = [];
     for (const name of names) {
-      const record = await readRecord(join(this.mountsDir, name), RECORD_SCHEMAS.mount);
+      const record = await readRecord(join(this.mountsDir, name), RECORD_SCHEMAS.mount());
       const clear = () => rm(join(this.root, 'frozen', name), { force: true });
       out.push({ clear, ...(record ? { record } : {}) });
     }

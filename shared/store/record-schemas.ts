@@ -116,38 +116,17 @@ function once<T>(make: () => T): () => T {
   return () => (made ??= make());
 }
 
-const schemas = {
+/**
+ * Each schema is built on its first call and kept: building a zod schema costs far more than parsing
+ * with it, and a FlexVolume call (a process of its own) reads one or two kinds of record, not all six.
+ */
+export const RECORD_SCHEMAS = {
   volume: once(() => exact<VolumeRecord>()(volumeRecord())),
   snapshot: once(() => exact<SnapshotRecord>()(snapshotRecord())),
   mount: once(() => exact<MountRecord>()(mountRecord())),
   pv: once(() => exact<PvRecord>()(pvRecord())),
   node: once(() => exact<NodeRecord>()(nodeRecord())),
   group: once(() => exact<GroupSnapshotRecord>()(groupSnapshotRecord())),
-};
-
-/**
- * Each schema is built when first read: building a zod schema costs far more than parsing with it,
- * and a FlexVolume call (a process of its own) reads one or two kinds of record, not all six.
- */
-export const RECORD_SCHEMAS = {
-  get volume() {
-    return schemas.volume();
-  },
-  get snapshot() {
-    return schemas.snapshot();
-  },
-  get mount() {
-    return schemas.mount();
-  },
-  get pv() {
-    return schemas.pv();
-  },
-  get node() {
-    return schemas.node();
-  },
-  get group() {
-    return schemas.group();
-  },
 };
 
 /** What is wrong with a value, one short phrase per problem, with the field's path. */

@@ -41,8 +41,8 @@ function killedAfter(argv: string[], afterMs: number): Promise<boolean> {
 
 function recordsParse(): void {
   const mounts = join(s.stateDir, 'mounts');
-  for (const name of existsSync(mounts) ? readdirSync(mounts) : []) RECORD_SCHEMAS.mount.parse(JSON.parse(readFileSync(join(mounts, name), 'utf8')));
-  RECORD_SCHEMAS.volume.parse(JSON.parse(readFileSync(join(s.dataRoot, 'volumes', 'crashy', 'volume.json'), 'utf8')));
+  for (const name of existsSync(mounts) ? readdirSync(mounts) : []) RECORD_SCHEMAS.mount().parse(JSON.parse(readFileSync(join(mounts, name), 'utf8')));
+  RECORD_SCHEMAS.volume().parse(JSON.parse(readFileSync(join(s.dataRoot, 'volumes', 'crashy', 'volume.json'), 'utf8')));
 }
 
 describe(`crash at any point of a FlexVolume life (seed ${SEED}, ${TRIALS} trials)`, () => {
@@ -82,7 +82,7 @@ describe(`crash at any point of a FlexVolume life (seed ${SEED}, ${TRIALS} trial
       expect(mountsUnder(s.kubeletDir), label).toEqual([]);
       expect(await loopsLeftUnder(s.root), label).toEqual([]);
       recordsParse();
-      const volume = RECORD_SCHEMAS.volume.parse(JSON.parse(readFileSync(join(s.dataRoot, 'volumes', 'crashy', 'volume.json'), 'utf8')));
+      const volume = RECORD_SCHEMAS.volume().parse(JSON.parse(readFileSync(join(s.dataRoot, 'volumes', 'crashy', 'volume.json'), 'utf8')));
       expect(volume.attachments, label).toEqual([]);
       // A killed writer's temporary record file is swept by the retry's write (shared/store/json-record.ts).
       expect(recordLeftovers(s, 'crashy'), label).toEqual([]);

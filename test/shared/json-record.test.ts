@@ -104,13 +104,13 @@ describe('writeRecord / readRecord', () => {
     const edit = (fields: Record<string, unknown>) => writeFileSync(path, JSON.stringify({ schema: SCHEMA_VERSION, ...fields }));
     const refused = (why: string) => `state record ${path} does not parse: ${why}`;
     edit({ pvName: 'pv', volumeId: '../../etc' });
-    await expectRejects(readRecord(path, RECORD_SCHEMAS.pv), 'Internal', refused('volumeId: not a valid volume id'));
+    await expectRejects(readRecord(path, RECORD_SCHEMAS.pv()), 'Internal', refused('volumeId: not a valid volume id'));
     edit({ nodeId: 'a/b', topology: {}, registeredBy: 'csi', registeredAt: 'x' });
-    await expectRejects(readRecord(path, RECORD_SCHEMAS.node), 'Internal', refused('nodeId: not a valid node name'));
+    await expectRejects(readRecord(path, RECORD_SCHEMAS.node()), 'Internal', refused('nodeId: not a valid node name'));
     edit({ id: '/abs', sourceVolumeId: 'v', backend: 'dir', fsType: '', sizeBytes: 0, createdAt: 'x' });
-    await expectRejects(readRecord(path, RECORD_SCHEMAS.snapshot), 'Internal', refused('id: not a valid snapshot id'));
+    await expectRejects(readRecord(path, RECORD_SCHEMAS.snapshot()), 'Internal', refused('id: not a valid snapshot id'));
     writeFileSync(path, JSON.stringify({ schema: SCHEMA_VERSION, pvName: 'pv', volumeId: 'v-1' }));
-    expect(await readRecord(path, RECORD_SCHEMAS.pv)).toEqual({ schema: SCHEMA_VERSION, pvName: 'pv', volumeId: 'v-1' });
+    expect(await readRecord(path, RECORD_SCHEMAS.pv())).toEqual({ schema: SCHEMA_VERSION, pvName: 'pv', volumeId: 'v-1' });
   });
 
   it('passes on read errors other than a missing file', async () => {
