@@ -2,7 +2,7 @@
 // socket. Start-up stays lean (node:util parseArgs, no yargs) because liveness probes and restarts
 // wait on it.
 import { logVerbosity, setLogger, setLogVerbosity } from '@grpc/grpc-js';
-import { asTwinvolError, errnoCode, loadConfig, type Log } from '../shared/index.js';
+import { asTwinvolError, errnoCode, loadConfig, type Log, spawnOffThread } from '../shared/index.js';
 import { type ListenAddress, parseFlags, requireNodeId, USAGE, UsageError } from './flags.js';
 import { createLog } from './logging.js';
 import type { Metrics, MetricsEndpoint } from './metrics.js';
@@ -62,6 +62,8 @@ async function main(): Promise<void> {
   const uid = process.getuid?.() ?? 0;
   if (uid !== 0) exitWith(1, `must run as root (it mounts filesystems and attaches loop devices); running as uid ${uid}`);
   log = createLog(flags.logLevel);
+  // Calls are answered while tools start (shared/spawn-thread.ts): a spawn blocks its thread.
+  spawnOffThread();
   const { metrics, endpoint } = flags.metricsAddress ? await metricsEndpoint(flags.metricsAddress) : {};
   if (endpoint) log.info('serving metrics', { url: endpoint.url, port: endpoint.port });
   let server: RunningServer;

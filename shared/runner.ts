@@ -52,65 +52,97 @@ export function toolEnv(): NodeJS.ProcessEnv {
   return { PATH: parts.join(':'), LC_ALL: 'C' };
 }
 
-/** How long to keep reading after the tool exited, for output still in the pipe buffers. */
-const DRAIN_MS = 50;
+/**
+ * How a tool ran, before the runner judges it: what `spawnCaptured` reports, on this thread or on the
+ * spawning thread (shared/spawn-thread.ts), which sends it back as a message.
+ */
+export interface Captured {
+  /** -1 when it was killed by a signal or never started. */
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+  durationMs: number;
+  timedOut: boolean;
+  /** Why it could not be started (spawn's error event), if it could not. */
+  startError?: string;
+}
+
+/** What `spawnCaptured` needs of a call; plain data, so that it crosses to another thread as it is. */
+export interface SpawnRequest {
+  command: string;
+  args: readonly string[];
+  timeoutMs: number;
+  fd3?: number;
+  env: NodeJS.ProcessEnv;
+}
+
+/** Runs the tools: `spawnHere` until the process asks for another (setSpawner). */
+export type Spawner = (request: SpawnRequest) => Promise<Captured>;
+export const spawnHere: Spawner = (request) => spawnCaptured(spawn, request);
+let spawner = spawnHere;
 
 /**
- * The single way the project runs an external tool: an argument array (never a shell), stdin closed,
- * stdout and stderr captured (so no child ever holds kubelet's reply pipe), a deadline, and a record
- * of the spawn.
+ * Where tools are spawned from. A spawn blocks the calling thread until the child has exec'd (about
+ * 2 ms here), which a long-running server with other calls to answer moves to a thread of its own
+ * (shared/spawn-thread.ts); a FlexVolume call, which has nothing else to do, spawns here.
+ */
+export function setSpawner(next: Spawner): void {
+  spawner = next;
+}
+
+/**
+ * Spawns one tool and captures it: an argument array (never a shell), stdin closed, stdout and stderr
+ * captured (so no child ever holds kubelet's reply pipe), and a deadline that kills the tool itself
+ * (SIGKILL).
  *
  * It settles when the tool EXITS, not when its pipes close. A mount helper may leave a daemon behind
  * (FUSE, a forked sleep) that inherits the capture pipes; waiting for them to close, as execa does,
  * made such a call hang past its deadline (a 25 s child held a 2 s deadline for 25 s). After the exit
- * the pipes are drained briefly and then let go. The deadline kills the tool itself (SIGKILL).
+ * the pipes are drained for 50 ms at most and then let go.
+ *
+ * Self-contained on purpose: it uses only its arguments and the language's globals, because
+ * shared/spawn-thread.ts runs its source text on another thread, where this module's imports are not.
  */
-export function run(command: string, args: readonly string[], options: RunOptions): Promise<RunResult> {
-  return new Promise((resolve, reject) => {
+export function spawnCaptured(spawnFn: typeof spawn, request: SpawnRequest): Promise<Captured> {
+  return new Promise((resolve) => {
     const started = performance.now();
-    const child = spawn(command, [...args], {
-      stdio: ['ignore', 'pipe', 'pipe', ...(options.fd3 === undefined ? [] : [options.fd3])],
-      env: toolEnv(),
-      shell: false,
-    });
-    // Both are pipes, as asked above; the checks only tell the type checker so.
-    const out = child.stdout;
-    const errOut = child.stderr;
-    if (!out || !errOut) throw internal(`${command} started without its output pipes`);
     const stdout: Buffer[] = [];
     const stderr: Buffer[] = [];
-    out.on('data', (d: Buffer) => stdout.push(d));
-    errOut.on('data', (d: Buffer) => stderr.push(d));
+    const text = (chunks: Buffer[]) => Buffer.concat(chunks).toString('utf8').replace(/\n$/, '');
     let timedOut = false;
     let settled = false;
-    const deadline = setTimeout(() => {
-      timedOut = true;
-      child.kill('SIGKILL');
-    }, options.timeoutMs);
-
-    const settle = (exitCode: number, failure?: TwinvolError) => {
+    let deadline: ReturnType<typeof setTimeout> | undefined;
+    const settle = (exitCode: number, startError?: string) => {
       if (settled) return;
       settled = true;
       clearTimeout(deadline);
-      out.destroy();
-      errOut.destroy();
-      const answered = exitCode === 0 || (options.okExitCodes ?? []).includes(exitCode);
-      const record: SpawnRecord = { command, args, exitCode, durationMs: performance.now() - started, failed: Boolean(failure) || timedOut || !answered };
-      spawned.push(record);
-      if (spawned.length > SPAWN_LOG_LIMIT) spawned.splice(0, spawned.length - SPAWN_LOG_LIMIT);
-      for (const observer of observers) observer(record);
-      const outcome: RunResult = { ...record, stdout: text(stdout), stderr: text(stderr) };
-      if (failure) reject(failure);
-      else if (timedOut) reject(internal(`${command} did not finish within ${options.timeoutMs} ms`));
-      else if (!answered) reject(new CommandError(outcome));
-      else resolve(outcome);
+      child?.stdout?.destroy();
+      child?.stderr?.destroy();
+      resolve({ exitCode, stdout: text(stdout), stderr: text(stderr), durationMs: performance.now() - started, timedOut, ...(startError === undefined ? {} : { startError }) });
     };
-
-    child.once('error', (err) => settle(-1, internal(`${command} could not be started: ${err.message}`)));
-    child.once('exit', (code) => {
+    let child: ReturnType<typeof spawn> | undefined;
+    try {
+      child = spawnFn(request.command, [...request.args], {
+        stdio: ['ignore', 'pipe', 'pipe', ...(request.fd3 === undefined ? [] : [request.fd3])],
+        env: request.env,
+        shell: false,
+      });
+    } catch (err) {
+      settle(-1, err instanceof Error ? err.message : String(err));
+      return;
+    }
+    const tool = child;
+    tool.stdout?.on('data', (d: Buffer) => stdout.push(d));
+    tool.stderr?.on('data', (d: Buffer) => stderr.push(d));
+    deadline = setTimeout(() => {
+      timedOut = true;
+      tool.kill('SIGKILL');
+    }, request.timeoutMs);
+    tool.once('error', (err) => settle(-1, err.message));
+    tool.once('exit', (code) => {
       const exitCode = code ?? -1;
-      const drain = setTimeout(() => settle(exitCode), DRAIN_MS);
-      child.once('close', () => {
+      const drain = setTimeout(() => settle(exitCode), 50);
+      tool.once('close', () => {
         clearTimeout(drain);
         settle(exitCode);
       });
@@ -118,8 +150,23 @@ export function run(command: string, args: readonly string[], options: RunOption
   });
 }
 
-function text(chunks: readonly Buffer[]): string {
-  return Buffer.concat(chunks).toString('utf8').replace(/\n$/, '');
+/**
+ * The single way the project runs an external tool (spawnCaptured says how), with a record of the
+ * spawn. Exit codes outside 0 and `okExitCodes`, a missed deadline and a failed start are errors
+ * that carry the tool's own words (bounded: errorDetail).
+ */
+export async function run(command: string, args: readonly string[], options: RunOptions): Promise<RunResult> {
+  const ran = await spawner({ command, args, timeoutMs: options.timeoutMs, env: toolEnv(), ...(options.fd3 === undefined ? {} : { fd3: options.fd3 }) });
+  const answered = ran.exitCode === 0 || (options.okExitCodes ?? []).includes(ran.exitCode);
+  const record: SpawnRecord = { command, args, exitCode: ran.exitCode, durationMs: ran.durationMs, failed: ran.startError !== undefined || ran.timedOut || !answered };
+  spawned.push(record);
+  if (spawned.length > SPAWN_LOG_LIMIT) spawned.splice(0, spawned.length - SPAWN_LOG_LIMIT);
+  for (const observer of observers) observer(record);
+  if (ran.startError !== undefined) throw internal(`${command} could not be started: ${ran.startError}`);
+  if (ran.timedOut) throw internal(`${command} did not finish within ${options.timeoutMs} ms`);
+  const outcome: RunResult = { ...record, stdout: ran.stdout, stderr: ran.stderr };
+  if (!answered) throw new CommandError(outcome);
+  return outcome;
 }
 
 /** How much of a failed tool's output its error keeps: the last lines, bounded in bytes too. */

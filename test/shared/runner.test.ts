@@ -1,7 +1,8 @@
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { closeSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { CommandError, observeSpawns, run, SPAWN_LOG_LIMIT, type SpawnRecord, spawnLog } from '../../shared/runner.js';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { CommandError, observeSpawns, run, SPAWN_LOG_LIMIT, type SpawnRecord, setSpawner, spawnHere, spawnLog } from '../../shared/runner.js';
+import { spawnOffThread } from '../../shared/spawn-thread.js';
 import { expectRejects } from './expect-error.js';
 
 const opts = { timeoutMs: 10_000 };
@@ -27,7 +28,17 @@ function processesRunning(argv: string[]): number[] {
   return pids;
 }
 
-describe('run', () => {
+/**
+ * Every rule of the runner holds wherever the tools are spawned: on this thread (a FlexVolume call)
+ * and on the CSI server's spawning thread (shared/spawn-thread.ts), which runs the same code.
+ */
+describe.each([
+  ['on this thread', () => setSpawner(spawnHere)],
+  ['on the spawning thread', spawnOffThread],
+])('run, %s', (_where, useSpawner) => {
+  beforeAll(useSpawner);
+  afterAll(() => setSpawner(spawnHere));
+
   it('passes arguments literally, with no shell in between', async () => {
     const victim = join(dir, 'x');
     const nasty = `hello; rm -rf ${victim} $(touch ${victim}) \`touch ${victim}\` | cat > ${victim} && echo pwned`;
@@ -137,5 +148,51 @@ describe('run', () => {
     expect(spawnLog()).toHaveLength(SPAWN_LOG_LIMIT);
     expect(spawnLog().at(-1)?.args).toEqual([`n${SPAWN_LOG_LIMIT + 9}`]);
     expect(spawnLog().at(0)?.args).toEqual(['n10']);
+  });
+});
+
+describe('the spawning thread', () => {
+  afterEach(() => setSpawner(spawnHere));
+
+  /** The processes a thread of this process started and are still running (/proc/<pid>/task/<tid>/children). */
+  const childrenOfMainThread = () => readFileSync(`/proc/self/task/${process.pid}/children`, 'utf8').trim().split(' ').filter(Boolean).map(Number);
+
+  it('starts the tools, so they are not children of the main thread', async () => {
+    const argv = ['sleep', '30.0518'];
+    spawnOffThread();
+    const running = run(argv[0]!, argv.slice(1), { timeoutMs: 1500 });
+    let pids: number[] = [];
+    for (let i = 0; i < 200 && !pids.length; i++) {
+      await new Promise((r) => setTimeout(r, 5));
+      pids = processesRunning(argv);
+    }
+    expect(pids).toHaveLength(1);
+    expect(childrenOfMainThread()).not.toContain(pids[0]);
+    await expectRejects(running, 'Internal', 'did not finish within 1500 ms');
+    // The same tool spawned here is the main thread's child: the check above can tell the two apart.
+    setSpawner(spawnHere);
+    const here = run(argv[0]!, argv.slice(1), { timeoutMs: 1500 });
+    for (let i = 0; i < 200 && !childrenOfMainThread().length; i++) await new Promise((r) => setTimeout(r, 5));
+    expect(childrenOfMainThread()).toEqual(processesRunning(argv));
+    await expectRejects(here, 'Internal', 'did not finish within 1500 ms');
+  });
+
+  it("passes fd 3, which the thread shares with the rest of the process", async () => {
+    const file = join(dir, 'pinned');
+    writeFileSync(file, 'x');
+    const fd = openSync(file, 'r');
+    try {
+      spawnOffThread();
+      const r = await run('readlink', ['/proc/self/fd/3'], { timeoutMs: 10_000, fd3: fd });
+      expect(r.stdout).toBe(file);
+    } finally {
+      closeSync(fd);
+    }
+  });
+
+  it('runs many tools at once and gives each its own answer', async () => {
+    spawnOffThread();
+    const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => run('echo', [`n${i}`], { timeoutMs: 10_000 })));
+    expect(answers.map((a) => a.stdout)).toEqual(Array.from({ length: 20 }, (_, i) => `n${i}`));
   });
 });
