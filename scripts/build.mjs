@@ -74,16 +74,12 @@ const lazyBuiltins = {
     b.onResolve({ filter }, (args) => (args.namespace === 'lazy-builtin' ? undefined : { path: args.path.replace(/^node:/, ''), namespace: 'lazy-builtin' }));
     b.onLoad({ filter: /.*/, namespace: 'lazy-builtin' }, (args) => ({ loader: 'js', contents: lazyBuiltinSource(args.path) }));
     // proper-lockfile registers its release-at-exit with signal-exit 3, whose argument checks load
-    // node:assert (5 ms, on every verb that locks); signal-exit 4, already here for
-    // write-file-atomic, is the same library's current major with the same onExit(cb, options).
+    // node:assert (5 ms, on every verb that locks); signal-exit 4 (a dependency of ours for this) is
+    // the same library's current major with the same onExit(cb, options).
     b.onResolve({ filter: /^signal-exit$/ }, (args) =>
       args.importer.includes('/node_modules/proper-lockfile/') ? { path: 'signal-exit', namespace: 'signal-exit-4' } : undefined,
     );
     b.onLoad({ filter: /.*/, namespace: 'signal-exit-4' }, () => ({ loader: 'js', resolveDir: '.', contents: "module.exports = require('signal-exit').onExit;" }));
-    // write-file-atomic reads worker_threads.threadId when it loads, to keep temporary names unique
-    // across threads; the FlexVolume executable starts no thread, so that is always the main thread's.
-    b.onResolve({ filter: /^(node:)?worker_threads$/ }, () => ({ path: 'worker_threads', namespace: 'main-thread' }));
-    b.onLoad({ filter: /.*/, namespace: 'main-thread' }, () => ({ loader: 'js', contents: 'module.exports = { isMainThread: true, threadId: 0 };' }));
   },
 };
 

@@ -1,4 +1,5 @@
-import { mkdir, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises';
+import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { readFile, stat, utimes } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { dirname } from 'node:path';
 import { aborted, errnoCode } from '../errors.js';
@@ -19,6 +20,11 @@ export interface LockOptions {
  * host, sharing the data root over the network, or one whose owner file is not written yet, is taken
  * over once it has not refreshed for STALE_MS (expireIfAbandoned). proper-lockfile's own staleness
  * rule, which cannot tell the two apart, is set out of reach. Loaded on first use, like every heavy module.
+ *
+ * Taking and releasing a lock is synchronous (proper-lockfile's lockSync: a mkdir; then our owner
+ * file; an rmdir to release), as record reads and writes are (shared/store/json-record.ts): a few
+ * microseconds each, where the asynchronous forms made ten threadpool round trips per lock. Waiting
+ * for a busy lock stays asynchronous.
  */
 /** How long a holder on another host may go without refreshing its lock before it is taken over. */
 export const STALE_MS = 10_000;
@@ -27,7 +33,6 @@ const LIBRARY_STALE_MS = 24 * 3600_000;
 
 export async function withLock<T>(lockPath: string, fn: () => Promise<T>, options: LockOptions = {}): Promise<T> {
   const lockfile = await import('proper-lockfile');
-  await mkdir(dirname(lockPath), { recursive: true, mode: 0o700 });
   const deadline = Date.now() + (options.waitMs ?? 90_000);
   let compromised: Error | undefined;
   const lockOptions = {
@@ -40,14 +45,21 @@ export async function withLock<T>(lockPath: string, fn: () => Promise<T>, option
     },
   };
   // Our own wait loop rather than the library's backoff, so that waitMs is the deadline it says.
-  let release: () => Promise<void>;
+  let release: () => void;
+  let madeDir = false;
   for (;;) {
     try {
-      release = await lockfile.lock(lockPath, lockOptions);
+      release = lockfile.lockSync(lockPath, lockOptions);
       storeCounts.locks++;
-      await writeOwner(lockPath);
+      writeOwner(lockPath);
       break;
     } catch (err) {
+      if (errnoCode(err) === 'ENOENT' && !madeDir) {
+        // The locks directory is made by the first lock that needs it (or again, if it was removed).
+        mkdirSync(dirname(lockPath), { recursive: true, mode: 0o700 });
+        madeDir = true;
+        continue;
+      }
       if (errnoCode(err) !== 'ELOCKED') throw err;
       if (Date.now() >= deadline) throw aborted(`another operation holds ${lockPath}; try again`);
       if (await expireIfAbandoned(lockPath)) continue;
@@ -59,8 +71,8 @@ export async function withLock<T>(lockPath: string, fn: () => Promise<T>, option
     if (compromised) throw aborted(`lock ${lockPath} was lost during the operation: ${compromised.message}`);
     return result;
   } finally {
-    await rm(ownerPath(lockPath), { force: true }).catch(() => undefined);
-    await release().catch(() => undefined);
+    ignoreErrors(() => rmSync(ownerPath(lockPath), { force: true }));
+    ignoreErrors(release);
   }
 }
 
@@ -80,12 +92,21 @@ const ownerPath = (lockPath: string) => `${lockPath}.owner`;
  * Best effort: without an owner file (a full disk, say) the lock still works, and a dead holder's
  * lock is taken over by the time-based rule only. A partial file parses as nothing.
  */
-async function writeOwner(lockPath: string): Promise<void> {
+function writeOwner(lockPath: string): void {
   try {
-    const owner: Owner = { pid: process.pid, start: (await ownStartTime()) ?? '', host: hostname(), ino: (await stat(lockPath)).ino };
-    await writeFile(ownerPath(lockPath), JSON.stringify(owner), { mode: 0o600 });
+    const owner: Owner = { pid: process.pid, start: ownStartTime() ?? '', host: hostname(), ino: statSync(lockPath).ino };
+    writeFileSync(ownerPath(lockPath), JSON.stringify(owner), { mode: 0o600 });
   } catch {
-    await rm(ownerPath(lockPath), { force: true }).catch(() => undefined);
+    ignoreErrors(() => rmSync(ownerPath(lockPath), { force: true }));
+  }
+}
+
+/** Cleanup that must not hide the error or result it runs after. */
+function ignoreErrors(fn: () => void): void {
+  try {
+    fn();
+  } catch {
+    // Nothing to do: the lock works without its owner file, and a lock left behind is taken over.
   }
 }
 
@@ -106,15 +127,25 @@ let ownStart: string | undefined;
  * This process's start time, read once: every lock a long-running server takes names it. Only a
  * successful read is kept; a failed one is tried again by the next lock.
  */
-async function ownStartTime(): Promise<string | undefined> {
-  ownStart ??= await startTimeOf(process.pid);
+function ownStartTime(): string | undefined {
+  if (ownStart === undefined) {
+    try {
+      ownStart = startTimeIn(readFileSync(`/proc/${process.pid}/stat`, 'utf8'));
+    } catch {
+      // Tried again by the next lock.
+    }
+  }
   return ownStart;
 }
 
 /** Field 22 of /proc/<pid>/stat, counted after the command name (which may hold spaces and parens). */
 async function startTimeOf(pid: number): Promise<string | undefined> {
   const text = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined);
-  return text?.slice(text.lastIndexOf(')') + 2).split(' ')[19];
+  return text === undefined ? undefined : startTimeIn(text);
+}
+
+function startTimeIn(stat: string): string | undefined {
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
 }
 
 /**

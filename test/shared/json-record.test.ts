@@ -63,6 +63,15 @@ describe('writeRecord / readRecord', () => {
     expect(readdirSync(dir)).toEqual(['rec.json']);
   });
 
+  it('a write that cannot be put in place fails naming the record, and leaves no temporary file', async () => {
+    const path = join(dir, 'rec.json');
+    // A directory holding a file where the record should be: the rename over it fails.
+    await writeRecord<Rec>(join(path, 'inner.json'), { schema: 1, name: 'inner' });
+    await expect(writeRecord<Rec>(path, { schema: 1, name: 'x' })).rejects.toThrow(/rec\.json/);
+    expect(readdirSync(dir)).toEqual(['rec.json']);
+    expect(readdirSync(path)).toEqual(['inner.json']);
+  });
+
   it('answers undefined for a missing record, and for a path below a file', async () => {
     expect(await readRecord(join(dir, 'nope.json'), REC)).toBeUndefined();
     writeFileSync(join(dir, 'file'), 'x');
