@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { alreadyExists, errnoCode, notFound, TwinvolError } from '../errors.js';
 import type { GroupSnapshotRecord, NodeRecord, PvRecord, SnapshotRecord, VolumeRecord } from '../model.js';
 import { validateGroupSnapshotId, validateNodeName, validatePvName, validateSnapshotId, validateVolumeId, type VolumeId } from '../validate.js';
-import { readRecord, readRecordWithStats, removeRecord, SCHEMA_VERSION, writeLockedRecord, writeRecord } from './json-record.js';
+import { flushDirectory, readRecord, readRecordWithStats, removeRecord, SCHEMA_VERSION, writeLockedRecord, writeRecord } from './json-record.js';
 import { RECORD_SCHEMAS } from './record-schemas.js';
 import { type LockOptions, lockState, withLock } from './lock.js';
 import { type Entity, WorkArea, type WorkEntry } from './work-area.js';
@@ -269,6 +269,8 @@ export class Catalog {
       await populate(workDir);
       await writeRecord(join(workDir, entity === 'volumes' ? 'volume.json' : 'snapshot.json'), record);
       await rename(workDir, finalDir);
+      // The rename is the create: once answered, it must survive a power loss as the record does.
+      await flushDirectory(join(this.root, entity));
     } catch (err) {
       await rm(workDir, { recursive: true, force: true });
       if (errnoCode(err) === 'ENOTEMPTY' || errnoCode(err) === 'EEXIST') throw alreadyExists(`${entity.slice(0, -1)} ${record.id} already exists`);

@@ -181,6 +181,20 @@ function writeAll(fd: number, text: string): void {
   for (let done = 0; done < bytes.length; ) done += writeSync(fd, bytes, done);
 }
 
+/**
+ * Makes the entries of a directory durable (a rename into it, say): fsync of the directory itself.
+ * A record's own fsync keeps its content, not its name in a directory a power loss may roll back.
+ */
+export async function flushDirectory(path: string): Promise<void> {
+  const fd = openSync(path, 'r');
+  try {
+    storeCounts.fsyncs++;
+    await flush(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
 /** fsync on libuv's threadpool: the one step that waits for the disk, so the thread goes on meanwhile. */
 function flush(fd: number): Promise<void> {
   return new Promise((resolve, reject) => fsync(fd, (err) => (err ? reject(err) : resolve())));

@@ -171,10 +171,11 @@ const COMMON: Table = {
   DeleteVolume: w([], 0, 1, 1),
 };
 
+// CreateVolume fsyncs the record and then volumes/, which the volume was renamed into: the create is durable once answered.
 const CSI_EXPECTED: Record<'dir' | 'block' | 'raw block', Table> = {
-  dir: { ...COMMON, CreateVolume: w([], 1, 1, 1), NodeStageVolume: w(['mount'], 1, 2, 2), NodeUnstageVolume: w(['umount'], 1, 5, 2) },
+  dir: { ...COMMON, CreateVolume: w([], 2, 1, 1), NodeStageVolume: w(['mount'], 1, 2, 2), NodeUnstageVolume: w(['umount'], 1, 5, 2) },
   // The filesystem is made at create, on the image file, and the record says which: no blkid at stage.
-  block: { ...COMMON, CreateVolume: w(['mkfs.ext4'], 1, 1, 1), NodeStageVolume: w(['losetup', 'mount'], 1, 2, 2), NodeUnstageVolume: w(['umount', 'losetup'], 1, 5, 2) },
+  block: { ...COMMON, CreateVolume: w(['mkfs.ext4'], 2, 1, 1), NodeStageVolume: w(['losetup', 'mount'], 1, 2, 2), NodeUnstageVolume: w(['umount', 'losetup'], 1, 5, 2) },
   // Asked for as a raw device only: no filesystem is made for it.
-  'raw block': { ...COMMON, CreateVolume: w([], 1, 1, 1), NodeStageVolume: w(['losetup'], 1, 2, 2), NodeUnstageVolume: w(['losetup'], 1, 5, 2) },
+  'raw block': { ...COMMON, CreateVolume: w([], 2, 1, 1), NodeStageVolume: w(['losetup'], 1, 2, 2), NodeUnstageVolume: w(['losetup'], 1, 5, 2) },
 };
