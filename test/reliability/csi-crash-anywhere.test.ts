@@ -38,6 +38,8 @@ describe(`crash at any point of a CSI life (seed ${SEED}, ${TRIALS} trials)`, ()
     const cap = mountCap('ext4');
     const written = new Map<string, string>();
     let cut = 0;
+    /** How long each RPC took when it last ran whole (the first trial's kill falls in 60 ms). */
+    const took = new Map<string, number>();
     server = await launchCsi(s);
     for (let trial = 0; trial < TRIALS; trial++) {
       const staging = stagingPath(s.kubeletDir, 'vol');
@@ -56,8 +58,10 @@ describe(`crash at any point of a CSI life (seed ${SEED}, ${TRIALS} trials)`, ()
         ['Controller', 'DeleteSnapshot', { snapshot_id: `snap-${trial}` }],
       ];
       const at = Math.floor(next() * life.length);
-      const afterMs = Math.floor(next() * 60);
-      const label = `trial ${trial}: ${life[at]?.[1]} killed after ${afterMs} ms (seed ${SEED})`;
+      const killedMethod = life[at]?.[1] ?? '';
+      // A point inside the RPC, however fast this machine answers it: a share of its last whole run.
+      const afterMs = next() * (took.get(killedMethod) ?? 60);
+      const label = `trial ${trial}: ${killedMethod} killed after ${afterMs.toFixed(1)} ms (seed ${SEED})`;
       for (let k = 0; k < life.length; k++) {
         const [service, method, request] = life[k] as Step;
         if (k === at) {
@@ -69,7 +73,9 @@ describe(`crash at any point of a CSI life (seed ${SEED}, ${TRIALS} trials)`, ()
           await running.stop();
           server = await launchCsi(s);
         }
+        const started = performance.now();
         const o = await outcome(server.client.call(service, method as never, request as never));
+        took.set(method, performance.now() - started);
         expect(`${method}: ${o.code} ${o.message}`, label).toBe(`${method}: OK `);
         if (method === 'NodePublishVolume') {
           for (const [name, sum] of written) expect(fileSha256(join(target, name)), `${label}: ${name}`).toBe(sum);

@@ -53,6 +53,8 @@ describe(`crash at any point of a FlexVolume life (seed ${SEED}, ${TRIALS} trial
     const global = deviceMountPath(s.kubeletDir, 'pv-crashy');
     const written = new Map<string, string>();
     let killed = 0;
+    /** How long each verb took when it last ran whole (the first trial's kill falls in 250 ms). */
+    const took = new Map<string, number>();
     for (let trial = 0; trial < TRIALS; trial++) {
       const dir = podVolumeDir(s.kubeletDir, `uid-${trial}`, 'pv-crashy');
       const life: string[][] = [
@@ -65,14 +67,18 @@ describe(`crash at any point of a FlexVolume life (seed ${SEED}, ${TRIALS} trial
         ['detach', 'pv-crashy', 'node-a'],
       ];
       const at = Math.floor(next() * life.length);
-      const afterMs = Math.floor(next() * 250);
-      const label = `trial ${trial}: ${life[at]?.[0]} killed after ${afterMs} ms (seed ${SEED})`;
+      const verb = life[at]?.[0] ?? '';
+      // A point inside the call, however fast this machine runs it: a share of its last whole run.
+      const afterMs = Math.floor(next() * (took.get(verb) ?? 250));
+      const label = `trial ${trial}: ${verb} killed after ${afterMs} ms (seed ${SEED})`;
       for (let k = 0; k < life.length; k++) {
         const argv = life[k] ?? [];
         if (k === at && (await killedAfter(argv, afterMs))) killed++;
+        const started = performance.now();
         await ok(...argv).catch((err: Error) => {
           throw new Error(`${label}: the ${argv[0]} after it failed: ${err.message}`);
         });
+        took.set(argv[0] ?? '', performance.now() - started);
         // Inside the pod: every earlier life's data is there, and this life adds its own.
         if (argv[0] === 'mount') {
           for (const [name, sum] of written) expect(fileSha256(join(dir, name)), `${label}: ${name}`).toBe(sum);
