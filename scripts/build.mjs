@@ -57,7 +57,9 @@ const toolModules = {
  * first call. An ES module, not a Proxy: esbuild's __toESM enumerates a CommonJS module's keys as
  * soon as an ES module imports it, which would load the builtin at once.
  */
-const LAZY_BUILTINS = ['crypto', 'child_process', 'assert'];
+// fs/promises: the store's calls are synchronous (shared/store/json-record.ts), so getvolumename and
+// isattached use none of it, and loading it cost about 1.7 ms of a call.
+const LAZY_BUILTINS = ['crypto', 'child_process', 'assert', 'fs/promises'];
 
 function lazyBuiltinSource(name) {
   const real = createRequire(import.meta.url)(`node:${name}`);

@@ -105,7 +105,8 @@ export function setSpawner(next: Spawner): void {
  */
 export function spawnCaptured(spawnFn: typeof spawn, request: SpawnRequest): Promise<Captured> {
   return new Promise((resolve) => {
-    const started = performance.now();
+    // process.hrtime, not performance: the global `performance` loads perf_hooks (a FlexVolume call's millisecond).
+    const started = process.hrtime.bigint();
     const stdout: Buffer[] = [];
     const stderr: Buffer[] = [];
     const text = (chunks: Buffer[]) => Buffer.concat(chunks).toString('utf8').replace(/\n$/, '');
@@ -118,7 +119,7 @@ export function spawnCaptured(spawnFn: typeof spawn, request: SpawnRequest): Pro
       clearTimeout(deadline);
       child?.stdout?.destroy();
       child?.stderr?.destroy();
-      resolve({ exitCode, stdout: text(stdout), stderr: text(stderr), durationMs: performance.now() - started, timedOut, ...(startError === undefined ? {} : { startError }) });
+      resolve({ exitCode, stdout: text(stdout), stderr: text(stderr), durationMs: Number(process.hrtime.bigint() - started) / 1e6, timedOut, ...(startError === undefined ? {} : { startError }) });
     };
     let child: ReturnType<typeof spawn> | undefined;
     try {

@@ -12,7 +12,7 @@ import { call, createVolume, KUBELET_PATH, nonAttachable, pod, s, useKubeletWorl
 
 useKubeletWorld();
 
-const EXPENSIVE = ['crypto', 'child_process', 'assert', 'worker_threads', 'net', 'url', 'zlib'];
+const EXPENSIVE = ['crypto', 'child_process', 'assert', 'worker_threads', 'net', 'url', 'zlib', 'fs/promises', 'perf_hooks'];
 /** The expensive builtins a call loaded, after its reply. */
 async function loadedBy(argv: string[]): Promise<string[]> {
   const preload = join(s.root, 'list-builtins.cjs');
@@ -38,9 +38,10 @@ describe('a FlexVolume call loads only the builtins it uses', () => {
     expect(await loadedBy(['getvolumename', opts])).toEqual([]);
     expect(await loadedBy(['isattached', opts, 'node-a'])).toEqual([]);
     const dir = podVolumeDir(s.kubeletDir, 'uid-b', 'pv-b');
-    // write-file-atomic names its temporary files with a hash, and mount(8) is a process whose
-    // output comes through pipes (net); assert (signal-exit 3, under proper-lockfile) is not.
-    const locking = ['crypto', 'child_process', 'net'];
+    // mount(8) is a process whose output comes through pipes (net), the mount's own steps (the pinned
+    // target, node state) use fs/promises, and crypto names the mount record; assert (signal-exit 3,
+    // under proper-lockfile) and perf_hooks (the global performance) are not loaded.
+    const locking = ['crypto', 'child_process', 'net', 'fs/promises'];
     expect(await loadedBy(['mount', dir, mountOptions('pv-b', pod('uid-b'), { volumeId: 'vol-b' })])).toEqual(locking);
     expect(await loadedBy(['unmount', dir])).toEqual(locking);
   });
