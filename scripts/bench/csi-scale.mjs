@@ -1,5 +1,6 @@
 // Scale rows: ListVolumes at 1 volume against many (the first page, and a full listing), lifecycles
-// one at a time against 16 in flight, and Probe latency while those 16 run.
+// one at a time against 16 in flight, and Probe latency while those 16 run, against idle and against
+// the bare grpc-js server under the same load (the floor of this machine and runtime).
 import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createRequire } from 'node:module';
@@ -39,6 +40,24 @@ async function createMany(mod, s, count) {
     }
   };
   await Promise.all(Array.from({ length: 16 }, worker));
+}
+
+/** Probes `srv` every 2 ms while `load` runs: the load's wall time, and each Probe's milliseconds. */
+async function probedWhile(srv, load) {
+  const probes = [];
+  let running = true;
+  const prober = (async () => {
+    while (running) {
+      const t = performance.now();
+      await srv.client.call('Identity', 'Probe');
+      probes.push(performance.now() - t);
+      await new Promise((r) => setTimeout(r, 2));
+    }
+  })();
+  const wallMs = await load();
+  running = false;
+  await prober;
+  return { wallMs, probes };
 }
 
 export const suite = {
@@ -97,24 +116,18 @@ export const suite = {
       }
       progress(`${total} dir lifecycles one at a time, then 16 in flight`);
       const serial = await lifecycles(tv, small, 'one', total, 1);
-      const loadedProbe = [];
-      let running = true;
-      const prober = (async () => {
-        while (running) {
-          const t = performance.now();
-          await tv.client.call('Identity', 'Probe');
-          loadedProbe.push(performance.now() - t);
-          await new Promise((r) => setTimeout(r, 2));
-        }
-      })();
-      const parallel = await lifecycles(tv, small, 'par', total, 16);
-      running = false;
-      await prober;
+      const { wallMs: parallel, probes: loadedProbe } = await probedWhile(tv, () => lifecycles(tv, small, 'par', total, 16));
+      // The floor under the same load: the bare grpc-js server answering the same 16 lifecycles in
+      // flight (canned, so many more of them) for as long, on the same 2 cores, probed the same way.
+      const bare = await launch('bare', small, 'bare-load');
+      servers.push(bare);
+      const { probes: bareProbe } = await probedWhile(bare, () => lifecycles(bare, small, 'bare', 0, 16, parallel));
 
       return [
         ...listRows,
         row('scale.throughput.16', `${total} dir lifecycles, 16 in flight: throughput vs 1 at a time`, total / (parallel / 1000), 'lifecycles/s', total / (serial / 1000), '1 in flight'),
         row('scale.probe-under-load', 'Probe p99 while 16 lifecycles run', quantile(loadedProbe, 0.99), 'ms', quantile(idleProbe, 0.99), 'Probe p99 idle'),
+        row('scale.probe-under-load.bare', 'Probe p99 while 16 lifecycles run, vs the bare server', quantile(loadedProbe, 0.99), 'ms', quantile(bareProbe, 0.99), 'bare grpc-js server, same load'),
       ];
     } finally {
       for (const srv of servers) await srv.stop();

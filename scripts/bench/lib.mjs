@@ -251,12 +251,16 @@ export async function lifecycle(server, scratch, kindName, id, timings) {
   return performance.now() - t0;
 }
 
-/** `total` dir lifecycles with `inFlight` at a time, ids from `prefix`; returns their wall time in ms. */
-export async function lifecycles(srv, scratch, prefix, total, inFlight) {
+/**
+ * `total` dir lifecycles with `inFlight` at a time, ids from `prefix`; returns their wall time in ms.
+ * With `untilMs`, lifecycles start until that long has passed, whatever `total` says.
+ */
+export async function lifecycles(srv, scratch, prefix, total, inFlight, untilMs) {
   let next = 0;
   const t0 = performance.now();
+  const more = () => (untilMs === undefined ? next < total : performance.now() - t0 < untilMs);
   const worker = async () => {
-    while (next < total) await lifecycle(srv, scratch, 'dir', `${prefix}-${next++}`);
+    while (more()) await lifecycle(srv, scratch, 'dir', `${prefix}-${next++}`);
   };
   await Promise.all(Array.from({ length: inFlight }, worker));
   return performance.now() - t0;

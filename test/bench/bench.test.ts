@@ -35,6 +35,7 @@ const EXPECTED = [
   'scale.list.full',
   'scale.throughput.16',
   'scale.probe-under-load',
+  'scale.probe-under-load.bare',
   'csi.rss.growth',
 ];
 
