@@ -15,7 +15,13 @@ import { type Captured, setSpawner, spawnCaptured, type SpawnRequest } from './r
 export function spawnOffThread(): void {
   let thread: SpawnThread | undefined;
   setSpawner((request) => {
-    thread ??= startThread(() => (thread = undefined));
+    if (!thread) {
+      // Only this thread's end forgets it: a late 'exit' of a dead one must not drop its successor.
+      const started = startThread(() => {
+        if (thread === started) thread = undefined;
+      });
+      thread = started;
+    }
     return thread.spawn(request);
   });
 }
