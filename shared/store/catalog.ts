@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import { type BigIntStats, type Stats, statSync } from 'node:fs';
-import { mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
+import { type BigIntStats, mkdirSync, renameSync, type Stats, statSync } from 'node:fs';
+import { readdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { alreadyExists, errnoCode, notFound, TwinvolError } from '../errors.js';
 import type { GroupSnapshotRecord, NodeRecord, PvRecord, SnapshotRecord, VolumeRecord } from '../model.js';
@@ -263,12 +263,13 @@ export class Catalog {
     const finalDir = entity === 'volumes' ? this.volumeDir(record.id) : this.snapshotDir(record.id);
     await this.sweepAbandoned({ entity, id: record.id });
     const workDir = await this.work.make('new', entity, record.id);
-    await mkdir(join(this.root, entity), { recursive: true, mode: 0o700 });
-    await mkdir(workDir, { mode: 0o700 });
+    // The directory steps are synchronous, as record writes are (shared/store/json-record.ts).
+    mkdirSync(join(this.root, entity), { recursive: true, mode: 0o700 });
+    mkdirSync(workDir, { mode: 0o700 });
     try {
       await populate(workDir);
       await writeRecord(join(workDir, entity === 'volumes' ? 'volume.json' : 'snapshot.json'), record);
-      await rename(workDir, finalDir);
+      renameSync(workDir, finalDir);
       // The rename is the create: once answered, it must survive a power loss as the record does.
       await flushDirectory(join(this.root, entity));
     } catch (err) {
@@ -284,7 +285,7 @@ export class Catalog {
     await this.sweepEntry(entity, id);
     const trash = await this.work.make('trash', entity, id);
     try {
-      await rename(dir, trash);
+      renameSync(dir, trash);
     } catch (err) {
       if (errnoCode(err) === 'ENOENT') return;
       throw err;

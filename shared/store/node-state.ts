@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { readdirSync } from 'node:fs';
 import { mkdir, readdir, rm, statfs, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { errnoCode } from '../errors.js';
@@ -49,9 +50,10 @@ export class NodeState {
     return withLock(join(this.root, 'locks', `${volumeId}.lock`), fn);
   }
 
+  /** Synchronous, as the store's other file calls (shared/store/json-record.ts): a tmpfs directory of a node's mounts. */
   private async names(): Promise<string[]> {
     try {
-      return await readdir(this.mountsDir);
+      return readdirSync(this.mountsDir);
     } catch (err) {
       if (errnoCode(err) === 'ENOENT') return [];
       throw err;

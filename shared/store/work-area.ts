@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { mkdir, readdir, rm } from 'node:fs/promises';
+import { mkdirSync, readdirSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { errnoCode } from '../errors.js';
 
@@ -30,8 +31,10 @@ const NAME = /^(new|trash)@(volumes|snapshots)@([A-Za-z0-9][A-Za-z0-9._-]*)@[0-9
 export class WorkArea {
   constructor(readonly dir: string) {}
 
+  // The small steps are synchronous, as the store's record calls are (shared/store/json-record.ts);
+  // removing an entry's data, which may be a whole volume's files, stays asynchronous.
   async make(purpose: Purpose, entity: Entity, id: string): Promise<string> {
-    await mkdir(this.dir, { recursive: true, mode: 0o700 });
+    mkdirSync(this.dir, { recursive: true, mode: 0o700 });
     return join(this.dir, `${purpose}@${entity}@${id}@${randomBytes(4).toString('hex')}`);
   }
 
@@ -39,7 +42,7 @@ export class WorkArea {
   async list(): Promise<{ entries: WorkEntry[]; foreign: string[] }> {
     let names: string[];
     try {
-      names = await readdir(this.dir);
+      names = readdirSync(this.dir);
     } catch (err) {
       if (errnoCode(err) === 'ENOENT') return { entries: [], foreign: [] };
       throw err;
