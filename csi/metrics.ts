@@ -1,6 +1,6 @@
 import { stat } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { basename, join } from 'node:path';
+import { basename } from 'node:path';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { BACKEND_KINDS, type Core, type SpawnRecord, type VolumeRecord } from '../shared/index.js';
 import type { ListenAddress } from './flags.js';
@@ -125,7 +125,7 @@ export class VolumeCounter {
     let version: string;
     try {
       // The record's file as shared/store/catalog.ts getVolume reads it.
-      const st = await stat(join(this.core.catalog.volumeDir(id), 'volume.json'));
+      const st = await stat(this.core.catalog.volumeRecordPath(id));
       version = `${st.ino}:${st.mtimeMs}:${st.size}`;
     } catch {
       this.known.delete(id);

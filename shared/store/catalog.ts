@@ -55,6 +55,10 @@ export class Catalog {
   volumeDir(id: string): string {
     return `${this.volumesDir}/${validateVolumeId(id)}`;
   }
+  /** Where a volume's record lives: every reader and writer of it asks here. */
+  volumeRecordPath(id: string): string {
+    return `${this.volumeDir(id)}/volume.json`;
+  }
   imagePath(id: string): string {
     return `${this.volumeDir(id)}/image.img`;
   }
@@ -66,7 +70,7 @@ export class Catalog {
   }
 
   getVolume(id: string): Promise<VolumeRecord | undefined> {
-    return readRecord(join(this.volumeDir(id), 'volume.json'), RECORD_SCHEMAS.volume());
+    return readRecord(this.volumeRecordPath(id), RECORD_SCHEMAS.volume());
   }
 
   async requireVolume(id: string): Promise<VolumeRecord> {
@@ -124,7 +128,7 @@ export class Catalog {
   }
 
   private async readListed(id: string): Promise<VolumeRecord | undefined> {
-    const path = `${this.volumeDir(id)}/volume.json`;
+    const path = this.volumeRecordPath(id);
     const read = await readRecordWithStats(path, RECORD_SCHEMAS.volume());
     if (!read) return undefined;
     const settledBefore = Date.now() - RECORD_SETTLED_MS;
@@ -247,7 +251,7 @@ export class Catalog {
 
   /** Writes a volume record; the caller holds the volume's lock. */
   updateVolumeUnlocked(record: VolumeRecord): Promise<void> {
-    return writeLockedRecord(join(this.volumeDir(record.id), 'volume.json'), record);
+    return writeLockedRecord(this.volumeRecordPath(record.id), record);
   }
 
   /**
