@@ -22,7 +22,7 @@ async function loadCore(scratchRoot) {
     write: false,
     logLevel: 'warning',
   });
-  // CommonJS: write-file-atomic names its temporary files after __filename.
+  // A bundle is a module: written to a file for require(), and removed at once.
   const file = join(scratchRoot, 'core.cjs');
   writeFileSync(file, result.outputFiles[0].contents);
   const mod = createRequire(import.meta.url)(file);

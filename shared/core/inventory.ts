@@ -209,7 +209,7 @@ export async function inventory(core: Core, opts: InventoryOptions = {}): Promis
 
 /**
  * Locks whose holder is gone (shared/store/lock.ts judges) and record temporaries a killed writer left
- * (write-file-atomic's `<record>.<number>`), older than a live writer's: the next holder of the lock
+ * (`<record>.<number>`: shared/store/json-record.ts writeRecord), older than a live writer's: the next holder of the lock
  * or writer of the record removes them, so they are only reported.
  */
 async function staleFiles(core: Core): Promise<Problem[]> {

@@ -153,7 +153,7 @@ describe('twinvol status', () => {
 
   it('finds a lock whose holder is gone and a temporary record file a killed writer left', async () => {
     await createVolume('dir', '--backend', 'dir', '--size', '1Mi');
-    // What SIGKILL leaves (shared/store/lock.ts, write-file-atomic): a lock directory and its owner file
+    // What SIGKILL leaves (shared/store/lock.ts, shared/store/json-record.ts): a lock directory and its owner file
     // naming a process that has exited, and a temporary copy of a record, both older than a live holder's.
     const gone = Number(execFileSync('sh', ['-c', 'echo $$'], { encoding: 'utf8' }).trim());
     const lock = join(s.dataRoot, 'locks/volume-dir.lock');

@@ -59,7 +59,7 @@ export function releaseUnder(root: string): void {
 
 /**
  * What a finished volume life must not leave in the scratch's state: a mount record, or a temporary
- * record file (`<record>.<number>`, write-file-atomic's) of the volume's catalog record or of any mount
+ * record file (`<record>.<number>`, shared/store/json-record.ts) of the volume's catalog record or of any mount
  * record. Empty when clean.
  */
 export function recordLeftovers(s: Scratch, volumeId: string): string[] {

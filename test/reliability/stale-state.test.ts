@@ -15,8 +15,8 @@ import { podVolumeDir } from '../helpers/kubelet-paths.js';
 import { expectNodeClean } from '../helpers/reboot.js';
 
 // Stale and foreign state met through the front ends (issue 8, suite 6): what a killed writer,
-// damage, an older twinvol or a vanished device leaves for the next call. A temporary file of
-// write-file-atomic beside a record is never read as one and goes with the record's next write; a
+// damage, an older twinvol or a vanished device leaves for the next call. A record's temporary
+// file (shared/store/json-record.ts writeRecord) beside it is never read as one and goes with the record's next write; a
 // truncated or garbage record is refused, naming the file and what to do, never trusted; a record of
 // an older schema is read as it is (shared/store/json-record.ts: versions 1 to 3 parse as they are);
 // a staging whose loop device and image are gone is not published from, and unstages cleanly.
@@ -54,7 +54,7 @@ const tempOf = (record: string) => `${record}.1158888644`;
 const halfWritten = (record: string) => readFileSync(record, 'utf8').slice(0, 40);
 const REPAIR = /; twinvol writes its records whole, so something else changed this one: restore it from a backup, or move it aside if what it describes is gone$/;
 
-describe('a temporary file of write-file-atomic beside a record', () => {
+describe('a temporary file of a record write, beside the record', () => {
   it('is never read as a record, and goes with the next write of its record', async () => {
     const w = await world();
     await w.ctl('CreateVolume', { name: 't', volume_capabilities: [cap], parameters: { backend: 'dir' }, capacity_range: size(MiB) });

@@ -19,7 +19,7 @@ beforeEach(() => {
 });
 afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
-describe("a killed writer's temporary file (SIGKILL skips write-file-atomic's cleanup)", () => {
+describe("a killed writer's temporary file (SIGKILL skips writeRecord's cleanup)", () => {
   // What the FlexVolume crash suite found after a mount killed mid-write: `<record>.<number>` beside it.
   const leftovers = ['rec.json.1158888644', 'rec.json.7'];
   const strangers = ['rec.json.bak', 'rec.json.12x', 'other.json.1158888644', 'rec.json.12345678901'];
