@@ -7,12 +7,6 @@ import { NodeState } from '../../shared/store/node-state.js';
 import { deviceSha256, fileSha256, writeRandomDevice, writeRandomFile } from '../csi/helpers/data.js';
 import { loopsLeftUnder, loopsUnder, mountsUnder, type Scratch } from './scratch.js';
 
-/**
- * A node reboot as the kernel sees it, confined to one scratch world: every mount below its root is
- * gone (lazily, as a busy one would be), every loop device bound to an image below it is detached and
- * released by the kernel, and the state dir, a tmpfs on a real node, is empty. The data root and the
- * kubelet dir are disks: they stay, with the mount points kubelet and twinvol made in them.
- */
 /** How many reboots in a row the set-up-again tests make: 20 with test:long, 2 otherwise. */
 export const REBOOTS = process.env.TWINVOL_LONG === '1' ? 20 : 2;
 /**
@@ -23,6 +17,12 @@ export const REBOOTS = process.env.TWINVOL_LONG === '1' ? 20 : 2;
  */
 export const REBOOTS_TIMEOUT = { timeout: Math.max(120_000, 60_000 + REBOOTS * 15_000) };
 
+/**
+ * A node reboot as the kernel sees it, confined to one scratch world: every mount below its root is
+ * gone (lazily, as a busy one would be), every loop device bound to an image below it is detached and
+ * released by the kernel, and the state dir, a tmpfs on a real node, is empty. The data root and the
+ * kubelet dir are disks: they stay, with the mount points kubelet and twinvol made in them.
+ */
 export async function rebootNode(s: Scratch): Promise<void> {
   for (const m of mountsUnder(s.root)) execFileSync('umount', ['-l', m]);
   if (mountsUnder(s.root).length) throw new Error(`mounts survived the reboot: ${mountsUnder(s.root).join(', ')}`);
