@@ -113,6 +113,7 @@ export function spawnCaptured(spawnFn: typeof spawn, request: SpawnRequest): Pro
     let timedOut = false;
     let settled = false;
     let deadline: ReturnType<typeof setTimeout> | undefined;
+    let child: ReturnType<typeof spawn> | undefined;
     const settle = (exitCode: number, startError?: string) => {
       if (settled) return;
       settled = true;
@@ -121,7 +122,6 @@ export function spawnCaptured(spawnFn: typeof spawn, request: SpawnRequest): Pro
       child?.stderr?.destroy();
       resolve({ exitCode, stdout: text(stdout), stderr: text(stderr), durationMs: Number(process.hrtime.bigint() - started) / 1e6, timedOut, ...(startError === undefined ? {} : { startError }) });
     };
-    let child: ReturnType<typeof spawn> | undefined;
     try {
       child = spawnFn(request.command, [...request.args], {
         stdio: ['ignore', 'pipe', 'pipe', ...(request.fd3 === undefined ? [] : [request.fd3])],

@@ -68,20 +68,18 @@ function startThread(gone: () => void): SpawnThread {
   const { Worker } = process.getBuiltinModule('node:worker_threads');
   const worker = new Worker(PROGRAM, { eval: true, stdout: false, stderr: false, resourceLimits: HEAP_LIMITS });
   worker.unref();
-  const pending = new Map<number, (captured: Captured) => void>();
-  const failed = new Map<number, (err: Error) => void>();
+  /** The calls running on the thread, by id. */
+  const pending = new Map<number, { resolve: (captured: Captured) => void; reject: (err: Error) => void }>();
   let next = 0;
   const failAll = (why: string) => {
     gone();
-    for (const fail of failed.values()) fail(internal(`the spawning thread stopped (${why}); the call can be retried`));
+    for (const call of pending.values()) call.reject(internal(`the spawning thread stopped (${why}); the call can be retried`));
     pending.clear();
-    failed.clear();
   };
   worker.on('message', (message: unknown) => {
     if (!isReply(message)) return;
-    pending.get(message.id)?.(message.captured);
+    pending.get(message.id)?.resolve(message.captured);
     pending.delete(message.id);
-    failed.delete(message.id);
     if (!pending.size) worker.unref();
   });
   worker.on('error', (err) => failAll(err.message));
@@ -90,8 +88,7 @@ function startThread(gone: () => void): SpawnThread {
     spawn(request) {
       return new Promise((resolve, reject) => {
         const id = next++;
-        pending.set(id, resolve);
-        failed.set(id, reject);
+        pending.set(id, { resolve, reject });
         // Held open while a tool runs, as a tool spawned on this thread would hold it.
         worker.ref();
         worker.postMessage({ id, request });

@@ -159,22 +159,30 @@ describe('the spawning thread', () => {
 
   it('starts the tools, so they are not children of the main thread', async () => {
     const argv = ['sleep', '30.0518'];
-    spawnOffThread();
-    const running = run(argv[0]!, argv.slice(1), { timeoutMs: 1500 });
-    let pids: number[] = [];
-    for (let i = 0; i < 200 && !pids.length; i++) {
-      await new Promise((r) => setTimeout(r, 5));
-      pids = processesRunning(argv);
+    // Each run ends at its deadline, whatever fails here; a failed check still waits for them.
+    const runs: Promise<unknown>[] = [];
+    try {
+      spawnOffThread();
+      const running = run(argv[0]!, argv.slice(1), { timeoutMs: 1500 });
+      runs.push(running);
+      let pids: number[] = [];
+      for (let i = 0; i < 200 && !pids.length; i++) {
+        await new Promise((r) => setTimeout(r, 5));
+        pids = processesRunning(argv);
+      }
+      expect(pids).toHaveLength(1);
+      expect(childrenOfMainThread()).not.toContain(pids[0]);
+      await expectRejects(running, 'Internal', 'did not finish within 1500 ms');
+      // The same tool spawned here is the main thread's child: the check above can tell the two apart.
+      setSpawner(spawnHere);
+      const here = run(argv[0]!, argv.slice(1), { timeoutMs: 1500 });
+      runs.push(here);
+      for (let i = 0; i < 200 && !childrenOfMainThread().length; i++) await new Promise((r) => setTimeout(r, 5));
+      expect(childrenOfMainThread()).toEqual(processesRunning(argv));
+      await expectRejects(here, 'Internal', 'did not finish within 1500 ms');
+    } finally {
+      await Promise.allSettled(runs);
     }
-    expect(pids).toHaveLength(1);
-    expect(childrenOfMainThread()).not.toContain(pids[0]);
-    await expectRejects(running, 'Internal', 'did not finish within 1500 ms');
-    // The same tool spawned here is the main thread's child: the check above can tell the two apart.
-    setSpawner(spawnHere);
-    const here = run(argv[0]!, argv.slice(1), { timeoutMs: 1500 });
-    for (let i = 0; i < 200 && !childrenOfMainThread().length; i++) await new Promise((r) => setTimeout(r, 5));
-    expect(childrenOfMainThread()).toEqual(processesRunning(argv));
-    await expectRejects(here, 'Internal', 'did not finish within 1500 ms');
   });
 
   it("passes fd 3, which the thread shares with the rest of the process", async () => {
