@@ -274,13 +274,14 @@ export class Catalog {
       await populate(workDir);
       await writeRecord(join(workDir, entity === 'volumes' ? 'volume.json' : 'snapshot.json'), record);
       renameSync(workDir, finalDir);
-      // The rename is the create: once answered, it must survive a power loss as the record does.
-      await flushDirectory(join(this.root, entity));
     } catch (err) {
       await rm(workDir, { recursive: true, force: true });
       if (errnoCode(err) === 'ENOTEMPTY' || errnoCode(err) === 'EEXIST') throw alreadyExists(`${entity.slice(0, -1)} ${record.id} already exists`);
       throw err;
     }
+    // The rename is the create: once answered, it must survive a power loss as the record does. Past
+    // the rename there is no work directory left to clean up, whatever the fsync says.
+    await flushDirectory(join(this.root, entity));
   }
 
   /** Removes an entry by renaming it out of sight first (the atomic step), then deleting its data. */
