@@ -40,7 +40,7 @@ async function main(argv: readonly string[]): Promise<void> {
   try {
     config = loadConfig();
   } catch {
-    config = undefined;
+    // Reported by dispatch, which reads it again.
   }
   const cache = config && CompileCache.open(join(config.stateDir, 'cache'));
   sendReply(await loadPacked<typeof import('./dispatch.js')>('dispatch', cache).dispatch(verb, args, config));
