@@ -175,7 +175,7 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
           async (a) => {
             const target = usable(() => targetOf(a));
             const r = await uninstallFlex(open(), target, a.force);
-            print(r.removed ? `removed: ${r.path}${r.mounts ? ` (forced: ${r.mounts} mounts still in place)` : ''}` : `already gone: ${r.path} was not installed`);
+            print(r.removed ? `removed: ${r.path}${r.mounts ? ` (forced: ${r.mounts} mount${r.mounts === 1 ? '' : 's'} still in place)` : ''}` : `already gone: ${r.path} was not installed`);
           },
         )
         .demandCommand(1, 'name what to uninstall: flex'),
