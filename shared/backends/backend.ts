@@ -37,6 +37,8 @@ export interface BackendPublish {
   readonly: boolean;
   /** The staging on this node, if the volume has one. */
   stagingPath?: string;
+  /** The publish's mount flags that a bind can apply, checked by the core (shared/core/mount-flags.ts). */
+  bindFlags?: readonly string[];
   fsGroup?: number;
   /** The pod, from the request; passed through, never recorded. */
   pod?: PodInfo;

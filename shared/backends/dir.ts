@@ -53,6 +53,17 @@ export const dirBackend: Backend = {
     return true;
   },
 
+  // A pod's mount with no staging to bind from (a non-attachable FlexVolume `mount`, a CSI publish
+  // without a stage step) binds the data directory straight onto the target. A directory has no
+  // filesystem for a staging to mount once for all pods, so an implicit staging bought nothing but a
+  // second mount(8) on the way in and a second umount(8) on the way out. A staging that exists (CSI
+  // NodeStageVolume's) is bound from, as for any backend.
+  async publish(volume, target, opts, ctx) {
+    if (opts.stagingPath) return false;
+    await ctx.mounter.bind(ctx.catalog.dataDir(volume.id), { path: target, within: ctx.config.kubeletDir }, opts.readonly, opts.bindFlags);
+    return true;
+  },
+
   async expand() {},
   async expandOnNode() {},
 };

@@ -78,6 +78,8 @@ export async function publish(core: Core, id: VolumeId, targetPath: string, opts
     if (health.abnormal)
       throw failedPrecondition(`${health.message}: not publishing it, since what a pod wrote there would be lost; unstage it, then restore its data (from a snapshot, say) or delete it`);
 
+    // Flags are checked before anything is made (a staging checks its own again in bindFromStaging).
+    const unstagedFlags = unstagedBindFlags(opts);
     // The mount point first: a target that cannot be made must not leave a staging behind.
     await makeMountPoint(target, opts.block ? 'file' : 'dir');
     let madeStaging: MountRecord | undefined;
@@ -113,7 +115,7 @@ export async function publish(core: Core, id: VolumeId, targetPath: string, opts
       await core.nodeState.put(record);
       try {
         const own = backend.publish
-          ? await backend.publish(volume, target, { readonly: opts.readonly, ...(staging ? { stagingPath: staging.path } : {}), ...(opts.fsGroup !== undefined ? { fsGroup: opts.fsGroup } : {}), ...(opts.pod ? { pod: opts.pod } : {}), ...(opts.secrets ? { secrets: opts.secrets } : {}) }, core)
+          ? await backend.publish(volume, target, { readonly: opts.readonly, ...(staging ? { stagingPath: staging.path } : { bindFlags: unstagedFlags }), ...(opts.fsGroup !== undefined ? { fsGroup: opts.fsGroup } : {}), ...(opts.pod ? { pod: opts.pod } : {}), ...(opts.secrets ? { secrets: opts.secrets } : {}) }, core)
           : false;
         if (!own) await bindFromStaging(core, volume, target, staging, opts);
       } catch (err) {
@@ -141,6 +143,15 @@ async function bindFromStaging(core: Core, volume: VolumeRecord, target: string,
   if (!opts.block && !mountAt(staging.path)) throw failedPrecondition(`volume ${id} is not mounted at its staging path ${staging.path}; stage it again`);
   const bindFlags = bindFlagsFor(opts.mountFlags ?? [], staging.mountFlags, opts.readonly);
   await core.mounter.bind(source, { path: target, within: core.config.kubeletDir }, opts.readonly, bindFlags);
+}
+
+/**
+ * The bind flags of a publish with no staging: what an implicit staging would have accepted (it took
+ * the filesystem flags, see stagingFor), keeping only those a bind applies.
+ */
+function unstagedBindFlags(opts: PublishOptions): string[] {
+  const flags = opts.mountFlags ?? [];
+  return bindFlagsFor(flags, filesystemFlags(flags), opts.readonly);
 }
 
 /**

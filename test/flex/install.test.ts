@@ -166,7 +166,7 @@ describe('twinvol uninstall flex', () => {
 
     const refused = await uninstall();
     expect(refused.exitCode).toBe(1);
-    expect(refused.stderr).toMatch(/^twinvol: 2 twinvol mounts are still in place on this node \(volume in-use\); kubelet needs the driver to tear them down \(--force removes it anyway\)\n$/);
+    expect(refused.stderr).toMatch(/^twinvol: 1 twinvol mount is still in place on this node \(volume in-use\); kubelet needs the driver to tear it down \(--force removes it anyway\)\n$/);
     expect(existsSync(installed)).toBe(true);
 
     // kubelet tears the pod down with the driver still there; then uninstall goes through.
@@ -175,7 +175,7 @@ describe('twinvol uninstall flex', () => {
 
     await install();
     await ok('mount', dir, mountOptions('pv-in-use', podNamed('uid-1'), { volumeId: 'in-use' }));
-    expect(await uninstall('--force')).toEqual({ exitCode: 0, stdout: `removed: ${installed} (forced: 2 mounts still in place)\n`, stderr: '' });
+    expect(await uninstall('--force')).toEqual({ exitCode: 0, stdout: `removed: ${installed} (forced: 1 mount still in place)\n`, stderr: '' });
     expect(existsSync(installed)).toBe(false);
   });
 
