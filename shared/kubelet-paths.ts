@@ -1,5 +1,5 @@
-import { createHash } from 'node:crypto';
 import { join } from 'node:path';
+import { sha256Hex } from './sha256.js';
 
 /**
  * Where kubelet puts a volume, as its volume plugins lay the kubelet dir out: kubelet hands these
@@ -29,7 +29,7 @@ export function flexPodVolumePath(kubeletDir: string, podUid: string, driver: Fl
 
 /** The directory name kubelet gives a CSI volume's staging: the hex sha256 of its volume handle. */
 export function volumeHandleHash(volumeHandle: string): string {
-  return createHash('sha256').update(volumeHandle).digest('hex');
+  return sha256Hex(volumeHandle);
 }
 
 /** pkg/volume/csi: `<kubelet>/plugins/kubernetes.io/csi/<driver>/<sha256(volume handle)>/globalmount`. */

@@ -1,6 +1,6 @@
-import { createHash } from 'node:crypto';
 import { alreadyExists, invalidArgument } from './errors.js';
 import { type GroupSnapshotId, isValidId, MAX_ID_BYTES, type SnapshotId, validateGroupSnapshotId, validateSnapshotId, validateVolumeId, type VolumeId } from './validate.js';
+import { sha256Hex } from './sha256.js';
 
 /**
  * The ids of volumes and snapshots that a caller names (CSI CreateVolume, CreateSnapshot). The spec
@@ -29,7 +29,7 @@ export function validateName(value: unknown, what: string): string {
 export function idForName(name: unknown, what = 'name'): string {
   const checked = validateName(name, what);
   if (isValidId(checked) && !DERIVED_SUFFIX.test(checked)) return checked;
-  const hash = createHash('sha256').update(checked, 'utf8').digest('hex').slice(0, 32);
+  const hash = sha256Hex(checked).slice(0, 32);
   return `${readablePrefix(checked)}__${hash}`;
 }
 

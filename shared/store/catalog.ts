@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { type BigIntStats, mkdirSync, renameSync, type Stats, statSync } from 'node:fs';
 import { readdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -9,6 +8,7 @@ import { flushDirectory, readRecord, readRecordWithStats, removeRecord, SCHEMA_V
 import { RECORD_SCHEMAS } from './record-schemas.js';
 import { type LockOptions, lockState, withLock } from './lock.js';
 import { type Entity, WorkArea, type WorkEntry } from './work-area.js';
+import { sha256Hex } from '../sha256.js';
 
 const LOCK_OF: Record<Entity, 'volume' | 'snapshot'> = { volumes: 'volume', snapshots: 'snapshot' };
 /** How long volumes/ must have been unchanged before a listing of it is kept (listVolumeIds). */
@@ -379,5 +379,5 @@ function deepFreeze<T>(value: T): T {
  */
 function fileNameFor(name: string, suffix: string): string {
   if (name.length + suffix.length <= 255) return `${name}${suffix}`;
-  return `${name.slice(0, 160)}@${createHash('sha256').update(name).digest('hex').slice(0, 32)}${suffix}`;
+  return `${name.slice(0, 160)}@${sha256Hex(name).slice(0, 32)}${suffix}`;
 }

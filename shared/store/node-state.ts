@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { readdirSync } from 'node:fs';
 import { mkdir, readdir, rm, statfs, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -7,6 +6,7 @@ import type { MountRecord } from '../model.js';
 import { readRecord, removeRecord, writeRecord } from './json-record.js';
 import { RECORD_SCHEMAS } from './record-schemas.js';
 import { withLock } from './lock.js';
+import { sha256Hex } from '../sha256.js';
 
 /**
  * Node-scope records under the state directory: one file per mount twinvol made, named
@@ -142,5 +142,5 @@ const TMPFS_MAGIC = 0x01021994;
 const RAMFS_MAGIC = 0x858458f6;
 
 export function pathKey(path: string): string {
-  return createHash('sha256').update(path).digest('hex').slice(0, 32);
+  return sha256Hex(path).slice(0, 32);
 }
