@@ -1,4 +1,4 @@
-import { chmod, chown, lstat, readdir } from 'node:fs/promises';
+import { chmod, chown, lstat, readdir } from './fs-async.js';
 import { join } from 'node:path';
 
 /**

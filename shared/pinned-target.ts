@@ -1,5 +1,5 @@
 import { constants } from 'node:fs';
-import { type FileHandle, open, readFile, readlink, realpath } from 'node:fs/promises';
+import { close, open, readFile, readlink, realpath } from './fs-async.js';
 import { errnoCode, invalidArgument } from './errors.js';
 
 /** Where a mount goes: a path the caller checked, and the root the mount must land under. */
@@ -8,9 +8,15 @@ export interface MountTarget {
   within: string;
 }
 
+/** An open file: its descriptor, and the one way to close it. */
+export interface OpenFile {
+  fd: number;
+  close(): Promise<void>;
+}
+
 /** A mount point held open: the mount is made onto this very object, whatever its path turns into. */
 export interface PinnedTarget {
-  handle: FileHandle;
+  handle: OpenFile;
   /** Where the object is, as the kernel names it when it was pinned. */
   real: string;
   /** The kernel's id of the mount the object lies on (the parent of the mount about to be made). */
@@ -28,9 +34,10 @@ export const CHILD_FD_PATH = `/proc/self/fd/${CHILD_FD}`;
  * (`mount --no-canonicalize ... /proc/self/fd/3`) makes the check and the mount refer to the same thing.
  */
 export async function pinTarget(target: MountTarget): Promise<PinnedTarget> {
-  let handle: FileHandle;
+  let handle: OpenFile;
   try {
-    handle = await open(target.path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    const fd = await open(target.path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    handle = { fd, close: () => close(fd) };
   } catch (err) {
     if (errnoCode(err) === 'ELOOP') throw invalidArgument(`mount point ${target.path} is a symbolic link`);
     throw err;
@@ -46,7 +53,7 @@ export async function pinTarget(target: MountTarget): Promise<PinnedTarget> {
 }
 
 /** The path the kernel gives an open object now (it follows renames). */
-export const whereIs = (handle: FileHandle): Promise<string> => readlink(`/proc/self/fd/${handle.fd}`);
+export const whereIs = (handle: OpenFile): Promise<string> => readlink(`/proc/self/fd/${handle.fd}`);
 
 export async function requireWithin(real: string, target: MountTarget): Promise<void> {
   const root = await realpath(target.within).catch(() => target.within);
@@ -54,7 +61,7 @@ export async function requireWithin(real: string, target: MountTarget): Promise<
 }
 
 /** The id of the mount an open object lies on, from /proc/self/fdinfo. */
-export async function mountIdOf(handle: FileHandle): Promise<number> {
+export async function mountIdOf(handle: OpenFile): Promise<number> {
   const m = /^mnt_id:\s*(\d+)$/m.exec(await readFile(`/proc/self/fdinfo/${handle.fd}`, 'utf8'));
   if (!m?.[1]) throw new Error(`no mnt_id in /proc/self/fdinfo/${handle.fd}`);
   return Number(m[1]);

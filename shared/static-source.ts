@@ -1,4 +1,4 @@
-import { realpath } from 'node:fs/promises';
+import { realpath } from './fs-async.js';
 import type { Config } from './config.js';
 import { errnoCode, failedPrecondition, invalidArgument } from './errors.js';
 import type { Origin } from './model.js';

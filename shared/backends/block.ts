@@ -1,5 +1,5 @@
 import { type Stats, statSync } from 'node:fs';
-import { open, truncate } from 'node:fs/promises';
+import { close, fsync, ftruncate, open, truncate } from '../fs-async.js';
 import { join } from 'node:path';
 import { failedPrecondition } from '../errors.js';
 import { findLoopDevice } from '../loop-devices.js';
@@ -55,12 +55,12 @@ export const blockBackend: Backend = {
       return;
     }
     ctx.progress?.(`making a ${formatSize(volume.capacityBytes)} image`);
-    const fh = await open(image, 'wx', 0o600);
+    const fd = await open(image, 'wx', 0o600);
     try {
-      await fh.truncate(volume.capacityBytes);
-      await fh.sync();
+      await ftruncate(fd, volume.capacityBytes);
+      await fsync(fd);
     } finally {
-      await fh.close();
+      await close(fd);
     }
     // A volume asked for only as a raw device gets the zeroes it expects, not a filesystem.
     if (volume.accessRequests?.length && volume.accessRequests.every((r) => r.raw)) return;

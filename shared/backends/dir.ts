@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { chmod, mkdir } from 'node:fs/promises';
+import { chmod, mkdir } from '../fs-async.js';
 import { join } from 'node:path';
 import { type Backend, describeOwned, withoutDevice } from './backend.js';
 

@@ -1,4 +1,4 @@
-import { stat } from 'node:fs/promises';
+import { stat } from '../fs-async.js';
 import { join } from 'node:path';
 import { errnoCode, failedPrecondition, internal, TwinvolError } from '../errors.js';
 import type { LogFields } from '../log.js';

@@ -1,4 +1,4 @@
-import { realpath } from 'node:fs/promises';
+import { realpath } from '../fs-async.js';
 import { mountAt } from '../mountinfo.js';
 import { run } from '../runner.js';
 import type { BackendPublish, PodInfo } from './backend.js';

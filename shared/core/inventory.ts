@@ -1,4 +1,4 @@
-import { readdir, stat } from 'node:fs/promises';
+import { readdir, stat } from '../fs-async.js';
 import { join } from 'node:path';
 import { asTwinvolError } from '../errors.js';
 import { loopDevices } from '../loop-devices.js';

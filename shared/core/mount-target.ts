@@ -1,4 +1,4 @@
-import { lstat, mkdir, open, readdir, realpath, rmdir, stat, unlink } from 'node:fs/promises';
+import { close, lstat, mkdir, open, readdir, realpath, rmdir, stat, unlink } from '../fs-async.js';
 import { dirname } from 'node:path';
 import { errnoCode, failedPrecondition, invalidArgument } from '../errors.js';
 import { describeMount } from '../mounter.js';
@@ -58,8 +58,7 @@ export async function makeMountPoint(path: string, kind: 'dir' | 'file'): Promis
     return;
   }
   await mkdir(dirname(path), { recursive: true, mode: 0o750 });
-  const fh = await open(path, 'a', 0o640);
-  await fh.close();
+  await close(await open(path, 'a', 0o640));
 }
 
 /**

@@ -1,4 +1,4 @@
-import { statfs } from 'node:fs/promises';
+import { statfs } from '../fs-async.js';
 import { backendFor } from '../backends/index.js';
 import { errnoCode, failedPrecondition, invalidArgument, notFound } from '../errors.js';
 import type { MountRecord, VolumeRecord } from '../model.js';

@@ -1,5 +1,5 @@
 import { type BigIntStats, mkdirSync, renameSync, type Stats, statSync } from 'node:fs';
-import { readdir, rm, stat } from 'node:fs/promises';
+import { readdir, rm, stat } from '../fs-async.js';
 import { join } from 'node:path';
 import { alreadyExists, errnoCode, notFound, TwinvolError } from '../errors.js';
 import type { GroupSnapshotRecord, NodeRecord, PvRecord, SnapshotRecord, VolumeRecord } from '../model.js';

@@ -1,5 +1,5 @@
 import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { readFile, stat, utimes } from 'node:fs/promises';
+import { readFile, stat, utimes } from '../fs-async.js';
 import { hostname } from 'node:os';
 import { dirname } from 'node:path';
 import { aborted, errnoCode } from '../errors.js';

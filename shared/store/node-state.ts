@@ -1,5 +1,5 @@
 import { readdirSync } from 'node:fs';
-import { mkdir, readdir, rm, statfs, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, rm, statfs, writeFile } from '../fs-async.js';
 import { join } from 'node:path';
 import { errnoCode } from '../errors.js';
 import type { MountRecord } from '../model.js';

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync } from 'node:fs';
-import { rm } from 'node:fs/promises';
+import { rm } from '../fs-async.js';
 import { join } from 'node:path';
 import { errnoCode } from '../errors.js';
 
