@@ -1,4 +1,5 @@
-import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import * as fs from 'node:fs';
+import { mkdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { readFile, stat, utimes } from '../fs-async.js';
 import { hostname } from 'node:os';
 import { dirname } from 'node:path';
@@ -31,6 +32,18 @@ export const STALE_MS = 10_000;
 /** proper-lockfile's own rule (its `stale`), out of reach: a day without a refresh. */
 const LIBRARY_STALE_MS = 24 * 3600_000;
 
+/**
+ * The calls proper-lockfile makes (lib/lockfile.js, lib/mtime-precision.js; lockSync runs the Sync
+ * forms). Its default is graceful-fs, a copy of all of node:fs, and lockSync copies whatever it is
+ * given with an object spread on every lock: a spread runs the `promises` getter, which loads
+ * node:fs/promises (1.9 ms of a FlexVolume call that otherwise never needs it). scripts/build.mjs
+ * leaves graceful-fs itself out of the kubelet-facing bundles.
+ */
+const LOCK_FS = {
+  mkdir: fs.mkdir, mkdirSync: fs.mkdirSync, realpath: fs.realpath, realpathSync: fs.realpathSync, rmdir: fs.rmdir,
+  rmdirSync: fs.rmdirSync, stat: fs.stat, statSync: fs.statSync, utimes: fs.utimes, utimesSync: fs.utimesSync,
+};
+
 export async function withLock<T>(lockPath: string, fn: () => Promise<T>, options: LockOptions = {}): Promise<T> {
   const lockfile = await import('proper-lockfile');
   const deadline = Date.now() + (options.waitMs ?? 90_000);
@@ -38,6 +51,7 @@ export async function withLock<T>(lockPath: string, fn: () => Promise<T>, option
   const lockOptions = {
     realpath: false,
     lockfilePath: lockPath,
+    fs: LOCK_FS,
     stale: LIBRARY_STALE_MS,
     update: 2_000,
     onCompromised: (err: Error) => {
@@ -71,7 +85,7 @@ export async function withLock<T>(lockPath: string, fn: () => Promise<T>, option
     if (compromised) throw aborted(`lock ${lockPath} was lost during the operation: ${compromised.message}`);
     return result;
   } finally {
-    ignoreErrors(() => rmSync(ownerPath(lockPath), { force: true }));
+    ignoreErrors(() => unlinkSync(ownerPath(lockPath)));
     ignoreErrors(release);
   }
 }
@@ -97,7 +111,7 @@ function writeOwner(lockPath: string): void {
     const owner: Owner = { pid: process.pid, start: ownStartTime() ?? '', host: hostname(), ino: statSync(lockPath).ino };
     writeFileSync(ownerPath(lockPath), JSON.stringify(owner), { mode: 0o600 });
   } catch {
-    ignoreErrors(() => rmSync(ownerPath(lockPath), { force: true }));
+    ignoreErrors(() => unlinkSync(ownerPath(lockPath)));
   }
 }
 
