@@ -82,6 +82,15 @@ const lazyBuiltins = {
       args.importer.includes('/node_modules/proper-lockfile/') ? { path: 'signal-exit', namespace: 'signal-exit-4' } : undefined,
     );
     b.onLoad({ filter: /.*/, namespace: 'signal-exit-4' }, () => ({ loader: 'js', resolveDir: '.', contents: "module.exports = require('signal-exit').onExit;" }));
+    // proper-lockfile's default fs is graceful-fs, whose loading patches node:fs and requires the
+    // stream modules (legacy-streams.js): about 2 ms of attach and detach, which spawn nothing. Its
+    // queue retries open/readdir/readFile-like calls on EMFILE; the lock uses mkdir, rmdir, stat,
+    // utimes and realpath (lockSync wraps their sync forms), none of which it retries, so node:fs
+    // itself serves the same calls.
+    b.onResolve({ filter: /^graceful-fs$/ }, (args) =>
+      args.importer.includes('/node_modules/proper-lockfile/') ? { path: 'graceful-fs', namespace: 'plain-fs' } : undefined,
+    );
+    b.onLoad({ filter: /.*/, namespace: 'plain-fs' }, () => ({ loader: 'js', contents: "module.exports = require('node:fs');" }));
   },
 };
 
