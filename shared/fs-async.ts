@@ -20,7 +20,9 @@ export const open = promisify(fs.open);
 export const readdir = promisify(fs.readdir);
 export const readFile = promisify(fs.readFile);
 export const readlink = promisify(fs.readlink);
-export const realpath = promisify(fs.realpath);
+// The native one, as fs/promises' is: fs.realpath is a JS walk that lstats every component, and an
+// lstat of a dead FUSE or NFS mount fails (ENOTCONN) where realpath(3) still answers the path.
+export const realpath = promisify(fs.realpath.native);
 export const rm = promisify(fs.rm);
 export const rmdir = promisify(fs.rmdir);
 export const stat = promisify(fs.stat);
