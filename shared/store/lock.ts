@@ -1,5 +1,7 @@
-import * as fs from 'node:fs';
-import { mkdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import {
+  mkdir as mkdirCb, mkdirSync, readFileSync, realpath as realpathCb, realpathSync, rmdir as rmdirCb, rmdirSync, stat as statCb,
+  statSync, unlinkSync, utimes as utimesCb, utimesSync, writeFileSync,
+} from 'node:fs';
 import { readFile, stat, utimes } from '../fs-async.js';
 import { hostname } from 'node:os';
 import { dirname } from 'node:path';
@@ -40,8 +42,7 @@ const LIBRARY_STALE_MS = 24 * 3600_000;
  * leaves graceful-fs itself out of the kubelet-facing bundles.
  */
 const LOCK_FS = {
-  mkdir: fs.mkdir, mkdirSync: fs.mkdirSync, realpath: fs.realpath, realpathSync: fs.realpathSync, rmdir: fs.rmdir,
-  rmdirSync: fs.rmdirSync, stat: fs.stat, statSync: fs.statSync, utimes: fs.utimes, utimesSync: fs.utimesSync,
+  mkdir: mkdirCb, mkdirSync, realpath: realpathCb, realpathSync, rmdir: rmdirCb, rmdirSync, stat: statCb, statSync, utimes: utimesCb, utimesSync,
 };
 
 export async function withLock<T>(lockPath: string, fn: () => Promise<T>, options: LockOptions = {}): Promise<T> {
