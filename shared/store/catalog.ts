@@ -6,7 +6,7 @@ import type { GroupSnapshotRecord, NodeRecord, PvRecord, SnapshotRecord, VolumeR
 import { validateGroupSnapshotId, validateNodeName, validatePvName, validateSnapshotId, validateVolumeId, type VolumeId } from '../validate.js';
 import { flushDirectory, readRecord, readRecordWithStats, removeRecord, SCHEMA_VERSION, writeLockedRecord, writeRecord } from './json-record.js';
 import { RECORD_SCHEMAS } from './record-schemas.js';
-import { type LockOptions, lockState, withLock } from './lock.js';
+import { heldByThisProcess, type LockOptions, lockState, withLock } from './lock.js';
 import { type Entity, WorkArea, type WorkEntry } from './work-area.js';
 import { sha256Hex } from '../sha256.js';
 
@@ -228,6 +228,12 @@ export class Catalog {
       if (!first) continue;
       if (held && first.entity === held.entity && first.id === held.id) {
         removed.push(...(await this.sweepEntry(first.entity, first.id)));
+        continue;
+      }
+      // A call of this process is behind it: busy, without a try at its lock (a CSI server with 16
+      // creates in flight made 15 failed tries before each create).
+      if (heldByThisProcess(this.lockPath(LOCK_OF[first.entity], first.id))) {
+        busy.push(first, ...rest);
         continue;
       }
       try {

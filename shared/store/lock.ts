@@ -45,6 +45,18 @@ const LOCK_FS = {
   mkdir: mkdirCb, mkdirSync, realpath: realpathCb, realpathSync, rmdir: rmdirCb, rmdirSync, stat: statCb, statSync, utimes: utimesCb, utimesSync,
 };
 
+/** The locks this process holds now: a live call of its own is behind each. */
+const heldHere = new Set<string>();
+
+/**
+ * Whether this process holds the lock now. A caller that would only try the lock to learn whether
+ * someone is alive behind it (catalog.sweepAbandoned) needs no try for these: a failed try costs
+ * about 0.1 ms of the thread (the library's error, the owner's files read).
+ */
+export function heldByThisProcess(lockPath: string): boolean {
+  return heldHere.has(lockPath);
+}
+
 export async function withLock<T>(lockPath: string, fn: () => Promise<T>, options: LockOptions = {}): Promise<T> {
   const lockfile = await import('proper-lockfile');
   const deadline = Date.now() + (options.waitMs ?? 90_000);
@@ -81,11 +93,13 @@ export async function withLock<T>(lockPath: string, fn: () => Promise<T>, option
       await sleep(Math.min(20 + Math.random() * 80, Math.max(1, deadline - Date.now())));
     }
   }
+  heldHere.add(lockPath);
   try {
     const result = await fn();
     if (compromised) throw aborted(`lock ${lockPath} was lost during the operation: ${compromised.message}`);
     return result;
   } finally {
+    heldHere.delete(lockPath);
     ignoreErrors(() => unlinkSync(ownerPath(lockPath)));
     ignoreErrors(release);
   }

@@ -229,6 +229,8 @@ describe('abandoned work', () => {
     await isLocked;
     await catalog.createEntry('volumes', volume('v1'), async () => {});
     expect(workLeftovers().sort()).toEqual(['new@volumes@busy@00000003', 'not-ours']);
+    // Held by this process: busy, and judged so without a try at the lock (shared/store/lock.ts).
+    expect(await catalog.sweepAbandoned()).toMatchObject({ removed: [], busy: [{ name: 'new@volumes@busy@00000003' }], foreign: ['not-ours'] });
     release();
     await holder;
     expect(await catalog.sweepAbandoned()).toMatchObject({ removed: [{ name: 'new@volumes@busy@00000003', entity: 'volumes', id: 'busy' }], busy: [], foreign: ['not-ours'] });
