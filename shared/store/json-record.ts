@@ -26,8 +26,10 @@ export interface StoreCounts {
   reads: number;
   fsyncs: number;
   locks: number;
+  /** Every try at a lock, taken or found busy (shared/store/lock.ts). */
+  lockTries: number;
 }
-export const storeCounts: StoreCounts = { reads: 0, fsyncs: 0, locks: 0 };
+export const storeCounts: StoreCounts = { reads: 0, fsyncs: 0, locks: 0, lockTries: 0 };
 
 /**
  * What to do about a record that is not one: it was not half written (writes are atomic), so it was

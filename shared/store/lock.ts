@@ -76,6 +76,7 @@ export async function withLock<T>(lockPath: string, fn: () => Promise<T>, option
   let madeDir = false;
   for (;;) {
     try {
+      storeCounts.lockTries++;
       release = lockfile.lockSync(lockPath, lockOptions);
       storeCounts.locks++;
       writeOwner(lockPath);

@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { VolumeRecord } from '../../shared/model.js';
 import { Catalog } from '../../shared/store/catalog.js';
-import { SCHEMA_VERSION } from '../../shared/store/json-record.js';
+import { SCHEMA_VERSION, storeCounts } from '../../shared/store/json-record.js';
 import { expectRejects, expectThrows } from './expect-error.js';
 import { nid, sid, unchecked, vid } from '../helpers/ids.js';
 import type { VolumeId } from '../../shared/validate.js';
@@ -230,7 +230,9 @@ describe('abandoned work', () => {
     await catalog.createEntry('volumes', volume('v1'), async () => {});
     expect(workLeftovers().sort()).toEqual(['new@volumes@busy@00000003', 'not-ours']);
     // Held by this process: busy, and judged so without a try at the lock (shared/store/lock.ts).
+    const tries = storeCounts.lockTries;
     expect(await catalog.sweepAbandoned()).toMatchObject({ removed: [], busy: [{ name: 'new@volumes@busy@00000003' }], foreign: ['not-ours'] });
+    expect(storeCounts.lockTries - tries).toBe(0);
     release();
     await holder;
     expect(await catalog.sweepAbandoned()).toMatchObject({ removed: [{ name: 'new@volumes@busy@00000003', entity: 'volumes', id: 'busy' }], busy: [], foreign: ['not-ours'] });
