@@ -57,8 +57,9 @@ const toolModules = {
  * first call. An ES module, not a Proxy: esbuild's __toESM enumerates a CommonJS module's keys as
  * soon as an ES module imports it, which would load the builtin at once.
  */
-// fs/promises: the store's calls are synchronous (shared/store/json-record.ts), so getvolumename and
-// isattached use none of it, and loading it cost about 1.7 ms of a call.
+// fs/promises: no kubelet verb uses it (the core's calls go through shared/fs-async.ts); the one core
+// module that still imports it, shared/backends/exec-run.ts (the CSI server's), reaches the CLI's
+// bundle with the core, and loads it only if called.
 const LAZY_BUILTINS = ['crypto', 'child_process', 'assert', 'fs/promises'];
 
 function lazyBuiltinSource(name) {
