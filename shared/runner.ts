@@ -43,6 +43,17 @@ export function observeSpawns(observer: Observer): () => void {
   return () => observers.delete(observer);
 }
 
+/**
+ * Adds one finished command to the log and tells every observer (the CSI server's command metrics
+ * and debug line). `run` records each of its tools; a third-party FlexVolume driver, which runs
+ * outside this runner (shared/backends/exec-run.ts), is recorded by shared/backends/exec-driver.ts.
+ */
+export function recordSpawn(record: SpawnRecord): void {
+  spawned.push(record);
+  if (spawned.length > SPAWN_LOG_LIMIT) spawned.splice(0, spawned.length - SPAWN_LOG_LIMIT);
+  for (const observer of observers) observer(record);
+}
+
 /** kubelet runs drivers with a plain PATH; the tools we need live in the sbin directories. */
 export function toolEnv(): NodeJS.ProcessEnv {
   const path = process.env.PATH ?? '';
@@ -160,9 +171,7 @@ export async function run(command: string, args: readonly string[], options: Run
   const ran = await spawner({ command, args, timeoutMs: options.timeoutMs, env: toolEnv(), ...(options.fd3 === undefined ? {} : { fd3: options.fd3 }) });
   const answered = ran.exitCode === 0 || (options.okExitCodes ?? []).includes(ran.exitCode);
   const record: SpawnRecord = { command, args, exitCode: ran.exitCode, durationMs: ran.durationMs, failed: ran.startError !== undefined || ran.timedOut || !answered };
-  spawned.push(record);
-  if (spawned.length > SPAWN_LOG_LIMIT) spawned.splice(0, spawned.length - SPAWN_LOG_LIMIT);
-  for (const observer of observers) observer(record);
+  recordSpawn(record);
   if (ran.startError !== undefined) throw internal(`${command} could not be started: ${ran.startError}`);
   if (ran.timedOut) throw internal(`${command} did not finish within ${options.timeoutMs} ms`);
   const outcome: RunResult = { ...record, stdout: ran.stdout, stderr: ran.stderr };

@@ -4,6 +4,7 @@ import { errnoCode, failedPrecondition, internal, TwinvolError } from '../errors
 import type { LogFields } from '../log.js';
 import type { DriverName } from './exec.js';
 import { type DriverCapabilities, type DriverStatus, type OutputMode, readReply } from './exec-reply.js';
+import { recordSpawn } from '../runner.js';
 import { runDriver } from './exec-run.js';
 
 /** Where and how the CSI server runs third-party FlexVolume drivers (csi/flags.ts fills it). */
@@ -107,12 +108,16 @@ export class FlexDrivers {
     const prefix = execIn === 'host' ? ['nsenter', '--target', '1', '--mount', '--uts', '--ipc', '--net', '--pid', '--'] : [];
     const done = await runDriver(this.executable(driver), [verb, ...args], { timeoutMs, graceMs: Math.min(2000, timeoutMs), prefix });
     const fields = { driver: driver.full, verb, exitCode: done.exitCode, durationMs: Math.round(done.durationMs) };
+    // In the spawn log and the command metrics like twinvol's own tools; failed when it gave no answer or a Failure.
+    const record = (failed: boolean) => recordSpawn({ command: this.executable(driver), args: [verb, ...args.map(withheldOptions)], exitCode: done.exitCode, durationMs: done.durationMs, failed });
+    if (done.startError || done.timedOut) record(true);
     if (done.startError) throw failedPrecondition(`FlexVolume driver ${driver.full} could not be run: ${scrub(done.startError, secrets)}`);
     if (done.timedOut) {
       this.log('warn', 'FlexVolume driver call passed its deadline; its process group was killed', fields);
       throw internal(`FlexVolume driver ${driver.full}: ${verb} did not answer within ${timeoutMs} ms (killed)`);
     }
     const { outcome, quirks } = readReply(verb, { exitCode: done.exitCode, output: done.output }, this.mode(driver));
+    record(outcome.kind === 'failure');
     if (quirks.length) this.log('warn', 'FlexVolume driver reply read leniently', { ...fields, quirks: quirks.map((q) => scrub(q, secrets)) });
     this.log('info', 'FlexVolume driver call', { ...fields, outcome: outcome.kind });
     return outcome;
@@ -136,4 +141,13 @@ export function scrub(text: string, secrets: readonly string[]): string {
   let out = text;
   for (const s of secrets) if (s.length >= 3) out = out.split(s).join('[redacted]');
   return out;
+}
+
+/**
+ * A driver argument as the spawn log and the metrics' debug line keep it: the JSON options kubelet
+ * passes (mount, attach, mountdevice, ...) carry the PV's secrets, so they are left out whole; the
+ * verb, paths, device and node names stay.
+ */
+export function withheldOptions(arg: string): string {
+  return arg.trimStart().startsWith('{') ? '<options>' : arg;
 }
