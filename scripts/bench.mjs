@@ -20,7 +20,8 @@ delete process.env.NODE_EXTRA_CA_CERTS;
 
 const dir = join(import.meta.dirname, 'bench');
 const suites = [];
-for (const file of readdirSync(dir).filter((f) => f.endsWith('.mjs')).sort()) {
+// A *.child.mjs module is a process a suite starts (scripts/bench/prober.child.mjs), not a suite.
+for (const file of readdirSync(dir).filter((f) => f.endsWith('.mjs') && !f.endsWith('.child.mjs')).sort()) {
   const mod = await import(pathToFileURL(join(dir, file)).href);
   if (mod.suite) suites.push({ file, ...mod.suite });
 }

@@ -195,7 +195,7 @@ export async function launch(kind, scratch, name) {
     await stop();
     throw new Error(`${kind} server never answered Probe: ${stderr}`);
   }
-  return { kind, child, client, coldMs, stop, rssMb: () => rssMb(child.pid) };
+  return { kind, child, client, socket, coldMs, stop, rssMb: () => rssMb(child.pid) };
 }
 
 export function rssMb(pid) {
