@@ -17,6 +17,9 @@ export interface MountEntry {
 
 /** mountinfo escapes space, tab, newline and backslash as octal. */
 function unescape(field: string): string {
+  // Nearly every field has no escape: the regular expression is skipped (a busy CSI server reads
+  // the table several times per call).
+  if (!field.includes('\\')) return field;
   return field.replace(/\\([0-7]{3})/g, (_, oct: string) => String.fromCharCode(parseInt(oct, 8)));
 }
 
