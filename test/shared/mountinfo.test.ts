@@ -2,7 +2,8 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { isReadOnly, mountAt, parseMountInfo, readMounts } from '../../shared/mountinfo.js';
+import fc from 'fast-check';
+import { isReadOnly, lastMountAt, mountAt, parseMountInfo, readMounts } from '../../shared/mountinfo.js';
 import { createScratch, type Scratch } from '../helpers/scratch.js';
 
 const ROOT_LINE = '22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw,errors=remount-ro';
@@ -81,6 +82,33 @@ describe('mountAt', () => {
     expect(mountAt('/k', stacked)).toBeUndefined();
     expect(mountAt('/k/target/', stacked)).toBeUndefined();
     expect(mountAt('/k/targe', stacked)).toBeUndefined();
+  });
+});
+
+describe('lastMountAt: the look-up on the table\'s text', () => {
+  /** How the kernel writes a field: space, tab, newline and backslash as a backslash and three octal digits (written here on its own, not with shared/mountinfo.ts's code). */
+  const kernelEscape = (v: string) => [...v].map((c) => (' \t\n\\'.includes(c) ? `\\${c.charCodeAt(0).toString(8).padStart(3, '0')}` : c)).join('');
+  // Few letters, so that paths collide, prefix each other, and turn up in other fields.
+  const pathArb = fc.stringMatching(/^\/[ab \t\n\\/-]{0,6}$/);
+  const lineArb = fc.record({ point: pathArb, root: pathArb, source: pathArb, optional: fc.constantFrom('', ' shared:1', ' shared:2 master:1') });
+
+  it('finds what a parse of the whole table finds, for any table and path', () => {
+    fc.assert(
+      fc.property(fc.array(lineArb, { maxLength: 12 }), pathArb, fc.nat(), (lines, probe, pick) => {
+        const text = `${lines.map((l, i) => `${100 + i} 22 0:${i} ${kernelEscape(l.root)} ${kernelEscape(l.point)} rw${l.optional} - tmpfs ${kernelEscape(l.source)} rw`).join('\n')}\n`;
+        const table = parseMountInfo(text);
+        // A path that is mounted, when there is one, as often as one picked at random.
+        const path = lines.length && pick % 2 ? (lines[pick % lines.length] as { point: string }).point : probe;
+        expect(lastMountAt(text, path)).toEqual(mountAt(path, table));
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('compares the mount point whole, not the line', () => {
+    const text = '90 22 0:70 /k/target /elsewhere rw - tmpfs /k/target rw\n91 22 0:71 / /k/target\\040x rw - tmpfs t rw\n';
+    expect(lastMountAt(text, '/k/target')).toBeUndefined();
+    expect(lastMountAt(text, '/k/target x')?.id).toBe(91);
   });
 });
 
