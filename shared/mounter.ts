@@ -1,5 +1,5 @@
 import { failedPrecondition, resourceExhausted, systemErrorInOutput } from './errors.js';
-import { type MountEntry, mountAt, readMounts } from './mountinfo.js';
+import { type MountEntry, mountAt, mountsStackedAt } from './mountinfo.js';
 import { CHILD_FD_PATH, type MountTarget, type PinnedTarget, pinTarget, requireWithin, whereIs } from './pinned-target.js';
 import { CommandError, run } from './runner.js';
 
@@ -53,7 +53,7 @@ export class Mounter {
    */
   private async requireLanded(pinned: PinnedTarget, target: MountTarget): Promise<MountEntry> {
     const now = await whereIs(pinned.handle);
-    const made = readMounts().reverse().find((m) => m.parentId === pinned.mountId && m.mountPoint === now);
+    const made = mountsStackedAt(now).reverse().find((m) => m.parentId === pinned.mountId);
     if (!made) throw failedPrecondition(`the mount onto ${target.path} did not appear where it was made (${now.slice(0, 256)})`);
     try {
       await requireWithin(now, target);

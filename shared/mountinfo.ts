@@ -58,29 +58,27 @@ function readMountInfo(): string {
  * kernel's table read now.
  */
 export function mountAt(path: string, mounts?: readonly MountEntry[]): MountEntry | undefined {
-  if (mounts) {
-    for (let i = mounts.length - 1; i >= 0; i--) if (mounts[i]?.mountPoint === path) return mounts[i];
-    return undefined;
-  }
-  return lastMountAt(readMountInfo(), path);
+  if (!mounts) return mountsStackedAt(path).at(-1);
+  for (let i = mounts.length - 1; i >= 0; i--) if (mounts[i]?.mountPoint === path) return mounts[i];
+  return undefined;
 }
 
 /**
- * mountAt on the table's text: only a line that holds the path as the kernel writes it (escaped,
- * between spaces) is parsed, and its mount point is still compared whole. Parsing every line of a
- * busy node's table for one path was 2.9% of the CSI server's main thread under 16 lifecycles in
- * flight (shared/mountinfo.ts in a CPU profile), and most look-ups are this one.
+ * Every mount at `path`, bottom first, from the kernel's table read now (or `text`, a table's
+ * text). Only a line that holds the path as the kernel writes it (escaped, between spaces) is
+ * parsed, and its mount point is still compared whole: most reads of the table are about one path,
+ * and parsing every line of a busy node's table was 2.9% of the CSI server's main thread under 16
+ * lifecycles in flight (shared/mountinfo.ts in a CPU profile).
  */
-export function lastMountAt(text: string, path: string): MountEntry | undefined {
+export function mountsStackedAt(path: string, text: string = readMountInfo()): MountEntry[] {
   const needle = ` ${escapeField(path)} `;
-  const lines = text.split('\n');
-  for (let i = lines.length - 1; i >= 0; i--) {
-    const line = lines[i] as string;
+  const out: MountEntry[] = [];
+  for (const line of text.split('\n')) {
     if (!line.includes(needle)) continue;
     const [entry] = parseMountInfo(line);
-    if (entry?.mountPoint === path) return entry;
+    if (entry?.mountPoint === path) out.push(entry);
   }
-  return undefined;
+  return out;
 }
 
 /** The kernel's escaping of a mountinfo field (the inverse of unescape). */

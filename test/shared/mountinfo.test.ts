@@ -3,7 +3,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { isReadOnly, lastMountAt, mountAt, parseMountInfo, readMounts } from '../../shared/mountinfo.js';
+import { isReadOnly, mountAt, mountsStackedAt, parseMountInfo, readMounts } from '../../shared/mountinfo.js';
 import { createScratch, type Scratch } from '../helpers/scratch.js';
 
 const ROOT_LINE = '22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw,errors=remount-ro';
@@ -85,7 +85,7 @@ describe('mountAt', () => {
   });
 });
 
-describe('lastMountAt: the look-up on the table\'s text', () => {
+describe('mountsStackedAt: the look-up on the table\'s text', () => {
   /** How the kernel writes a field: space, tab, newline and backslash as a backslash and three octal digits (written here on its own, not with shared/mountinfo.ts's code). */
   const kernelEscape = (v: string) => [...v].map((c) => (' \t\n\\'.includes(c) ? `\\${c.charCodeAt(0).toString(8).padStart(3, '0')}` : c)).join('');
   // Few letters, so that paths collide, prefix each other, and turn up in other fields.
@@ -99,7 +99,7 @@ describe('lastMountAt: the look-up on the table\'s text', () => {
         const table = parseMountInfo(text);
         // A path that is mounted, when there is one, as often as one picked at random.
         const path = lines.length && pick % 2 ? (lines[pick % lines.length] as { point: string }).point : probe;
-        expect(lastMountAt(text, path)).toEqual(mountAt(path, table));
+        expect(mountsStackedAt(path, text)).toEqual(table.filter((m) => m.mountPoint === path));
       }),
       { numRuns: 2000 },
     );
@@ -107,8 +107,8 @@ describe('lastMountAt: the look-up on the table\'s text', () => {
 
   it('compares the mount point whole, not the line', () => {
     const text = '90 22 0:70 /k/target /elsewhere rw - tmpfs /k/target rw\n91 22 0:71 / /k/target\\040x rw - tmpfs t rw\n';
-    expect(lastMountAt(text, '/k/target')).toBeUndefined();
-    expect(lastMountAt(text, '/k/target x')?.id).toBe(91);
+    expect(mountsStackedAt('/k/target', text)).toEqual([]);
+    expect(mountsStackedAt('/k/target x', text).map((m) => m.id)).toEqual([91]);
   });
 });
 
