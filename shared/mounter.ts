@@ -1,5 +1,5 @@
 import { failedPrecondition, resourceExhausted, systemErrorInOutput } from './errors.js';
-import { type MountEntry, mountAt, mountsStackedAt } from './mountinfo.js';
+import { type MountEntry, mountAtAsync, mountsStackedAt } from './mountinfo.js';
 import { CHILD_FD_PATH, type MountTarget, type PinnedTarget, pinTarget, requireWithin, whereIs } from './pinned-target.js';
 import { CommandError, run } from './runner.js';
 
@@ -80,12 +80,12 @@ export class Mounter {
    * forced and then detached lazily, as kubelet's own mounter does, rather than reported.
    */
   async unmountAll(target: string): Promise<void> {
-    for (let guard = 0; guard < 16 && mountAt(target); guard++) {
+    for (let guard = 0; guard < 16 && (await mountAtAsync(target)); guard++) {
       try {
         await this.exec('umount', ['--', target]);
       } catch (err) {
         if (!(err instanceof CommandError)) throw err;
-        if (!mountAt(target)) return;
+        if (!(await mountAtAsync(target))) return;
         if (/busy/i.test(err.result.stderr)) throw failedPrecondition(`${target} is busy: ${err.result.stderr.trim()}`);
         await this.exec('umount', ['-f', '-l', '--', target]);
       }

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { readFile } from './fs-async.js';
 
 /** One line of /proc/self/mountinfo, the kernel's own account of what is mounted where. */
 export interface MountEntry {
@@ -61,6 +62,17 @@ export function mountAt(path: string, mounts?: readonly MountEntry[]): MountEntr
   if (!mounts) return mountsStackedAt(path).at(-1);
   for (let i = mounts.length - 1; i >= 0; i--) if (mounts[i]?.mountPoint === path) return mounts[i];
   return undefined;
+}
+
+/**
+ * mountAt, with the table read on libuv's threadpool. Reading the table waits for the kernel while
+ * a mount or unmount is in progress on the node; right after an umount that wait was long enough to
+ * matter: under 16 lifecycles in flight, unmountAll's reads were 280 ms of the CSI server's 7.3 s
+ * of busy main thread (3.8%), one of them 15 ms in a single task, while the other look-ups together
+ * took 250 ms. For a caller that has other work to wait for, such as a server's next request.
+ */
+export async function mountAtAsync(path: string): Promise<MountEntry | undefined> {
+  return mountsStackedAt(path, await readFile('/proc/self/mountinfo', 'utf8')).at(-1);
 }
 
 /**
