@@ -39,7 +39,7 @@ export class Metrics {
     const registers = [this.registry];
     this.calls = new Counter({ name: 'twinvol_csi_calls_total', help: 'CSI calls answered, by method and gRPC status code (OK included)', labelNames: ['method', 'code'], registers });
     this.callSeconds = new Histogram({ name: 'twinvol_csi_call_duration_seconds', help: 'Time to answer a CSI call, by method', labelNames: ['method'], buckets: SECONDS_BUCKETS, registers });
-    this.commands = new Counter({ name: 'twinvol_commands_total', help: 'External commands run (mount, losetup, mkfs.ext4, ...), by tool', labelNames: ['tool'], registers });
+    this.commands = new Counter({ name: 'twinvol_commands_total', help: 'External commands run (mount, losetup, mkfs.ext4, ...) and FlexVolume driver calls, by tool', labelNames: ['tool'], registers });
     this.commandFailures = new Counter({ name: 'twinvol_command_failures_total', help: 'External commands that failed (an exit code not among their answers, a deadline, a start failure), by tool', labelNames: ['tool'], registers });
     this.commandSeconds = new Histogram({ name: 'twinvol_command_duration_seconds', help: 'Time an external command ran, by tool', labelNames: ['tool'], buckets: SECONDS_BUCKETS, registers });
     const metrics = this;
