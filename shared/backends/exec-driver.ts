@@ -106,10 +106,11 @@ export class FlexDrivers {
   private async run(driver: DriverName, verb: string, args: readonly string[], secrets: readonly string[]) {
     const { timeoutMs, execIn } = this.settings;
     const prefix = execIn === 'host' ? ['nsenter', '--target', '1', '--mount', '--uts', '--ipc', '--net', '--pid', '--'] : [];
-    const done = await runDriver(this.executable(driver), [verb, ...args], { timeoutMs, graceMs: Math.min(2000, timeoutMs), prefix });
+    const executable = this.executable(driver);
+    const done = await runDriver(executable, [verb, ...args], { timeoutMs, graceMs: Math.min(2000, timeoutMs), prefix });
     const fields = { driver: driver.full, verb, exitCode: done.exitCode, durationMs: Math.round(done.durationMs) };
     // In the spawn log and the command metrics like twinvol's own tools; failed when it gave no answer or a Failure.
-    const record = (failed: boolean) => recordSpawn({ command: this.executable(driver), args: [verb, ...args.map(withheldOptions)], exitCode: done.exitCode, durationMs: done.durationMs, failed });
+    const record = (failed: boolean) => recordSpawn({ command: executable, args: [verb, ...args.map(withheldOptions)], exitCode: done.exitCode, durationMs: done.durationMs, failed });
     if (done.startError || done.timedOut) record(true);
     if (done.startError) throw failedPrecondition(`FlexVolume driver ${driver.full} could not be run: ${scrub(done.startError, secrets)}`);
     if (done.timedOut) {
@@ -148,6 +149,6 @@ export function scrub(text: string, secrets: readonly string[]): string {
  * passes (mount, attach, mountdevice, ...) carry the PV's secrets, so they are left out whole; the
  * verb, paths, device and node names stay.
  */
-export function withheldOptions(arg: string): string {
+function withheldOptions(arg: string): string {
   return arg.trimStart().startsWith('{') ? '<options>' : arg;
 }
