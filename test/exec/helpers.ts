@@ -64,10 +64,7 @@ export function useExecServer(args: (pluginDir: string) => string[] = () => [], 
   };
   const pluginDir = () => join(need(scratch).root, 'plugins');
   const driverDir = (driver: TestDriver) => join(pluginDir(), `${VENDOR}~${driver}`);
-  const readLog = (driver: TestDriver, file: string) => {
-    const path = join(driverDir(driver), file);
-    return existsSync(path) ? readFileSync(path, 'utf8') : '';
-  };
+  const readLog = (driver: TestDriver, file: string) => driverLog(pluginDir(), driver, file);
   const suite: ExecSuite = {
     identity: serviceCall(() => need(running).client, 'Identity'),
     ctl: serviceCall(() => need(running).client, 'Controller'),
@@ -89,7 +86,7 @@ export function useExecServer(args: (pluginDir: string) => string[] = () => [], 
         .split('\x1e')
         .filter(Boolean)
         .map((call) => call.split('\x1f').slice(1)),
-    pids: (driver) => readLog(driver, 'pids.log').split('\n').filter(Boolean).map(Number),
+    pids: (driver) => loggedPids(pluginDir(), driver),
     driverPath: (driver) => join(driverDir(driver), driver),
   };
   beforeAll(async () => {
@@ -103,12 +100,28 @@ export function useExecServer(args: (pluginDir: string) => string[] = () => [], 
     const left = scratch && running?.child.pid !== undefined ? driverProcessesLeft(pluginDir(), running.child.pid) : [];
     await running?.stop();
     if (scratch) {
-      for (const driver of Object.keys(SCRIPTS)) for (const pid of suite.pids(driver)) killQuietly(pid);
+      killLoggedPids(pluginDir());
       scratch.cleanup();
     }
     expect(left, 'FlexVolume driver processes or zombies left after the suite').toEqual([]);
   });
   return suite;
+}
+
+/** What a test driver logged in its directory under `pluginDir` (calls.log, pids.log), or nothing. */
+function driverLog(pluginDir: string, driver: TestDriver, file: string): string {
+  const path = join(pluginDir, `${VENDOR}~${driver}`, file);
+  return existsSync(path) ? readFileSync(path, 'utf8') : '';
+}
+
+/** Pids a test driver logged of what it left running or hung in (the hang and daemon drivers). */
+export function loggedPids(pluginDir: string, driver: TestDriver): number[] {
+  return driverLog(pluginDir, driver, 'pids.log').split('\n').filter(Boolean).map(Number);
+}
+
+/** Kills whatever every test driver under `pluginDir` logged, for cleanup whether the tests passed or not. */
+export function killLoggedPids(pluginDir: string): void {
+  for (const driver of Object.keys(SCRIPTS)) for (const pid of loggedPids(pluginDir, driver)) killQuietly(pid);
 }
 
 function killQuietly(pid: number): void {

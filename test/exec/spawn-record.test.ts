@@ -1,11 +1,11 @@
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { FlexDrivers } from '../../shared/backends/exec-driver.js';
 import { parseDriverName } from '../../shared/backends/exec.js';
 import { observeSpawns, type SpawnRecord } from '../../shared/runner.js';
-import { eventually, installDrivers, processGone, VENDOR } from './helpers.js';
+import { eventually, installDrivers, killLoggedPids, loggedPids, processGone, VENDOR } from './helpers.js';
 
 /**
  * A third-party driver's run is a spawn like any tool's (shared/backends/exec-driver.ts): the CSI
@@ -29,8 +29,10 @@ describe('driver runs in the spawn log', () => {
     seen.length = 0;
   });
   afterAll(() => {
-    stop();
-    rmSync(root, { recursive: true, force: true });
+    stop?.();
+    // A failed test must not leave the hang driver's sleep behind either.
+    if (pluginDir) killLoggedPids(pluginDir);
+    if (root) rmSync(root, { recursive: true, force: true });
   });
 
   it('init, a Failure and a Not supported: each recorded, failed only for the Failure, options withheld', async () => {
@@ -62,7 +64,7 @@ describe('driver runs in the spawn log', () => {
       { args: ['mount', target, '<options>'], failed: true },
     ]);
     // What the hung driver started dies with its process group (shared/backends/exec-run.ts).
-    const pids = readFileSync(join(pluginDir, `${VENDOR}~hang`, 'pids.log'), 'utf8').split('\n').filter(Boolean).map(Number);
+    const pids = loggedPids(pluginDir, 'hang');
     expect(pids.length).toBeGreaterThan(0);
     expect(await eventually(() => pids.every(processGone))).toBe(true);
   });
