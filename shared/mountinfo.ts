@@ -50,8 +50,10 @@ export function readMounts(): MountEntry[] {
   return parseMountInfo(readMountInfo());
 }
 
+const MOUNTINFO = '/proc/self/mountinfo';
+
 function readMountInfo(): string {
-  return readFileSync('/proc/self/mountinfo', 'utf8');
+  return readFileSync(MOUNTINFO, 'utf8');
 }
 
 /**
@@ -72,7 +74,7 @@ export function mountAt(path: string, mounts?: readonly MountEntry[]): MountEntr
  * took 250 ms. For a caller that has other work to wait for, such as a server's next request.
  */
 export async function mountAtAsync(path: string): Promise<MountEntry | undefined> {
-  return mountsStackedAt(path, await readFile('/proc/self/mountinfo', 'utf8')).at(-1);
+  return mountsStackedAt(path, await readFile(MOUNTINFO, 'utf8')).at(-1);
 }
 
 /**
