@@ -61,12 +61,17 @@ async function probedWhile(srv, load) {
         resolve(m);
       });
     });
-  await nextMessage(); // "ready": its first Probe was answered
-  const wallMs = await load();
-  const reported = nextMessage();
-  prober.send('stop');
-  const probes = await reported;
-  return { wallMs, probes };
+  try {
+    await nextMessage(); // "ready": its first Probe was answered
+    const wallMs = await load();
+    const reported = nextMessage();
+    prober.send('stop');
+    const probes = await reported;
+    return { wallMs, probes };
+  } finally {
+    // A load that failed leaves it probing: it must not outlive the run.
+    if (prober.exitCode === null && prober.signalCode === null) prober.kill();
+  }
 }
 
 export const suite = {
