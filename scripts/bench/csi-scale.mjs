@@ -135,7 +135,7 @@ export const suite = {
       // flight (canned, so many more of them) for as long, on the same 2 cores, probed the same way.
       const bare = await launch('bare', small, 'bare-load');
       servers.push(bare);
-      const { probes: bareProbe } = await probedWhile(bare, () => lifecycles(bare, small, 'bare', 0, 16, parallel));
+      const { probes: bareProbe } = await probedWhile(bare, () => lifecycles(bare, small, 'bare', 0, 16, { untilMs: parallel }));
 
       return [
         ...listRows,

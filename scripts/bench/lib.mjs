@@ -4,7 +4,7 @@
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { createHash } from 'node:crypto';
 
 const require = createRequire(import.meta.url);
@@ -159,18 +159,37 @@ export function csiClient(socket) {
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /**
- * Starts a server (`twinvol` or `bare`) on a socket in the scratch world and waits for its first
- * successful Probe, polling every millisecond; `coldMs` is spawn to that answer.
+ * The Go reference driver, when the run was given one: kubernetes-csi's hostpathplugin (its volumes
+ * are directories), built as the README's "Benchmarks" says. Not shipped, so a run without it skips
+ * the rows that compare against it (scripts/bench/csi-reference.mjs).
+ */
+export const HOSTPATH_BIN = process.env.TWINVOL_BENCH_HOSTPATH || undefined;
+
+/** The command line of a server of `kind` answering on `socket`. */
+function serverCommand(kind, scratch, name, socket) {
+  if (kind === 'twinvol')
+    return [process.execPath, CSI_BIN, '--endpoint', `unix://${socket}`, '--node-id', 'bench', '--data-root', scratch.dataRoot, '--state-dir', scratch.stateDir, '--kubelet-dir', scratch.kubeletDir];
+  if (kind === 'bare') return [process.execPath, BARE_SERVER, socket];
+  if (kind === 'hostpath') {
+    // Its own state directory per server, on the disk like twinvol's data root; --enable-attach so
+    // that it answers ControllerPublishVolume as twinvol does; -v 0 logs nothing per call.
+    const state = join(scratch.root, `${name}-hostpath-state`);
+    mkdirSync(state, { recursive: true });
+    return [HOSTPATH_BIN, '--endpoint', `unix://${socket}`, '--nodeid', 'bench', '--statedir', state, '--enable-attach', '-v', '0'];
+  }
+  throw new Error(`no server of kind ${kind}`);
+}
+
+/**
+ * Starts a server (`twinvol`, `bare` or `hostpath`) on a socket in the scratch world and waits for
+ * its first successful Probe, polling every millisecond; `coldMs` is spawn to that answer.
  */
 export async function launch(kind, scratch, name) {
   const socket = join(scratch.root, `${name}.sock`);
   rmSync(socket, { force: true });
-  const args =
-    kind === 'twinvol'
-      ? [CSI_BIN, '--endpoint', `unix://${socket}`, '--node-id', 'bench', '--data-root', scratch.dataRoot, '--state-dir', scratch.stateDir, '--kubelet-dir', scratch.kubeletDir]
-      : [BARE_SERVER, socket];
+  const [command, ...args] = serverCommand(kind, scratch, name, socket);
   const t0 = process.hrtime.bigint();
-  const child = spawn(process.execPath, args, { env: { ...scratch.env }, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(command, args, { env: { ...scratch.env }, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (d) => (stderr = (stderr + d.toString()).slice(-4000)));
   const exited = new Promise((r) => child.on('exit', r));
@@ -178,7 +197,8 @@ export async function launch(kind, scratch, name) {
   let coldMs;
   for (let i = 0; i < 20_000 && child.exitCode === null; i++) {
     if (existsSync(socket)) {
-      const ready = await client.call('Identity', 'Probe').then((r) => r.ready?.value === true, () => false);
+      // An unset `ready` means ready too (the CSI spec's ProbeResponse); the Go driver leaves it unset.
+      const ready = await client.call('Identity', 'Probe').then((r) => r.ready?.value !== false, () => false);
       if (ready) {
         coldMs = Number(process.hrtime.bigint() - t0) / 1e6;
         break;
@@ -216,22 +236,31 @@ export const MiB = 2 ** 20;
 
 /** The volume kinds the lifecycles run: a directory, and the default block volume (loop device, ext4). */
 export const KINDS = {
-  dir: { backend: 'dir', bytes: MiB, cap: { mount: { fs_type: '', mount_flags: [] }, access_mode: { mode: 'SINGLE_NODE_WRITER' } } },
-  block: { backend: 'block', bytes: 64 * MiB, cap: { mount: { fs_type: 'ext4', mount_flags: [] }, access_mode: { mode: 'SINGLE_NODE_WRITER' } } },
+  dir: { parameters: { backend: 'dir' }, bytes: MiB, cap: { mount: { fs_type: '', mount_flags: [] }, access_mode: { mode: 'SINGLE_NODE_WRITER' } } },
+  block: { parameters: { backend: 'block' }, bytes: 64 * MiB, cap: { mount: { fs_type: 'ext4', mount_flags: [] }, access_mode: { mode: 'SINGLE_NODE_WRITER' } } },
+  // The Go driver's directories: its parameters are its own, and it has no `backend`.
+  hostpath: { parameters: {}, bytes: MiB, cap: { mount: { fs_type: '', mount_flags: [] }, access_mode: { mode: 'SINGLE_NODE_WRITER' } } },
 };
 
 /** The RPCs of one full CSI node lifecycle, in the order the CO makes them. */
 export const LIFECYCLE = ['CreateVolume', 'ControllerPublishVolume', 'NodeStageVolume', 'NodePublishVolume', 'NodeGetVolumeStats', 'NodeUnpublishVolume', 'NodeUnstageVolume', 'ControllerUnpublishVolume', 'DeleteVolume'];
 
 /**
- * One lifecycle of volume `id` against a server; `timings` (if given) collects each RPC's milliseconds
- * by method. The bare server answers the same requests with canned replies.
+ * One lifecycle of a volume created as `name` against a server; `timings` (if given) collects each
+ * RPC's milliseconds by method. The bare server answers the same requests with canned replies.
  */
-export async function lifecycle(server, scratch, kindName, id, timings) {
+export async function lifecycle(server, scratch, kindName, name, timings) {
   const kind = KINDS[kindName];
-  const p = csiPaths(scratch.kubeletDir, id, `pod-${id}`);
+  const t0 = performance.now();
+  const create = { name, capacity_range: { required_bytes: String(kind.bytes) }, volume_capabilities: [kind.cap], parameters: kind.parameters };
+  const created = await server.client.call('Controller', 'CreateVolume', create);
+  if (timings) (timings.CreateVolume ??= []).push(performance.now() - t0);
+  // The rest address the volume by the id the server chose, as a CO does (the Go driver's is a UUID).
+  const id = created.volume.volume_id;
+  const p = csiPaths(scratch.kubeletDir, id, `pod-${name}`);
+  // What kubelet makes before it stages and publishes (the Go driver expects the target's parent).
+  for (const path of [p.staging, p.target]) mkdirSync(dirname(path), { recursive: true });
   const requests = {
-    CreateVolume: ['Controller', { name: id, capacity_range: { required_bytes: String(kind.bytes) }, volume_capabilities: [kind.cap], parameters: { backend: kind.backend } }],
     ControllerPublishVolume: ['Controller', { volume_id: id, node_id: 'bench', volume_capability: kind.cap }],
     NodeStageVolume: ['Node', { volume_id: id, staging_target_path: p.staging, volume_capability: kind.cap }],
     NodePublishVolume: ['Node', { volume_id: id, staging_target_path: p.staging, target_path: p.target, volume_capability: kind.cap }],
@@ -241,8 +270,7 @@ export async function lifecycle(server, scratch, kindName, id, timings) {
     ControllerUnpublishVolume: ['Controller', { volume_id: id, node_id: 'bench' }],
     DeleteVolume: ['Controller', { volume_id: id }],
   };
-  const t0 = performance.now();
-  for (const method of LIFECYCLE) {
+  for (const method of LIFECYCLE.slice(1)) {
     const [service, req] = requests[method];
     const t = performance.now();
     await server.client.call(service, method, req);
@@ -252,15 +280,16 @@ export async function lifecycle(server, scratch, kindName, id, timings) {
 }
 
 /**
- * `total` dir lifecycles with `inFlight` at a time, ids from `prefix`; returns their wall time in ms.
- * With `untilMs`, lifecycles start until that long has passed, whatever `total` says.
+ * `total` lifecycles (of a dir volume, or of `kind`) with `inFlight` at a time, names from `prefix`;
+ * returns their wall time in ms. With `untilMs`, lifecycles start until that long has passed,
+ * whatever `total` says.
  */
-export async function lifecycles(srv, scratch, prefix, total, inFlight, untilMs) {
+export async function lifecycles(srv, scratch, prefix, total, inFlight, { untilMs, kind = 'dir' } = {}) {
   let next = 0;
   const t0 = performance.now();
   const more = () => (untilMs === undefined ? next < total : performance.now() - t0 < untilMs);
   const worker = async () => {
-    while (more()) await lifecycle(srv, scratch, 'dir', `${prefix}-${next++}`);
+    while (more()) await lifecycle(srv, scratch, kind, `${prefix}-${next++}`);
   };
   await Promise.all(Array.from({ length: inFlight }, worker));
   return performance.now() - t0;

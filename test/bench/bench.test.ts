@@ -38,6 +38,14 @@ const EXPECTED = [
   'scale.probe-under-load.bare',
   'csi.rss.growth',
 ];
+/** The rows against the Go reference driver, there only when the run is given one (scripts/bench/csi-reference.mjs). */
+const REFERENCE = [
+  'reference.cold-start',
+  'reference.lifecycle.dir',
+  'reference.lifecycle.block',
+  'reference.throughput.16',
+  ...LIFECYCLE.map((m) => `reference.rpc.${m}.p50`),
+];
 
 it('npm run bench --short --json prints every row, each a positive ratio to its reference', async () => {
   const env = { ...process.env };
@@ -47,8 +55,9 @@ it('npm run bench --short --json prints every row, each a positive ratio to its 
   expect(report.short).toBe(true);
   expect(report.machine).toMatch(/\d+ x .+, \d+ GiB/);
   const ids = report.rows.map((r) => r.id);
-  expect(ids.filter((id) => !EXPECTED.includes(id) && !id.startsWith('flex.'))).toEqual([]);
-  for (const id of EXPECTED) expect(ids, `row ${id}`).toContain(id);
+  const expected = env.TWINVOL_BENCH_HOSTPATH ? [...EXPECTED, ...REFERENCE] : EXPECTED;
+  expect(ids.filter((id) => !expected.includes(id) && !id.startsWith('flex.'))).toEqual([]);
+  for (const id of expected) expect(ids, `row ${id}`).toContain(id);
   expect(new Set(ids).size).toBe(ids.length);
   for (const r of report.rows) {
     expect(r.name, r.id).not.toBe('');
