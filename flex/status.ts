@@ -12,7 +12,7 @@ export function statusLines(inv: Inventory): string[] {
     ...table(
       'MOUNTS ON THIS NODE',
       ['VOLUME', 'KIND', 'PATH', 'MODE', 'MOUNTED'],
-      inv.mounts.map((m) => [m.volumeId, `${m.kind}${m.implicit ? ' (implicit)' : ''}${m.block ? ' (raw block)' : ''}`, m.path, m.readonly ? 'ro' : 'rw', m.mounted ?? (m.block && m.kind === 'stage' ? '(device only)' : 'NOTHING')]),
+      inv.mounts.map((m) => [m.volumeId, `${m.kind}${m.implicit ? ' (implicit)' : ''}${m.block ? ' (raw block)' : ''}`, m.path, m.readonly ? 'ro' : 'rw', m.mounted ?? (m.bindsFrom ? `(record only; pods bind ${m.bindsFrom})` : m.block && m.kind === 'stage' ? '(device only)' : 'NOTHING')]),
     ),
   );
   lines.push(...table('LOOP DEVICES', ['DEVICE', 'VOLUME', 'BACKING FILE'], inv.loops.map((l) => [l.device, l.volumeId ?? '-', `${l.backingFile}${l.deleted ? ' (deleted)' : ''}`])));

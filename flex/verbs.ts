@@ -108,7 +108,10 @@ export const VERBS: Record<FlexVerb, VerbSpec> = {
     handler: async (ctx) => {
       await checkedPathUnder(arg(ctx, 0), ctx.core.config.kubeletDir, 'staging path');
       const { opts, volume } = await volumeFrom(ctx, ctx.args[2]);
-      await stage(ctx.core, volume.id, arg(ctx, 0), { readonly: opts.readonly, claims: claimsOf(opts) });
+      // kubelet calls unmountdevice only when the device mount path is a mount point, and goes on to
+      // detach when it is not (pkg/volume/flexvolume/detacher.go UnmountDevice): a staging that were
+      // its record alone would never be unstaged.
+      await stage(ctx.core, volume.id, arg(ctx, 0), { readonly: opts.readonly, claims: claimsOf(opts), mountPoint: true });
       await rememberPv(ctx.core, opts, volume);
       return success();
     },

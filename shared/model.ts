@@ -123,6 +123,11 @@ export interface MountRecord extends Versioned {
   stagingPath?: string;
   /** Staged by twinvol itself for a caller that has no stage step (non-attachable FlexVolume mount). */
   implicit?: boolean;
+  /**
+   * A staging that is this record alone: nothing is mounted at its path, and each publish binds the
+   * backend's directory itself (Backend.stagedDirectory: a dir volume's). Schema 6.
+   */
+  recordOnly?: boolean;
   /** The group a publish asked for, recorded before the bind: a retry after a crash finishes its walk. */
   fsGroup?: number;
   /** The group whose ownership walk finished over the whole tree. */

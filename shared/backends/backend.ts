@@ -35,9 +35,12 @@ export interface PodInfo {
 /** What a publish tells a backend that mounts a pod's target itself (Backend.publish). */
 export interface BackendPublish {
   readonly: boolean;
-  /** The staging on this node, if the volume has one. */
+  /** The staging on this node to bind from, if the volume has one mounted (one that is its record alone has nothing to bind). */
   stagingPath?: string;
-  /** The publish's mount flags that a bind can apply, checked by the core (shared/core/mount-flags.ts). */
+  /**
+   * The mount flags a bind can apply, checked by the core (shared/core/mount-flags.ts): the publish's,
+   * after those of a staging that is its record alone (what a bind from a mounted one would inherit).
+   */
   bindFlags?: readonly string[];
   fsGroup?: number;
   /** The pod, from the request; passed through, never recorded. */
@@ -116,7 +119,8 @@ export interface Backend {
   /**
    * Mounts the volume's filesystem at `staging.path` (which exists and is not a mount point). Returns
    * whether the filesystem now fills its backing storage, so a pending resize can be marked done.
-   * `mountFlags` are extra, validated mount options (CSI mount_flags).
+   * `mountFlags` are extra, validated mount options (CSI mount_flags). Not called for a staging that is
+   * its record alone (MountRecord.recordOnly, shared/core/staging.ts).
    */
   stage(volume: VolumeRecord, staging: MountTarget, readonly: boolean, ctx: BackendContext, mountFlags?: readonly string[], publishContext?: Readonly<Record<string, string>>): Promise<boolean>;
   /** Grows the backing storage (controller side); the node's half, if any, is `expandsOnNode`. */
@@ -155,6 +159,13 @@ export interface Backend {
   unpublish?(volume: VolumeRecord, target: string, ctx: BackendContext): Promise<boolean>;
   /** Unmounts its staging (something is mounted there). false: declined, the core unmounts. */
   unstage?(volume: VolumeRecord, path: string, ctx: BackendContext): Promise<boolean>;
+  /**
+   * For a backend whose staging may be its record alone, mounting nothing (MountRecord.recordOnly): the
+   * directory each publish then binds (its publish hook does, as with no staging), which stands for the
+   * staging wherever the core would look at one (volume stats, twinvol status). Absent: a staging is
+   * always a mount (or, raw block, a device).
+   */
+  stagedDirectory?(volume: VolumeRecord, ctx: BackendContext): string;
   /** Whether the core applies a pod's fsGroup after a publish (kubelet's SetVolumeOwnership); absent: yes. */
   appliesFsGroup?(volume: VolumeRecord, ctx: BackendContext): Promise<boolean>;
 }

@@ -48,16 +48,21 @@ export const dirBackend: Backend = {
 
   ...withoutDevice,
 
+  // A directory has no filesystem for a staging to mount once for all pods: a staging is its record
+  // alone, and each publish binds this directory itself, unless the caller needs a mount point there
+  // (StageOptions.mountPoint, shared/core/staging.ts), which `stage` binds.
+  stagedDirectory: (volume, ctx) => ctx.catalog.dataDir(volume.id),
+
   async stage(volume, staging, readonly, ctx, mountFlags) {
     await ctx.mounter.bind(ctx.catalog.dataDir(volume.id), staging, readonly, mountFlags);
     return true;
   },
 
   // A pod's mount with no staging to bind from (a non-attachable FlexVolume `mount`, a CSI publish
-  // without a stage step) binds the data directory straight onto the target. A directory has no
-  // filesystem for a staging to mount once for all pods, so an implicit staging bought nothing but a
-  // second mount(8) on the way in and a second umount(8) on the way out. A staging that exists (CSI
-  // NodeStageVolume's) is bound from, as for any backend.
+  // without a stage step, or from a staging that is its record alone) binds the data directory
+  // straight onto the target. A directory has no filesystem for a staging to mount once for all pods,
+  // so an implicit staging bought nothing but a second mount(8) on the way in and a second umount(8)
+  // on the way out. A mounted staging (FlexVolume mountdevice's) is bound from, as for any backend.
   async publish(volume, target, opts, ctx) {
     if (opts.stagingPath) return false;
     await ctx.mounter.bind(ctx.catalog.dataDir(volume.id), { path: target, within: ctx.config.kubeletDir }, opts.readonly, opts.bindFlags);

@@ -158,7 +158,8 @@ export async function releaseAttachment(core: Core, id: VolumeId, node: NodeId):
   return core.nodeState.lockVolume(id, async () => {
     const volume = await core.catalog.requireVolume(id);
     const mounts = readMounts();
-    const live = (await core.nodeState.listForVolume(id)).find((r) => mountAt(r.path, mounts) || (r.block && r.kind === 'stage'));
+    // A staging that mounts nothing (raw block, or one that is its record alone) is there as long as its record.
+    const live = (await core.nodeState.listForVolume(id)).find((r) => mountAt(r.path, mounts) || (r.kind === 'stage' && (r.block || r.recordOnly)));
     const device = backendFor(volume.backend).attachedDevice(volume, core);
     if (live || device)
       throw failedPrecondition(

@@ -10,6 +10,7 @@ import type { Core } from './core.js';
 import { kernelView, twinvolPath } from './inventory-kernel.js';
 import { DEFAULT_CSI_DRIVER_NAME, volumeHandleHash } from '../kubelet-paths.js';
 import { isExecVolume } from '../backends/exec.js';
+import { backendFor } from '../backends/index.js';
 
 /** The CSI driver name twinvol-csi serves by default (csi/flags.ts --driver-name). */
 
@@ -48,6 +49,8 @@ export interface MountLine {
   implicit: boolean;
   /** What is mounted at the path ("fstype source"), or undefined when nothing is (a raw block staging mounts nothing). */
   mounted?: string;
+  /** A staging that is its record alone (a dir volume's): the directory each publish binds. */
+  bindsFrom?: string;
 }
 
 export interface LoopLine {
@@ -118,9 +121,15 @@ export async function inventory(core: Core, opts: InventoryOptions = {}): Promis
   const byHash = new Map<string, string>(volumes.map((v) => [volumeHandleHash(v.id), v.id]));
   const recordAt = new Map(records.map((r) => [r.path, r]));
 
+  /** The directory a staging that is its record alone stands for (Backend.stagedDirectory), when `r` is one. */
+  const stagedDirectoryOf = (r: MountRecord): string | undefined => {
+    const volume = byId.get(r.volumeId);
+    return volume && r.recordOnly ? backendFor(volume.backend).stagedDirectory?.(volume, core) : undefined;
+  };
   const mounts: MountLine[] = records.map((r) => {
     const m = mountAt(r.path, kernelMounts);
-    return { volumeId: r.volumeId, kind: r.kind, path: r.path, readonly: r.readonly, block: Boolean(r.block), implicit: Boolean(r.implicit), ...(m ? { mounted: `${m.fsType} ${m.source}` } : {}) };
+    const from = stagedDirectoryOf(r);
+    return { volumeId: r.volumeId, kind: r.kind, path: r.path, readonly: r.readonly, block: Boolean(r.block), implicit: Boolean(r.implicit), ...(m ? { mounted: `${m.fsType} ${m.source}` } : {}), ...(from ? { bindsFrom: from } : {}) };
   });
 
   for (const r of records) {
@@ -129,6 +138,8 @@ export async function inventory(core: Core, opts: InventoryOptions = {}): Promis
       problems.push({ kind: 'record-of-unknown-volume', subject: r.path, volumeId: r.volumeId, detail: `a ${r.kind} record of volume ${r.volumeId}, which the catalog does not hold` });
       continue;
     }
+    // A staging that is its record alone: nothing to find in the kernel.
+    if (r.recordOnly) continue;
     if (r.kind === 'stage' && r.block) {
       const hasDevice = volume.backend !== 'block' || kernel.loops.some((l) => l.volumeId === r.volumeId);
       if (!hasDevice)

@@ -22,6 +22,11 @@ export function bindFlagsFor(flags: readonly string[], stagedWith: readonly stri
     if (!BIND_FLAGS.has(flag) && !stagedWith.includes(flag))
       throw invalidArgument(`mount flag ${flag} cannot be applied to a bind mount: it belongs to the filesystem, which is mounted when the volume is staged (ask for it there)`);
   }
+  return bindableFlags(flags);
+}
+
+/** The flags a bind applies, of those a staging or publish was made with. */
+export function bindableFlags(flags: readonly string[]): string[] {
   return flags.filter((flag) => BIND_FLAGS.has(flag));
 }
 

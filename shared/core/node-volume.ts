@@ -25,9 +25,11 @@ export async function volumeStats(core: Core, id: VolumeId, volumePath: string):
   const volume = await core.catalog.getVolume(id);
   if (!volume) throw notFound(`volume ${id} does not exist`);
   const record = recordAt(await core.nodeState.listForVolume(id), id, volumePath);
-  const path = record.path;
-  const mount = mountAt(path);
-  if (!mount) return { ...ZERO, abnormal: true, message: `${path} is recorded as mounted but the kernel has no mount there` };
+  const mount = mountAt(record.path);
+  // A staging that is its record alone (a dir volume's) is measured at the directory its pods bind.
+  const stagedDirectory = record.recordOnly ? backendFor(volume.backend).stagedDirectory?.(volume, core) : undefined;
+  const path = stagedDirectory ?? record.path;
+  if (!mount && !stagedDirectory) return { ...ZERO, abnormal: true, message: `${path} is recorded as mounted but the kernel has no mount there` };
   if (record.block) {
     return { ...ZERO, totalBytes: volume.capacityBytes, abnormal: false, message: 'raw block device' };
   }
@@ -37,6 +39,7 @@ export async function volumeStats(core: Core, id: VolumeId, volumePath: string):
   } catch (err) {
     // A dead mount is a condition to report (VOLUME_CONDITION), not a failure of the call.
     if (isStaleError(err)) return { ...ZERO, abnormal: true, message: `${path} is mounted but does not answer (${errnoCode(err)})` };
+    if (stagedDirectory && errnoCode(err) === 'ENOENT') return { ...ZERO, abnormal: true, message: `${path}, which volume ${id} is staged from, is missing` };
     throw err;
   }
   const totalBytes = st.blocks * st.bsize;

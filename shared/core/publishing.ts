@@ -10,7 +10,7 @@ import { validateVolumeId, type VolumeId } from '../validate.js';
 import { type AccessRequest, requireAccess } from './access.js';
 import { type Claims, refuseContradiction } from './contradiction.js';
 import { type Core, implicitStagingPath, now } from './core.js';
-import { bindFlagsFor, filesystemFlags, sameFlags } from './mount-flags.js';
+import { bindableFlags, bindFlagsFor, filesystemFlags, sameFlags } from './mount-flags.js';
 import { checkedPathUnder, isStaleMount, makeMountPoint, removeMountPoint, unmountIfDead } from './mount-target.js';
 import { attach, attachmentOf, releaseImplicitAttachment } from './attachments.js';
 import { releaseOrphanedAttachment, requireSameVolume, stageLocked, type TeardownOptions, unstageLocked } from './staging.js';
@@ -115,7 +115,7 @@ export async function publish(core: Core, id: VolumeId, targetPath: string, opts
       await core.nodeState.put(record);
       try {
         const own = backend.publish
-          ? await backend.publish(volume, target, { readonly: opts.readonly, ...(staging ? { stagingPath: staging.path } : { bindFlags: unstagedFlags }), ...(opts.fsGroup !== undefined ? { fsGroup: opts.fsGroup } : {}), ...(opts.pod ? { pod: opts.pod } : {}), ...(opts.secrets ? { secrets: opts.secrets } : {}) }, core)
+          ? await backend.publish(volume, target, { ...ownMount(staging, opts, unstagedFlags), ...(staging && !staging.recordOnly ? { stagingPath: staging.path } : {}), ...(opts.fsGroup !== undefined ? { fsGroup: opts.fsGroup } : {}), ...(opts.pod ? { pod: opts.pod } : {}), ...(opts.secrets ? { secrets: opts.secrets } : {}) }, core)
           : false;
         if (!own) await bindFromStaging(core, volume, target, staging, opts);
       } catch (err) {
@@ -143,6 +143,22 @@ async function bindFromStaging(core: Core, volume: VolumeRecord, target: string,
   if (!opts.block && !mountAt(staging.path)) throw failedPrecondition(`volume ${id} is not mounted at its staging path ${staging.path}; stage it again`);
   const bindFlags = bindFlagsFor(opts.mountFlags ?? [], staging.mountFlags, opts.readonly);
   await core.mounter.bind(source, { path: target, within: core.config.kubeletDir }, opts.readonly, bindFlags);
+}
+
+/**
+ * How a backend's own publish is to mount the target. Without a staging: the publish's flags, as an
+ * implicit staging would have accepted them. From a staging that is its record alone
+ * (MountRecord.recordOnly): also what a bind from a mounted staging inherits from it, its read-only
+ * flag and its bind flags, before the publish's own (the later of two contrary flags wins), and the
+ * publish's flags checked against the staging's as bindFromStaging checks them. From a mounted
+ * staging: the backend mounts from it as it knows how.
+ */
+function ownMount(staging: MountRecord | undefined, opts: PublishOptions, unstagedFlags: string[]): { readonly: boolean; bindFlags?: string[] } {
+  if (!staging) return { readonly: opts.readonly, bindFlags: unstagedFlags };
+  if (!staging.recordOnly) return { readonly: opts.readonly };
+  const readonly = opts.readonly || staging.readonly;
+  const flags = [...bindableFlags(staging.mountFlags ?? []), ...bindFlagsFor(opts.mountFlags ?? [], staging.mountFlags, opts.readonly)];
+  return { readonly, bindFlags: readonly ? flags.filter((flag) => flag !== 'rw') : flags };
 }
 
 /**

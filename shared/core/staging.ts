@@ -28,6 +28,11 @@ export interface StageOptions {
   access?: AccessRequest;
   /** What the attach gave the node (CSI publish_context), for a backend that attaches itself. */
   publishContext?: Readonly<Record<string, string>>;
+  /**
+   * The caller finds the staging again only by its mount, so it must be a mount point even where the
+   * backend needs none (a dir volume's staging is otherwise its record alone: MountRecord.recordOnly).
+   */
+  mountPoint?: boolean;
 }
 
 export interface StageResult {
@@ -50,7 +55,8 @@ export async function nodeAttach(core: Core, id: VolumeId, opts: { claims?: Clai
 /**
  * Mounts the volume's filesystem at a staging path, once per volume per node. The record is written
  * before the mount, so a crash in between leaves a record without a mount, which the next stage or
- * unstage repairs; a mount without a record is someone else's and is never stacked upon.
+ * unstage repairs; a mount without a record is someone else's and is never stacked upon. A backend
+ * with nothing to mount once for all pods (a dir volume) is staged by the record alone.
  */
 export async function stage(core: Core, id: VolumeId, stagingPath: string, opts: StageOptions): Promise<StageResult> {
   validateVolumeId(id);
@@ -87,13 +93,21 @@ export async function stageLocked(core: Core, id: VolumeId, path: string, opts: 
   // Marked before anything is set up on the node: from here until the last unstage, a detach fences
   // the volume rather than freeing it for another node (shared/core/attachments.ts detach).
   if (!attachmentOf(volume, core.config.nodeName)?.inUse) await markNodeUse(core, id, core.config.nodeName, true);
+  // A staging a backend needs no mount for is its record (a dir volume's: each publish binds the
+  // directory itself), unless the caller needs a mount point there. A repeat keeps what the first made.
+  const recordOnly = !opts.block && (existing ? Boolean(existing.recordOnly) : Boolean(backend.stagedDirectory) && !opts.mountPoint);
   let filled = false;
   try {
     if (opts.block) {
       await core.nodeState.put(stageRecord(id, path, opts));
       return { volume, device: await backend.nodeAttach(volume, core) };
     }
-    if (!mounted) {
+    if (recordOnly) {
+      if (!existing) {
+        await makeMountPoint(path, 'dir');
+        await core.nodeState.put(stageRecord(id, path, opts, true));
+      }
+    } else if (!mounted) {
       await makeMountPoint(path, 'dir');
       await core.nodeState.put(stageRecord(id, path, opts));
       filled = await backend.stage(volume, { path, within: opts.implicit ? core.config.stateDir : core.config.kubeletDir }, opts.readonly, core, opts.mountFlags, opts.publishContext);
@@ -103,7 +117,7 @@ export async function stageLocked(core: Core, id: VolumeId, path: string, opts: 
     // otherwise this call undoes all it made, the in-use mark included. A record that could not be
     // written (a full state dir) or a device that could not be had (no free loop device) once left
     // that mark behind: with no staging for an unstage to find, a detach then fenced the volume.
-    const setUp = opts.block ? backend.attachedDevice(volume, core) !== undefined : mountAt(path) !== undefined;
+    const setUp = opts.block ? backend.attachedDevice(volume, core) !== undefined : !recordOnly && mountAt(path) !== undefined;
     if (!setUp) await dropStaging(core, { volumeId: id, path, implicit: opts.implicit }, attachedByThisCall).catch(() => undefined);
     throw err;
   }
@@ -140,7 +154,7 @@ async function dropStaging(
   await core.nodeState.remove(record);
 }
 
-function stageRecord(volumeId: VolumeId, path: string, opts: StageOptions): MountRecord {
+function stageRecord(volumeId: VolumeId, path: string, opts: StageOptions, recordOnly = false): MountRecord {
   return {
     schema: SCHEMA_VERSION,
     volumeId,
@@ -149,6 +163,7 @@ function stageRecord(volumeId: VolumeId, path: string, opts: StageOptions): Moun
     readonly: opts.readonly,
     ...(opts.block ? { block: true } : {}),
     ...(opts.implicit ? { implicit: true } : {}),
+    ...(recordOnly ? { recordOnly: true } : {}),
     ...(opts.mountFlags?.length ? { mountFlags: opts.mountFlags } : {}),
     createdAt: now(),
   };

@@ -77,6 +77,7 @@ const mountRecord = () =>
     block: z.optional(z.boolean()),
     stagingPath: z.optional(text()),
     implicit: z.optional(z.boolean()),
+    recordOnly: z.optional(z.boolean()),
     fsGroup: z.optional(count()),
     fsGroupApplied: z.optional(count()),
     mountFlags: z.optional(z.array(text())),

@@ -37,6 +37,15 @@ describe('diffStates', () => {
     expect(diffStates(published(), csi).map((d) => `${d.where}.${d.field}`)).toEqual(['staging.device', 'staging.fsType', 'target.owner', 'target.mode', 'volume.sizeBytes']);
   });
 
+  it('leaves out a staging one model mounts nothing at (a dir volume under CSI), but not a target', () => {
+    const csi = published();
+    if (!csi.staging) throw new Error('no staging');
+    csi.staging = { ...csi.staging, mount: null, mode: '0750' };
+    expect(diffStates(published(), csi)).toEqual([]);
+    csi.target = { ...csi.target, mount: null };
+    expect(diffStates(published(), csi)).toEqual([{ where: 'target', field: 'mounted', flex: 'true', csi: 'false' }]);
+  });
+
   it('names a staging one model has and the other has not, and a target left unmounted', () => {
     const csi = published();
     csi.staging = null;

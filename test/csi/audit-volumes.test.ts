@@ -233,9 +233,10 @@ describe.for(csiFlavours())('volumes ($name)', (flavour) => {
         ];
         const answers = await Promise.all(rivals.map(async ([m, call]) => `${m}: ${(await outcome(call())).code}`));
         expect(answers).toEqual(rivals.map(([m]) => `${m}: ABORTED`));
-        // Another volume is not held up by this one.
+        // Another volume is not held up by this one. (Staged: on record; a dir volume's staging mounts nothing.)
         await node('NodeStageVolume', { volume_id: 'cc-other', staging_target_path: other.staging, volume_capability: other.cap });
-        expect(mountAt(other.staging)).toBeDefined();
+        expect(await core.nodeState.findByPath(other.staging)).toBeDefined();
+        expect(await core.nodeState.findByPath(staging)).toBeUndefined();
         expect(mountAt(staging)).toBeUndefined();
         expect(existsSync(t)).toBe(false);
       } finally {
@@ -243,7 +244,9 @@ describe.for(csiFlavours())('volumes ($name)', (flavour) => {
         await holder;
       }
       expect((await first)?.code).toBe('OK');
-      expect(mountsBelow(staging)).toEqual([staging]);
+      expect((await core.nodeState.listForVolume('cc-vol')).map((r) => [r.kind, r.path])).toEqual([['stage', staging]]);
+      // The built-in flavour's dir volume is staged by its record alone; the exec flavour's once, by its driver.
+      expect(mountsBelow(staging)).toEqual(flavour.name === 'built-in' ? [] : [staging]);
       // The refused calls did nothing: still attached, still there, still staged once.
       expect((await ctl('ControllerGetVolume', { volume_id: 'cc-vol' })).status.published_node_ids).toEqual(['node-a']);
       const { entries } = await logLinesWhen((es) => es.some((e) => e.method === 'NodeStageVolume' && e.volumeId === 'cc-vol' && e.code === 'OK'));

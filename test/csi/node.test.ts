@@ -18,6 +18,20 @@ const { ctl, node } = csi;
 const ready = (id: string, opts?: ReadyOptions) => readyVolume(csi, id, opts);
 const staged = (id: string, opts?: ReadyOptions) => stagedVolume(csi, id, opts);
 
+/**
+ * Whether the server has the volume staged at `staging`, asked as a CO would: NodeGetVolumeStats takes
+ * a staging path too. A dir volume's staging is its record alone, so the mount table cannot say.
+ */
+async function stagedAt(id: string, staging: string): Promise<boolean> {
+  try {
+    await node('NodeGetVolumeStats', { volume_id: id, volume_path: staging });
+    return true;
+  } catch (err) {
+    if (/NOT_FOUND/.test(String(err))) return false;
+    throw err;
+  }
+}
+
 function record(id: string): { parameters: Record<string, string> } | undefined {
   try {
     return JSON.parse(readFileSync(join(csi.s.dataRoot, 'volumes', id, 'volume.json'), 'utf8'));
@@ -83,8 +97,9 @@ describe('NodeStageVolume', () => {
     const created = await ctl('CreateVolume', { name: 'st-ctx', volume_capabilities: [cap], parameters: { backend: 'dir' }, capacity_range: size(64 * MiB) });
     const context = { ...created.volume.volume_context, 'storage.kubernetes.io/csiProvisionerIdentity': '123-csi.twinvol.io' };
     await repeatedOk('NodeStageVolume', () => node('NodeStageVolume', { volume_id: 'st-ctx', staging_target_path: staging, volume_capability: cap, volume_context: context }));
-    expect(mountAt(staging)?.mountPoint).toBe(staging);
+    expect(await stagedAt('st-ctx', staging)).toBe(true);
     await repeatedOk('NodeUnstageVolume', () => node('NodeUnstageVolume', { volume_id: 'st-ctx', staging_target_path: staging }));
+    expect(await stagedAt('st-ctx', staging)).toBe(false);
     expect(mountAt(staging)).toBeUndefined();
   });
 
@@ -116,8 +131,13 @@ describe('NodeStageVolume', () => {
     expect(mountAt(staging)).toBeUndefined();
     const flagged = mountCap('', 'SINGLE_NODE_WRITER', { mount_flags: ['noexec', 'nosuid'] });
     await repeatedOk('NodeStageVolume with flags', () => node('NodeStageVolume', { volume_id: 'st-flags', staging_target_path: staging, volume_capability: flagged }));
-    expect(mountAt(staging)?.mountOptions).toEqual(expect.arrayContaining(['noexec', 'nosuid']));
     await expectCode(node('NodeStageVolume', { volume_id: 'st-flags', staging_target_path: staging, volume_capability: mountCap() }), 'ALREADY_EXISTS');
+    // A dir volume's staging mounts nothing: its flags reach the pods' binds, even one asking for none.
+    const target = targetPath(csi.s.kubeletDir, 'pod-flags', 'st-flags');
+    mkdirSync(join(target, '..'), { recursive: true });
+    await node('NodePublishVolume', { volume_id: 'st-flags', staging_target_path: staging, target_path: target, volume_capability: mountCap() });
+    expect(mountAt(target)?.mountOptions).toEqual(expect.arrayContaining(['noexec', 'nosuid']));
+    await node('NodeUnpublishVolume', { volume_id: 'st-flags', target_path: target });
     await node('NodeUnstageVolume', { volume_id: 'st-flags', staging_target_path: staging });
   });
 
@@ -130,7 +150,7 @@ describe('NodeStageVolume', () => {
   it('refuses to unstage a path in the name of a volume that is not staged there', async () => {
     const { staging } = await staged('st-owner');
     expect(await expectCode(node('NodeUnstageVolume', { volume_id: 'someone-else', staging_target_path: staging }), 'INVALID_ARGUMENT')).toContain('st-owner');
-    expect(mountAt(staging)?.mountPoint).toBe(staging);
+    expect(await stagedAt('st-owner', staging)).toBe(true);
     await node('NodeUnstageVolume', { volume_id: 'st-owner', staging_target_path: staging });
   });
 });
@@ -285,7 +305,12 @@ describe('NodeGetVolumeStats and NodeExpandVolume', () => {
     expect(stats.volume_condition).toEqual({ abnormal: false, message: 'volume is healthy' });
     await node('NodeUnpublishVolume', { volume_id: 'stats-nf', target_path: target('p') });
     await expectCode(node('NodeGetVolumeStats', { volume_id: 'stats-nf', volume_path: target('p') }), 'NOT_FOUND');
+    // The staging path too: a dir volume's mounts nothing, and answers for the directory its pods bind.
+    const atStaging = await node('NodeGetVolumeStats', { volume_id: 'stats-nf', volume_path: staging });
+    expect(atStaging.volume_condition).toEqual({ abnormal: false, message: 'volume is healthy' });
+    expect(atStaging.usage.map((u) => u.total)).toEqual(stats.usage.map((u) => u.total));
     await node('NodeUnstageVolume', { volume_id: 'stats-nf', staging_target_path: staging });
+    await expectCode(node('NodeGetVolumeStats', { volume_id: 'stats-nf', volume_path: staging }), 'NOT_FOUND');
   });
 
   it('reports a volume whose mount vanished as abnormal', async () => {

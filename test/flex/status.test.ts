@@ -3,7 +3,8 @@ import { mkdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs'
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { Inventory, ProblemKind } from '../../shared/index.js';
+import { type Inventory, loadConfig, openCore, type ProblemKind, stage } from '../../shared/index.js';
+import { vid } from '../helpers/ids.js';
 import { stagingPath, targetPath } from '../csi/helpers/requests.js';
 import { flexOptions, flexSession, mountOptions, podNamed, runAdmin } from '../helpers/flex-runner.js';
 import { deviceMountPath, podVolumeDir } from '../helpers/kubelet-paths.js';
@@ -74,6 +75,23 @@ describe('twinvol status', () => {
     for (const header of [/^ID +BACKEND +SIZE +FSTYPE +ACCESS +ATTACHMENTS$/, /^VOLUME +KIND +PATH +MODE +MOUNTED$/, /^DEVICE +VOLUME +BACKING FILE$/]) expect(lines.some((l) => header.test(l)), String(header)).toBe(true);
     expect(text.stdout).toContain('consistent:');
     expect(text.stdout).not.toContain('PROBLEMS');
+  });
+
+  it("counts a dir volume's CSI staging, its record alone, as consistent, and says what its pods bind", async () => {
+    await createVolume('dir', '--backend', 'dir', '--size', '1Mi');
+    // Attached as a CSI controller would (FlexVolume's attach registers the node too), staged by the core as twinvol-csi's NodeStageVolume does.
+    await ok('attach', flexOptions('pv-dir', { volumeId: 'dir' }), 'node-a');
+    const core = openCore(loadConfig(s.env));
+    const staging = stagingPath(s.kubeletDir, 'dir');
+    await stage(core, vid('dir'), staging, { readonly: false });
+
+    const { exitCode, inventory } = await status();
+    expect(inventory.problems).toEqual([]);
+    expect(exitCode).toBe(0);
+    const data = join(s.dataRoot, 'volumes/dir/data');
+    expect(inventory.mounts).toEqual([expect.objectContaining({ volumeId: 'dir', kind: 'stage', path: staging, bindsFrom: data })]);
+    expect(inventory.mounts[0]?.mounted).toBeUndefined();
+    expect((await runAdmin(s.env, ['status'])).stdout).toContain(`(record only; pods bind ${data})`);
   });
 
   it('finds a staged volume unmounted behind its record\'s back', async () => {

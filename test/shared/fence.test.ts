@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, rmSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { attach, attachmentOf, detach } from '../../shared/core/attachments.js';
+import { attach, attachmentOf, detach, releaseAttachment } from '../../shared/core/attachments.js';
 import type { Core } from '../../shared/core/core.js';
 import { stage, unstage } from '../../shared/core/staging.js';
 import { createVolume, deleteVolume } from '../../shared/core/volumes.js';
@@ -85,6 +85,15 @@ describe('a detach while the node still has the volume staged', () => {
     await unstage(nodeA, path, { volumeId: v });
     expect(await detach(nodeA, v, a)).toBe(false);
     await attach(coreIn(s, 'node-b'), v, b, { readonly: false, via: 'csi' });
+  });
+
+  it("release is refused for this node while a staging there is its record alone (a dir volume's), and allowed once unstaged", async () => {
+    const path = await stagedOnA();
+    expect(mountsUnder(path)).toEqual([]);
+    await expectRejects(releaseAttachment(nodeA, v, a), 'FailedPrecondition', `node node-a is this node, and it still has volume fenced staged at ${path}`);
+    await unstage(nodeA, path);
+    expect(await releaseAttachment(nodeA, v, a)).toBe(true);
+    expect((await nodeA.catalog.requireVolume(v)).attachments).toEqual([]);
   });
 
   it('the same through the FlexVolume executable, which names only the device path', async () => {

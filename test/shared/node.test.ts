@@ -39,7 +39,7 @@ async function dirVolume(id: string) {
 }
 
 describe('dir volume: stage, publish and back', () => {
-  it('bind-mounts the data dir at the staging path and into targets, read-write and read-only', async () => {
+  it('stages by its record alone and bind-mounts the data dir into targets, read-write and read-only', async () => {
     await dirVolume('v');
     const staging = stagingPath('pv-v');
     const rw = targetPath('pod-1', 'pv-v');
@@ -47,14 +47,17 @@ describe('dir volume: stage, publish and back', () => {
 
     const staged = await stage(core, vid('v'), staging, { readonly: false });
     expect(staged.device).toBe('');
-    expect(mountAt(staging)?.root).toMatch(/\/volumes\/v\/data$/);
-    // Repeating stage is a no-op, not a second mount.
+    expect(mountAt(staging)).toBeUndefined();
+    expect(statSync(staging).isDirectory()).toBe(true);
+    expect(await core.nodeState.findByPath(staging)).toMatchObject({ kind: 'stage', recordOnly: true });
+    // Repeating stage is a no-op.
     await stage(core, vid('v'), staging, { readonly: false });
-    expect(mountsAt(staging)).toHaveLength(1);
+    expect(mountsAt(staging)).toHaveLength(0);
 
     await publish(core, vid('v'), rw, { readonly: false, stagingPath: staging, via: 'csi' });
     await publish(core, vid('v'), rw, { readonly: false, stagingPath: staging, via: 'csi' });
     expect(mountsAt(rw)).toHaveLength(1);
+    expect(mountAt(rw)?.root).toMatch(/\/volumes\/v\/data$/);
     await publish(core, vid('v'), ro, { readonly: true, stagingPath: staging, via: 'csi' });
     expect(mountAt(ro)?.mountOptions).toContain('ro');
 
@@ -92,8 +95,45 @@ describe('dir volume: stage, publish and back', () => {
     await stage(core, vid('v'), staging, { readonly: false });
     await publish(core, vid('v'), target, { readonly: false, stagingPath: staging, via: 'csi' });
     await expectRejects(unstage(core, staging), 'FailedPrecondition', `volume v is still published at ${target}`);
-    expect(mountAt(staging)).toBeDefined();
+    expect(await core.nodeState.findByPath(staging)).toBeDefined();
     expect(mountAt(target)).toBeDefined();
+  });
+
+  it("publishes with what a mounted staging would have passed on: its read-only flag and bind flags, then the publish's", async () => {
+    await dirVolume('v');
+    const roStaging = stagingPath('pv-ro');
+    await stage(core, vid('v'), roStaging, { readonly: true, mountFlags: ['noexec', 'nosuid'] });
+    const target = targetPath('pod-1', 'pv-v');
+    await publish(core, vid('v'), target, { readonly: false, stagingPath: roStaging, via: 'csi', mountFlags: ['exec'] });
+    const options = mountAt(target)?.mountOptions ?? [];
+    expect(options).toEqual(expect.arrayContaining(['ro', 'nosuid']));
+    // The publish's own flag comes after the staging's, and wins.
+    expect(options).not.toContain('noexec');
+    // A filesystem flag the staging was not made with is refused, as from a mounted staging.
+    await expectRejects(
+      publish(core, vid('v'), targetPath('pod-2', 'pv-v'), { readonly: false, stagingPath: roStaging, via: 'csi', mountFlags: ['sync'] }),
+      'InvalidArgument',
+      'mount flag sync cannot be applied to a bind mount',
+    );
+    expect(existsSync(targetPath('pod-2', 'pv-v'))).toBe(false);
+  });
+
+  it('binds the data dir at the staging when its caller needs a mount point there (FlexVolume mountdevice), and publishes from it', async () => {
+    await dirVolume('v');
+    const staging = stagingPath('pv-v');
+    await stage(core, vid('v'), staging, { readonly: false, mountPoint: true });
+    expect(mountAt(staging)?.root).toMatch(/\/volumes\/v\/data$/);
+    expect((await core.nodeState.findByPath(staging))?.recordOnly).toBeUndefined();
+    await stage(core, vid('v'), staging, { readonly: false, mountPoint: true });
+    expect(mountsAt(staging)).toHaveLength(1);
+    const target = targetPath('pod-1', 'pv-v');
+    await publish(core, vid('v'), target, { readonly: false, via: 'flex' });
+    writeFileSync(join(target, 'a.txt'), 'a');
+    expect(readFileSync(join(staging, 'a.txt'), 'utf8')).toBe('a');
+    await unpublish(core, target);
+    await unstage(core, staging);
+    expect(mountsUnder(s.kubeletDir)).toEqual([]);
+    expect(await core.nodeState.listAll()).toEqual([]);
   });
 
   it('refuses to publish from a staging path that was never staged', async () => {
@@ -205,12 +245,13 @@ describe('foreign mounts and crash recovery', () => {
     await stage(core, vid('v1'), staging, { readonly: false });
     await expectRejects(stage(core, vid('v2'), staging, { readonly: false }), 'AlreadyExists', `${staging} is already used by volume v1`);
     await expectRejects(stage(core, vid('v1'), staging, { readonly: true }), 'AlreadyExists', 'already staged at');
-    expect(mountsAt(staging)).toHaveLength(1);
+    expect((await core.nodeState.listAll()).map((r) => [r.volumeId, r.path])).toEqual([['v1', staging]]);
   });
 
   it('completes a stage whose record was written but whose mount never happened', async () => {
     await dirVolume('v');
     const staging = stagingPath('pv-v');
+    // A staging that is a mount (FlexVolume's, or any an earlier twinvol made of a dir volume).
     await core.nodeState.put({ schema: SCHEMA_VERSION, volumeId: vid('v'), path: staging, kind: 'stage', readonly: false, createdAt: new Date().toISOString() });
     expect(mountAt(staging)).toBeUndefined();
     await stage(core, vid('v'), staging, { readonly: false });
