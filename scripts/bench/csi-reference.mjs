@@ -6,7 +6,7 @@
 // The Go driver is not part of twinvol: TWINVOL_BENCH_HOSTPATH names a built hostpathplugin (README,
 // "Benchmarks", says how to build one); without it this suite says so and adds no rows.
 import { existsSync } from 'node:fs';
-import { HOSTPATH_BIN, interleaved, launch, LIFECYCLE, lifecycle, lifecycles, makeScratch, median, progress, row } from './lib.mjs';
+import { coldStarts, HOSTPATH_BIN, interleaved, launch, LIFECYCLE, lifecycle, lifecycles, makeScratch, median, progress, row } from './lib.mjs';
 
 const REF = 'Go reference driver (hostpath)';
 
@@ -24,14 +24,7 @@ export const suite = {
     try {
       const coldRounds = short ? 1 : 15;
       progress(`CSI reference driver: cold start, ${coldRounds} interleaved starts`);
-      const cold = await interleaved(
-        ['twinvol', 'hostpath'].map((kind, k) => async () => {
-          const srv = await launch(kind, s, `cold-${k}`);
-          await srv.stop();
-          return srv.coldMs;
-        }),
-        coldRounds,
-      );
+      const cold = await coldStarts(['twinvol', 'hostpath'], s, coldRounds);
 
       const tv = await launch('twinvol', s, 'twinvol');
       servers.push(tv);

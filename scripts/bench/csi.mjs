@@ -1,7 +1,7 @@
 // CSI rows: each RPC's p50 and p99, the node lifecycle of a dir and of a block volume, cold start
 // to first Probe, idle and loaded RSS; all against the bare grpc-js server
 // (scripts/bench/bare-grpc-server.cjs) answering the same requests with canned replies, side by side.
-import { interleaved, KINDS, launch, LIFECYCLE, lifecycle, makeScratch, median, progress, quantile, row } from './lib.mjs';
+import { coldStarts, interleaved, KINDS, launch, LIFECYCLE, lifecycle, makeScratch, median, progress, quantile, row } from './lib.mjs';
 
 /** Calls that change nothing, made against a volume that stays for the whole run. */
 const READS = [
@@ -29,14 +29,7 @@ export const suite = {
     try {
       const coldRounds = short ? 1 : 15;
       progress(`CSI cold start: ${coldRounds} interleaved starts`);
-      const cold = await interleaved(
-        ['twinvol', 'bare'].map((kind, k) => async () => {
-          const srv = await launch(kind, s, `cold-${k}`);
-          await srv.stop();
-          return srv.coldMs;
-        }),
-        coldRounds,
-      );
+      const cold = await coldStarts(['twinvol', 'bare'], s, coldRounds);
 
       const tv = await launch('twinvol', s, 'twinvol');
       servers.push(tv);

@@ -218,6 +218,18 @@ export async function launch(kind, scratch, name) {
   return { kind, child, client, socket, coldMs, stop, rssMb: () => rssMb(child.pid) };
 }
 
+/** Interleaved cold starts of servers of each kind: per kind, the milliseconds from spawn to the first Probe answered. */
+export function coldStarts(kinds, scratch, rounds) {
+  return interleaved(
+    kinds.map((kind, k) => async () => {
+      const srv = await launch(kind, scratch, `cold-${k}`);
+      await srv.stop();
+      return srv.coldMs;
+    }),
+    rounds,
+  );
+}
+
 export function rssMb(pid) {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   return m ? Number(m[1]) / 1024 : 0;
