@@ -25,11 +25,11 @@ export async function volumeStats(core: Core, id: VolumeId, volumePath: string):
   const volume = await core.catalog.getVolume(id);
   if (!volume) throw notFound(`volume ${id} does not exist`);
   const record = recordAt(await core.nodeState.listForVolume(id), id, volumePath);
-  const mount = mountAt(record.path);
-  // A staging that is its record alone (a dir volume's) is measured at the directory its pods bind.
+  // A staging that is its record alone (a dir volume's) is measured at the directory its pods bind:
+  // nothing is mounted at its path, so the mount table is not read for it.
   const stagedDirectory = record.recordOnly ? backendFor(volume.backend).stagedDirectory?.(volume, core) : undefined;
   const path = stagedDirectory ?? record.path;
-  if (!mount && !stagedDirectory) return { ...ZERO, abnormal: true, message: `${path} is recorded as mounted but the kernel has no mount there` };
+  if (!stagedDirectory && !mountAt(path)) return { ...ZERO, abnormal: true, message: `${path} is recorded as mounted but the kernel has no mount there` };
   if (record.block) {
     return { ...ZERO, totalBytes: volume.capacityBytes, abnormal: false, message: 'raw block device' };
   }
