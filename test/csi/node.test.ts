@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { mountAt } from '../../shared/mountinfo.js';
-import { expectCode } from './helpers/client.js';
+import { expectCode, outcome } from './helpers/client.js';
 import { useCsiServer } from './helpers/fixture.js';
 import { type ReadyOptions, readyVolume, stagedVolume } from './helpers/pod-mount.js';
 import { repeatedOk } from './helpers/repeat.js';
@@ -19,18 +19,10 @@ const ready = (id: string, opts?: ReadyOptions) => readyVolume(csi, id, opts);
 const staged = (id: string, opts?: ReadyOptions) => stagedVolume(csi, id, opts);
 
 /**
- * Whether the server has the volume staged at `staging`, asked as a CO would: NodeGetVolumeStats takes
- * a staging path too. A dir volume's staging is its record alone, so the mount table cannot say.
+ * How NodeGetVolumeStats answers at a staging path (it takes one too): OK while the volume is staged
+ * there, NOT_FOUND once it is not. A dir volume's staging is its record alone, so the mount table cannot say.
  */
-async function stagedAt(id: string, staging: string): Promise<boolean> {
-  try {
-    await node('NodeGetVolumeStats', { volume_id: id, volume_path: staging });
-    return true;
-  } catch (err) {
-    if (/NOT_FOUND/.test(String(err))) return false;
-    throw err;
-  }
-}
+const statsCodeAt = async (id: string, staging: string) => (await outcome(node('NodeGetVolumeStats', { volume_id: id, volume_path: staging }))).code;
 
 describe('NodeStageVolume', () => {
   it('requires volume id, staging path and capability; an unknown volume is NOT_FOUND', async () => {
@@ -89,9 +81,9 @@ describe('NodeStageVolume', () => {
     const created = await ctl('CreateVolume', { name: 'st-ctx', volume_capabilities: [cap], parameters: { backend: 'dir' }, capacity_range: size(64 * MiB) });
     const context = { ...created.volume.volume_context, 'storage.kubernetes.io/csiProvisionerIdentity': '123-csi.twinvol.io' };
     await repeatedOk('NodeStageVolume', () => node('NodeStageVolume', { volume_id: 'st-ctx', staging_target_path: staging, volume_capability: cap, volume_context: context }));
-    expect(await stagedAt('st-ctx', staging)).toBe(true);
+    expect(await statsCodeAt('st-ctx', staging)).toBe('OK');
     await repeatedOk('NodeUnstageVolume', () => node('NodeUnstageVolume', { volume_id: 'st-ctx', staging_target_path: staging }));
-    expect(await stagedAt('st-ctx', staging)).toBe(false);
+    expect(await statsCodeAt('st-ctx', staging)).toBe('NOT_FOUND');
     expect(mountAt(staging)).toBeUndefined();
   });
 
@@ -142,7 +134,7 @@ describe('NodeStageVolume', () => {
   it('refuses to unstage a path in the name of a volume that is not staged there', async () => {
     const { staging } = await staged('st-owner');
     expect(await expectCode(node('NodeUnstageVolume', { volume_id: 'someone-else', staging_target_path: staging }), 'INVALID_ARGUMENT')).toContain('st-owner');
-    expect(await stagedAt('st-owner', staging)).toBe(true);
+    expect(await statsCodeAt('st-owner', staging)).toBe('OK');
     await node('NodeUnstageVolume', { volume_id: 'st-owner', staging_target_path: staging });
   });
 });
