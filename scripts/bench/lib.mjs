@@ -247,11 +247,12 @@ export function csiPaths(kubeletDir, id, pod) {
 export const MiB = 2 ** 20;
 
 /** The volume kinds the lifecycles run: a directory, and the default block volume (loop device, ext4). */
+const DIR_KIND = { parameters: { backend: 'dir' }, bytes: MiB, cap: { mount: { fs_type: '', mount_flags: [] }, access_mode: { mode: 'SINGLE_NODE_WRITER' } } };
 export const KINDS = {
-  dir: { parameters: { backend: 'dir' }, bytes: MiB, cap: { mount: { fs_type: '', mount_flags: [] }, access_mode: { mode: 'SINGLE_NODE_WRITER' } } },
+  dir: DIR_KIND,
   block: { parameters: { backend: 'block' }, bytes: 64 * MiB, cap: { mount: { fs_type: 'ext4', mount_flags: [] }, access_mode: { mode: 'SINGLE_NODE_WRITER' } } },
-  // The Go driver's directories: its parameters are its own, and it has no `backend`.
-  hostpath: { parameters: {}, bytes: MiB, cap: { mount: { fs_type: '', mount_flags: [] }, access_mode: { mode: 'SINGLE_NODE_WRITER' } } },
+  // The Go driver's directories, asked for as twinvol's are: its parameters are its own, and it has no `backend`.
+  hostpath: { ...DIR_KIND, parameters: {} },
 };
 
 /** The RPCs of one full CSI node lifecycle, in the order the CO makes them. */
