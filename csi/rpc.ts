@@ -1,18 +1,19 @@
 import { randomUUID } from 'node:crypto';
-import { type handleUnaryCall, status } from '@grpc/grpc-js';
+import type { handleUnaryCall } from '@grpc/grpc-js';
 import { aborted, asTwinvolError, checkBounds, type ErrorCode, type Log, type LogFields, unimplemented } from '../shared/index.js';
+import { GrpcStatus, type GrpcStatusCode, statusName } from './grpc-status.js';
 import { type CallScope, callScope, secretValuesOf } from './logging-scope.js';
 
-const GRPC_CODE: Record<ErrorCode, status> = {
-  InvalidArgument: status.INVALID_ARGUMENT,
-  NotFound: status.NOT_FOUND,
-  AlreadyExists: status.ALREADY_EXISTS,
-  FailedPrecondition: status.FAILED_PRECONDITION,
-  ResourceExhausted: status.RESOURCE_EXHAUSTED,
-  OutOfRange: status.OUT_OF_RANGE,
-  Aborted: status.ABORTED,
-  Unimplemented: status.UNIMPLEMENTED,
-  Internal: status.INTERNAL,
+const GRPC_CODE: Record<ErrorCode, GrpcStatusCode> = {
+  InvalidArgument: GrpcStatus.INVALID_ARGUMENT,
+  NotFound: GrpcStatus.NOT_FOUND,
+  AlreadyExists: GrpcStatus.ALREADY_EXISTS,
+  FailedPrecondition: GrpcStatus.FAILED_PRECONDITION,
+  ResourceExhausted: GrpcStatus.RESOURCE_EXHAUSTED,
+  OutOfRange: GrpcStatus.OUT_OF_RANGE,
+  Aborted: GrpcStatus.ABORTED,
+  Unimplemented: GrpcStatus.UNIMPLEMENTED,
+  Internal: GrpcStatus.INTERNAL,
 };
 
 export interface RpcOptions<Req> {
@@ -67,17 +68,17 @@ export class Rpc {
       let subject: LogFields = {};
       let key: string | undefined;
       const noted: LogFields = {};
-      const finish = (code: status, message?: string) => {
+      const finish = (code: GrpcStatusCode, message?: string) => {
         if (key !== undefined) this.inFlight.delete(key);
         const seconds = (performance.now() - started) / 1000;
-        const fields = { method, requestId, ...subject, ...clip(noted), durationMs: Math.round(seconds * 10_000) / 10, code: status[code], ...(message ? { message } : {}) };
-        if (code === status.OK) {
+        const fields = { method, requestId, ...subject, ...clip(noted), durationMs: Math.round(seconds * 10_000) / 10, code: statusName(code), ...(message ? { message } : {}) };
+        if (code === GrpcStatus.OK) {
           if (noted.warning !== undefined) this.log.warn('rpc', fields);
           else if (ROUTINE.has(method)) this.log.debug('rpc', fields);
           else this.log.info('rpc', fields);
-        } else if (code === status.INTERNAL) this.log.error('rpc', fields);
+        } else if (code === GrpcStatus.INTERNAL) this.log.error('rpc', fields);
         else this.log.warn('rpc', fields);
-        this.observe(method, status[code], seconds);
+        this.observe(method, statusName(code), seconds);
       };
       const run = async (): Promise<Res> => {
         // Secrets first: whatever goes wrong below, no line of this call shows one.
@@ -100,7 +101,7 @@ export class Rpc {
       callScope.run(scope, () =>
         run().then(
           (reply) => {
-            finish(status.OK);
+            finish(GrpcStatus.OK);
             callback(null, reply);
           },
           (err: unknown) => {
