@@ -1,5 +1,5 @@
 import { failedPrecondition } from '../shared/index.js';
-import { type ServiceContext, servesController } from './context.js';
+import { type IdentityContext, servesController } from './context.js';
 import type {
   GetPluginCapabilitiesRequest,
   GetPluginCapabilitiesResponse,
@@ -11,11 +11,11 @@ import type {
   ProbeResponse,
 } from './csi-types.js';
 
-export function identityService({ core, rpc, settings, tools }: ServiceContext): IdentityHandlers {
+export function identityService({ config, rpc, settings, tools }: IdentityContext): IdentityHandlers {
   const capabilities: PluginCapability[] = [
     ...(servesController(settings.mode) ? [{ service: { type: 'CONTROLLER_SERVICE' as const } }, { service: { type: 'GROUP_CONTROLLER_SERVICE' as const } }] : []),
     // Volumes are held on one node only when the data root is node-local (shared/core/placement.ts).
-    ...(core.config.dataRootScope === 'node' ? [{ service: { type: 'VOLUME_ACCESSIBILITY_CONSTRAINTS' as const } }] : []),
+    ...(config.dataRootScope === 'node' ? [{ service: { type: 'VOLUME_ACCESSIBILITY_CONSTRAINTS' as const } }] : []),
     { volume_expansion: { type: 'ONLINE' } },
   ];
   return {

@@ -107,6 +107,15 @@ async function bundleModule(contents, { lean = false } = {}) {
   return r.outputFiles[0].contents;
 }
 
+/**
+ * The source of a worker thread's program, as its bundle runs it: bundled like the server (CommonJS,
+ * syntax minified only), without a shebang, which only a file's first byte may hold.
+ */
+async function serviceThreadSource(contents) {
+  const r = await build({ ...common, stdin: { contents, resolveDir: '.', loader: 'ts' }, write: false, minifySyntax: true, banner: { js: importMetaShim } });
+  return r.outputFiles[0].text;
+}
+
 function brotli(bytes) {
   return brotliCompressSync(bytes, { params: { [zlib.constants.BROTLI_PARAM_QUALITY]: 11, [zlib.constants.BROTLI_PARAM_LGWIN]: 24, [zlib.constants.BROTLI_PARAM_SIZE_HINT]: bytes.length } });
 }
@@ -141,7 +150,9 @@ async function packedTrailer(scriptBytes) {
 const entries = [
   // The start-up path of every kubelet call: minified, no import.meta shim, the rest packed inside.
   { in: 'flex/main.ts', out: 'dist/flex/twinvol', lean: true, trailer: packedTrailer, sea: 'dist/sea/twinvol' },
-  { in: 'csi/main.ts', out: 'dist/csi/twinvol-csi', sea: 'dist/sea/twinvol-csi' },
+  // The CSI server's service thread is bundled on its own and carried in the server as a string
+  // (csi/service-thread.ts starts it from there): each thread parses only its own code.
+  { in: 'csi/main.ts', out: 'dist/csi/twinvol-csi', sea: 'dist/sea/twinvol-csi', serviceThread: "import { runServiceThread } from './csi/service-thread-worker.ts';\nrunServiceThread();" },
   { in: 'scripts/demo.ts', out: 'dist/demo.cjs' },
 ];
 const only = process.argv.slice(2);
@@ -160,6 +171,7 @@ for (const entry of entries) {
   await mkdir(dirname(entry.out), { recursive: true });
   await build({
     ...common,
+    ...(entry.serviceThread ? { define: { ...common.define, __TWINVOL_SERVICE_THREAD__: JSON.stringify(await serviceThreadSource(entry.serviceThread)) } } : {}),
     entryPoints: [entry.in],
     outfile: temporary,
     minify: Boolean(entry.lean),

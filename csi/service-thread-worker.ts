@@ -1,0 +1,113 @@
+import type { handleUnaryCall, ServerUnaryCall } from '@grpc/grpc-js';
+import { parentPort } from 'node:worker_threads';
+import { asTwinvolError, errnoCode, loadConfig, type Log, spawnOffThread } from '../shared/index.js';
+import { parseFlags } from './flags.js';
+import { GrpcStatus } from './grpc-status.js';
+import { createLog } from './logging.js';
+import type { Metrics, MetricsEndpoint } from './metrics.js';
+import { settingsOf } from './context.js';
+import { type OpenServices, openServices } from './services.js';
+import { type CallError, type FromService, parseToService } from './thread-messages.js';
+
+/**
+ * The CSI server's service thread (csi/service-thread.ts starts it): the core, every service's
+ * handlers, the metrics and their endpoint. Its record reads and writes, locks and mounts block this
+ * thread, never the main one, which goes on reading the socket and answering Probe.
+ */
+export function runServiceThread(): void {
+  const port = parentPort;
+  if (!port) throw new Error('runServiceThread runs in a worker thread only');
+  const send = (m: FromService) => port.postMessage(m);
+  // A bug that escapes every handler: as the main thread would (csi/main.ts), the message only.
+  const die = (err: unknown) => {
+    const message = err instanceof Error ? err.message : String(err);
+    send({ type: 'failed', message: `fatal: ${message}` });
+    process.exit(1);
+  };
+  process.on('uncaughtException', die);
+  process.on('unhandledRejection', die);
+  // Nothing is done before the main thread has checked the flags and says start (csi/server-main.ts).
+  let serving: Serving | undefined;
+  port.on('message', (raw: unknown) => {
+    const m = parseToService(raw);
+    if (m.type === 'start')
+      void begin(m.argv, send).then((begun) => {
+        if (!begun) return;
+        // Serving before the main thread hears so: its first call may be the next message.
+        serving = begun.serving;
+        send(begun.ready);
+      });
+    else if (m.type === 'call') serving?.call(m.id, m.service, m.method, m.request);
+    else if (m.type === 'observe') serving?.metrics?.observeCall(m.method, m.code, m.seconds);
+    else void Promise.resolve(serving?.close()).finally(() => send({ type: 'stopped' }));
+  });
+}
+
+interface Serving {
+  metrics?: Metrics;
+  call(id: number, service: string, method: string, request: unknown): void;
+  close(): Promise<void>;
+}
+
+/** The server's start-up, as it was before the service thread: undefined (and a `failed` sent) if it cannot serve. */
+async function begin(argv: string[], send: (m: FromService) => void): Promise<{ serving: Serving; ready: FromService } | undefined> {
+  // The main thread checked these already: parsed again here from the same argv and environment.
+  const flags = parseFlags(argv, process.env);
+  const config = loadConfig(process.env, flags.overrides);
+  const log: Log = createLog(flags.logLevel);
+  // Calls are answered while tools start (shared/spawn-thread.ts): a spawn blocks its thread.
+  spawnOffThread();
+
+  let metrics: Metrics | undefined;
+  let endpoint: MetricsEndpoint | undefined;
+  if (flags.metricsAddress) {
+    // prom-client is loaded only here: a server without --metrics-address never evaluates it.
+    const m = await import('./metrics.js');
+    metrics = new m.Metrics();
+    try {
+      endpoint = await m.serveMetrics(metrics, flags.metricsAddress);
+    } catch (err) {
+      send({ type: 'failed', message: `cannot serve metrics on ${m.addressText(flags.metricsAddress)}: ${errnoCode(err) ?? asTwinvolError(err).message}` });
+      return undefined;
+    }
+    log.info('serving metrics', { url: endpoint.url, port: endpoint.port });
+  }
+
+  let open: OpenServices;
+  try {
+    open = await openServices({ config, log, exec: flags.exec, ...(metrics ? { metrics } : {}), settings: settingsOf(flags, config) });
+  } catch (err) {
+    send({ type: 'failed', message: `cannot start: ${asTwinvolError(err).message}` });
+    return undefined;
+  }
+  const { services } = open;
+  const methods = Object.fromEntries(Object.entries(services).map(([name, handlers]) => [name, Object.keys(handlers ?? {})]));
+  const serving: Serving = {
+    ...(metrics ? { metrics } : {}),
+    call(id, service, method, request) {
+      const handler = services[service as keyof typeof services]?.[method];
+      if (!handler) return send({ type: 'answer', id, error: { code: GrpcStatus.UNIMPLEMENTED, details: `${service}.${method} is not served here` } });
+      void invokeUnary(handler, request).then((answer) => send({ type: 'answer', id, ...answer }));
+    },
+    async close() {
+      open.close();
+      await endpoint?.close();
+    },
+  };
+  return { serving, ready: { type: 'ready', tools: open.tools, methods } };
+}
+
+/**
+ * Runs one unary handler on a request and settles with its reply or its gRPC error. CSI has unary
+ * methods only, and twinvol's handlers read nothing of the call but its request (csi/rpc.ts,
+ * csi/exec-service.ts), which is all a call that came across a thread boundary has.
+ */
+function invokeUnary(handler: unknown, request: unknown): Promise<{ reply?: unknown; error?: CallError }> {
+  const unary = handler as handleUnaryCall<unknown, unknown>;
+  return new Promise((resolve) => {
+    unary({ request } as ServerUnaryCall<unknown, unknown>, (err, reply) => {
+      if (err) resolve({ error: { code: err.code ?? GrpcStatus.UNKNOWN, details: err.details ?? ('message' in err ? err.message : '') } });
+      else resolve({ reply });
+    });
+  });
+}

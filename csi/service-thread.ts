@@ -1,0 +1,148 @@
+import type { sendUnaryData, ServerUnaryCall, UntypedServiceImplementation } from '@grpc/grpc-js';
+import { Worker } from 'node:worker_threads';
+import type { CallObserver } from './rpc.js';
+import type { ServiceTable } from './services.js';
+import { type FromService, parseFromService, type ToService } from './thread-messages.js';
+import type { ToolReport } from './tools.js';
+
+declare const __TWINVOL_SERVICE_THREAD__: string;
+/**
+ * The service thread's program (csi/service-thread-worker.ts), bundled on its own and put here as a
+ * string by the build (scripts/build.mjs, an esbuild define). V8 scans a string literal without
+ * parsing what it holds, so the main thread does not parse the core, nor the service thread grpc-js;
+ * and a single executable, which has no script file to point a worker at, carries it as it is.
+ */
+const SERVICE_THREAD_SOURCE = __TWINVOL_SERVICE_THREAD__;
+
+/**
+ * The CSI server's service thread, seen from the main thread. The main thread keeps the socket:
+ * grpc-js, the decoding and encoding of every message, and the calls that need no core (Probe). Every
+ * other call goes to the service thread, which runs the core (csi/service-thread-worker.ts).
+ *
+ * Why: with every call on one thread, a Probe waited behind whatever other calls had queued, since
+ * each reads and writes its records, takes its locks and spawns its tools on that thread. While 16
+ * lifecycles ran, its p99 was 35 ms against the bare grpc-js server's 17 (scripts/bench/csi-scale.mjs),
+ * and a liveness probe that waits too long restarts a healthy server. A call crosses the boundary as
+ * its decoded request and comes back as its reply or gRPC error: two messages, plain objects only
+ * (csi/definition.ts decodes int64 as strings, so nothing needs a prototype).
+ */
+export class ServiceThread {
+  private readonly pending = new Map<number, sendUnaryData<unknown>>();
+  private nextId = 0;
+  private stopped: (() => void) | undefined;
+  private ready: { tools: ToolReport; methods: Record<string, string[]> } | undefined;
+  /** What is told of a failure: the start's promise until the thread serves, then the caller of start. */
+  private failed: (message: string) => void = (message) => {
+    this.deadBeforeStart = message;
+  };
+  /** Why the thread ended before it was started, if it did (its code did not load, say). */
+  private deadBeforeStart: string | undefined;
+  /** Told once the thread serves. */
+  private started: () => void = () => {};
+  /** The thread's last word before it failed, if it said one. */
+  private lastWord: string | undefined;
+
+  private constructor(private readonly worker: Worker) {
+    worker.on('message', (raw: unknown) => this.receive(parseFromService(raw)));
+    worker.on('error', (err) => this.failed(this.lastWord ?? `fatal: ${err.message}`));
+    worker.on('exit', (code) => {
+      if (this.stopped) this.stopped();
+      else this.failed(this.lastWord ?? `the service thread ended (exit code ${code})`);
+    });
+  }
+
+  /**
+   * Starts the thread at once, before the main thread loads what it runs itself: the thread parses
+   * its program meanwhile and then waits for `start`.
+   */
+  static spawn(): ServiceThread {
+    const thread = new ServiceThread(newWorker());
+    // Until it is started, the thread does not keep the process alive (`--help` exits). After the
+    // constructor: a 'message' listener added to a Worker refs it again.
+    thread.worker.unref();
+    return thread;
+  }
+
+  /**
+   * Sets the thread to work with the server's argv (checked by the main thread already) and waits until
+   * it serves, or rejects with the line that says why it cannot. `onFailure` is told if the thread
+   * ends later: the process cannot answer calls without it.
+   */
+  start(argv: readonly string[], onFailure: (message: string) => void): Promise<this> {
+    return new Promise((resolve, reject) => {
+      if (this.deadBeforeStart !== undefined) return reject(new Error(this.deadBeforeStart));
+      this.worker.ref();
+      this.failed = (message) => reject(new Error(message));
+      this.started = () => {
+        this.failed = onFailure;
+        resolve(this);
+      };
+      this.post({ type: 'start', argv: [...argv] });
+    });
+  }
+
+  /** The start-up tool check, which the main thread's Probe answers from. */
+  get tools(): ToolReport {
+    return this.ready?.tools ?? { missing: [], missingOptional: [] };
+  }
+
+  /** Every service the thread serves: `local`'s handlers where it has them, the thread's for the rest. */
+  table(local: ServiceTable): ServiceTable {
+    const table: ServiceTable = {};
+    for (const [service, names] of Object.entries(this.ready?.methods ?? {})) {
+      const own: UntypedServiceImplementation | undefined = local[service as keyof ServiceTable];
+      table[service as keyof ServiceTable] = Object.fromEntries(names.map((method) => [method, own?.[method] ?? this.forwarder(service, method)]));
+    }
+    return table;
+  }
+
+  /** Call metrics of the calls the main thread answers itself, kept with the rest on the thread. */
+  readonly observe: CallObserver = (method, code, seconds) => this.post({ type: 'observe', method, code, seconds });
+
+  /**
+   * Once no call is in flight (the socket is closed): the metrics endpoint is closed and the thread
+   * ends. Settles too if the thread has ended already, or ends before it answers.
+   */
+  async stop(): Promise<void> {
+    await new Promise<void>((resolve) => {
+      this.stopped = resolve;
+      if (this.worker.threadId < 0) resolve();
+      else this.post({ type: 'stop' });
+    });
+    await this.worker.terminate();
+  }
+
+  private forwarder(service: string, method: string) {
+    return (call: ServerUnaryCall<unknown, unknown>, callback: sendUnaryData<unknown>) => {
+      const id = this.nextId++;
+      this.pending.set(id, callback);
+      this.post({ type: 'call', id, service, method, request: call.request });
+    };
+  }
+
+  private receive(m: FromService): void {
+    if (m.type === 'ready') {
+      this.ready = { tools: m.tools, methods: m.methods };
+      return this.started();
+    }
+    if (m.type === 'failed') {
+      // Said before it ends (a bug escaped), or instead of serving (start-up failed, the thread waits).
+      this.lastWord = m.message;
+      return this.failed(m.message);
+    }
+    if (m.type === 'stopped') return this.stopped?.();
+    const callback = this.pending.get(m.id);
+    this.pending.delete(m.id);
+    if (m.error) callback?.(m.error, null);
+    else callback?.(null, m.reply);
+  }
+
+  private post(m: ToService): void {
+    this.worker.postMessage(m);
+  }
+}
+
+/** The service thread, running its program (eval: the program is a string, not a file). */
+function newWorker(): Worker {
+  return new Worker(SERVICE_THREAD_SOURCE, { eval: true });
+}
