@@ -34,6 +34,8 @@ export interface IdentityContext {
   rpc: Rpc;
   settings: Settings;
   tools: ToolReport;
+  /** Why the server cannot serve now, if it cannot (csi/service-thread.ts `stalled`): Probe fails with it. */
+  stalled?: () => string | undefined;
 }
 
 export const servesController = (mode: Mode) => mode !== 'node';

@@ -11,7 +11,7 @@ import type {
   ProbeResponse,
 } from './csi-types.js';
 
-export function identityService({ config, rpc, settings, tools }: IdentityContext): IdentityHandlers {
+export function identityService({ config, rpc, settings, tools, stalled }: IdentityContext): IdentityHandlers {
   const capabilities: PluginCapability[] = [
     ...(servesController(settings.mode) ? [{ service: { type: 'CONTROLLER_SERVICE' as const } }, { service: { type: 'GROUP_CONTROLLER_SERVICE' as const } }] : []),
     // Volumes are held on one node only when the data root is node-local (shared/core/placement.ts).
@@ -30,6 +30,8 @@ export function identityService({ config, rpc, settings, tools }: IdentityContex
     // The tools were looked up once at start: Probe is called every few seconds and must stay cheap.
     Probe: rpc.unary<ProbeRequest, ProbeResponse>('Probe', async () => {
       if (tools.missing.length) throw failedPrecondition(`required tools are missing: ${tools.missing.join(', ')}`);
+      const stuck = stalled?.();
+      if (stuck) throw failedPrecondition(stuck);
       return { ready: { value: true } };
     }),
   };

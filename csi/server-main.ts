@@ -60,7 +60,7 @@ export async function main(spawned: ServiceThread): Promise<void> {
   const services = ready.then((thread) => {
     // Identity needs no core, so this thread answers it: a Probe never waits for the service thread.
     // Serving one driver's volumes only, the plugin's capabilities are that driver's, which the thread asks it.
-    const { GetPluginCapabilities, ...always } = identityService({ config, rpc: new Rpc(log, thread.observe), settings, tools: thread.tools });
+    const { GetPluginCapabilities, ...always } = identityService({ config, rpc: new Rpc(log, thread.observe), settings, tools: thread.tools, stalled: thread.stalled });
     return thread.table({ Identity: flags.exec.only ? always : { ...always, GetPluginCapabilities } });
   });
   let server: RunningServer;

@@ -7,7 +7,7 @@ import { createLog } from './logging.js';
 import type { Metrics, MetricsEndpoint } from './metrics.js';
 import { settingsOf } from './context.js';
 import { type OpenServices, openServices } from './services.js';
-import { type CallError, type FromService, parseToService } from './thread-messages.js';
+import { type CallError, type FromService, HEARTBEAT_MS, parseToService } from './thread-messages.js';
 
 /**
  * The CSI server's service thread (csi/service-thread.ts starts it): the core, every service's
@@ -36,6 +36,8 @@ export function runServiceThread(): void {
         // Serving before the main thread hears so: its first call may be the next message.
         serving = begun.serving;
         send(begun.ready);
+        // Unref'd: the port's listener is what keeps the thread alive, until it is stopped.
+        setInterval(() => send({ type: 'alive' }), HEARTBEAT_MS).unref();
       });
     else if (m.type === 'call') serving?.call(m.id, m.service, m.method, m.request);
     else if (m.type === 'observe') serving?.metrics?.observeCall(m.method, m.code, m.seconds);

@@ -2,7 +2,7 @@ import type { sendUnaryData, ServerUnaryCall, UntypedServiceImplementation } fro
 import { Worker } from 'node:worker_threads';
 import type { CallObserver } from './rpc.js';
 import type { ServiceTable } from './services.js';
-import { type FromService, parseFromService, type ToService } from './thread-messages.js';
+import { type FromService, HEARTBEAT_MS, parseFromService, type ToService } from './thread-messages.js';
 import type { ToolReport } from './tools.js';
 
 declare const __TWINVOL_SERVICE_THREAD__: string;
@@ -13,6 +13,13 @@ declare const __TWINVOL_SERVICE_THREAD__: string;
  * and a single executable, which has no script file to point a worker at, carries it as it is.
  */
 const SERVICE_THREAD_SOURCE = __TWINVOL_SERVICE_THREAD__;
+
+/**
+ * How long the service thread may go without a word before Probe fails: ten of its heartbeats. Its
+ * event loop stops only when a call blocks it (a synchronous file call on a data root whose network
+ * filesystem stopped answering, say); CPU starvation slows both threads alike.
+ */
+export const STALL_MS = 10 * HEARTBEAT_MS;
 
 /**
  * The CSI server's service thread, seen from the main thread. The main thread keeps the socket:
@@ -41,6 +48,8 @@ export class ServiceThread {
   private started: () => void = () => {};
   /** The thread's last word before it failed, if it said one. */
   private lastWord: string | undefined;
+  /** When the thread last said anything (performance.now()). */
+  private lastHeard = performance.now();
 
   private constructor(private readonly worker: Worker) {
     worker.on('message', (raw: unknown) => this.receive(parseFromService(raw)));
@@ -120,7 +129,20 @@ export class ServiceThread {
     };
   }
 
+  /**
+   * Why the server cannot serve now, if it cannot: the service thread has said nothing for STALL_MS,
+   * so every call but Identity's would wait. Probe fails with it (csi/identity.ts), as it would have
+   * when one thread did everything and a stuck call held it, so that a liveness probe still sees it.
+   */
+  readonly stalled = (): string | undefined => {
+    const silentMs = performance.now() - this.lastHeard;
+    if (!this.ready || silentMs < STALL_MS) return undefined;
+    return `the service thread has answered nothing for ${Math.round(silentMs / 1000)} s (${this.pending.size} call(s) waiting): a call is stuck, probably in a file call on the data root or state dir`;
+  };
+
   private receive(m: FromService): void {
+    this.lastHeard = performance.now();
+    if (m.type === 'alive') return;
     if (m.type === 'ready') {
       this.ready = { tools: m.tools, methods: m.methods };
       return this.started();

@@ -27,7 +27,12 @@ export type FromService =
   /** The service thread cannot go on (start-up failed, or a bug escaped): the process exits with this line. */
   | { type: 'failed'; message: string }
   | { type: 'answer'; id: number; error?: CallError; reply?: unknown }
+  /** Sent every HEARTBEAT_MS while the thread's event loop turns: silence means it is stuck. */
+  | { type: 'alive' }
   | { type: 'stopped' };
+
+/** How often the service thread says it is alive (csi/service-thread.ts judges the silence). */
+export const HEARTBEAT_MS = 1000;
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null;
 const isStrings = (v: unknown): v is string[] => Array.isArray(v) && v.every((x) => typeof x === 'string');
@@ -58,6 +63,7 @@ export function parseFromService(v: unknown): FromService {
     }
     if (v.type === 'failed' && typeof v.message === 'string') return { type: 'failed', message: v.message };
     if (v.type === 'stopped') return { type: 'stopped' };
+    if (v.type === 'alive') return { type: 'alive' };
   }
   throw new Error(`the CSI server received a message from its service thread it does not know: ${JSON.stringify(v)?.slice(0, 200)}`);
 }
