@@ -18,7 +18,7 @@ export function runServiceThread(): void {
   const port = parentPort;
   if (!port) throw new Error('runServiceThread runs in a worker thread only');
   const send = (m: FromService) => port.postMessage(m);
-  // A bug that escapes every handler: as the main thread would (csi/main.ts), the message only.
+  // A bug that escapes every handler: as the main thread would (csi/server-main.ts), the message only.
   const die = (err: unknown) => {
     const message = err instanceof Error ? err.message : String(err);
     send({ type: 'failed', message: `fatal: ${message}` });
@@ -39,7 +39,11 @@ export function runServiceThread(): void {
         // Unref'd: the port's listener is what keeps the thread alive, until it is stopped.
         setInterval(() => send({ type: 'alive' }), HEARTBEAT_MS).unref();
       });
-    else if (m.type === 'call') serving?.call(m.id, m.service, m.method, m.request);
+    else if (m.type === 'call') {
+      // The main thread forwards nothing before `ready`; should it, the call is answered, not lost.
+      if (serving) serving.call(m.id, m.service, m.method, m.request);
+      else send({ type: 'answer', id: m.id, error: { code: GrpcStatus.UNAVAILABLE, details: 'the CSI server is still starting; try again' } });
+    }
     else if (m.type === 'observe') serving?.metrics?.observeCall(m.method, m.code, m.seconds);
     else void Promise.resolve(serving?.close()).finally(() => send({ type: 'stopped' }));
   });
