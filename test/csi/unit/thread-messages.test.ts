@@ -1,0 +1,44 @@
+import { describe, expect, it } from 'vitest';
+import { parseFromService, parseToService } from '../../../csi/thread-messages.js';
+
+/**
+ * The messages between the CSI server's two threads (csi/service-thread.ts): what passes is exactly
+ * what was meant, and anything else is an error that names the message, never a call left waiting.
+ */
+describe('csi/thread-messages.ts', () => {
+  it('passes every message to the service thread as it was sent', () => {
+    const sent = [
+      { type: 'start', argv: ['--endpoint', 'unix:///csi.sock'] },
+      { type: 'call', id: 7, service: 'Node', method: 'NodeStageVolume', request: { volume_id: 'v', secrets: { a: 'b' } } },
+      { type: 'observe', method: 'Probe', code: 'OK', seconds: 0.001 },
+      { type: 'stop' },
+    ];
+    for (const m of sent) expect(parseToService(structuredClone(m))).toEqual(m);
+  });
+
+  it('passes every message from the service thread as it was sent', () => {
+    const sent = [
+      { type: 'ready', tools: { missing: [], missingOptional: ['mkfs.xfs'] }, methods: { Identity: ['Probe'], Node: ['NodeStageVolume'] } },
+      { type: 'failed', message: 'cannot start: no such node' },
+      { type: 'answer', id: 3, reply: { volume: { volume_id: 'v', capacity_bytes: '1048576' } } },
+      { type: 'answer', id: 4, error: { code: 5, details: 'volume v does not exist' } },
+      { type: 'alive' },
+      { type: 'stopped' },
+    ];
+    for (const m of sent) expect(parseFromService(structuredClone(m))).toEqual(m);
+  });
+
+  it.each([
+    null, 'start', { type: 'start' }, { type: 'start', argv: [1] }, { type: 'call', id: '7', service: 'Node', method: 'X' },
+    { type: 'call', id: 7, service: 'Node' }, { type: 'observe', method: 'Probe', code: 'OK' }, { type: 'answer', id: 1 },
+  ])('refuses %j on its way to the service thread, naming it', (m) => {
+    expect(() => parseToService(m)).toThrow(/^the service thread received a message it does not know: /);
+  });
+
+  it.each([
+    undefined, 42, { type: 'answer' }, { type: 'answer', id: 1, error: { code: '5', details: 'x' } }, { type: 'answer', id: 1, error: { code: 5 } },
+    { type: 'ready', tools: { missing: 'cp' }, methods: {} }, { type: 'ready', tools: { missing: [], missingOptional: [] } }, { type: 'failed' }, { type: 'call', id: 1 },
+  ])('refuses %j on its way back, naming it', (m) => {
+    expect(() => parseFromService(m)).toThrow(/^the CSI server received a message from its service thread it does not know: /);
+  });
+});
