@@ -17,12 +17,11 @@ export interface Settings {
   maxVolumesPerNode: number;
 }
 
-/** What every service is built from: one core per server, one RPC wrapper, the start-up tool check. */
+/** What every service but Identity is built from: one core per server, one RPC wrapper. */
 export interface ServiceContext {
   core: Core;
   rpc: Rpc;
   settings: Settings;
-  tools: ToolReport;
 }
 
 /**

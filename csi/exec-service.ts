@@ -134,11 +134,13 @@ export class ExecService {
     return this.serving.capabilities(driver);
   }
 
-  /** --backends exec: the plugin's capabilities are the driver's (expansion only if it resizes). */
-  identity(builtIn: IdentityHandlers): IdentityHandlers {
-    if (!this.serving.only) return builtIn;
+  /**
+   * The Identity calls that are not the built-in ones (csi/identity.ts), if any: with --backends exec,
+   * the plugin's capabilities are the driver's (expansion only if it resizes), which its init tells.
+   */
+  identity(): Pick<IdentityHandlers, 'GetPluginCapabilities'> | undefined {
+    if (!this.serving.only) return undefined;
     return {
-      ...builtIn,
       GetPluginCapabilities: this.ctx.rpc.unary<GetPluginCapabilitiesRequest, GetPluginCapabilitiesResponse>('GetPluginCapabilities', async () => ({
         capabilities: [
           ...(servesController(this.ctx.settings.mode) ? [{ service: { type: 'CONTROLLER_SERVICE' as const } }] : []),

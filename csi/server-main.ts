@@ -59,9 +59,7 @@ export async function main(spawned: ServiceThread): Promise<void> {
   const ready = spawned.start(process.argv.slice(2), (message) => die(new Error(message))).catch((err: unknown) => exitWith(1, asTwinvolError(err).message));
   const services = ready.then((thread) => {
     // Identity needs no core, so this thread answers it: a Probe never waits for the service thread.
-    // Serving one driver's volumes only, the plugin's capabilities are that driver's, which the thread asks it.
-    const { GetPluginCapabilities, ...always } = identityService({ config, rpc: new Rpc(log, thread.observe), settings, tools: thread.tools, stalled: thread.stalled });
-    return thread.table({ Identity: flags.exec.only ? always : { ...always, GetPluginCapabilities } });
+    return thread.table({ Identity: identityService({ config, rpc: new Rpc(log, thread.observe), settings, tools: thread.tools, stalled: thread.stalled }) });
   });
   let server: RunningServer;
   try {

@@ -1,4 +1,4 @@
-import type { sendUnaryData, ServerUnaryCall, UntypedServiceImplementation } from '@grpc/grpc-js';
+import type { sendUnaryData, ServerUnaryCall } from '@grpc/grpc-js';
 import { Worker } from 'node:worker_threads';
 import type { CallObserver } from './rpc.js';
 import type { ServiceTable } from './services.js';
@@ -95,12 +95,15 @@ export class ServiceThread {
     return this.ready?.tools ?? { missing: [], missingOptional: [] };
   }
 
-  /** Every service the thread serves: `local`'s handlers where it has them, the thread's for the rest. */
+  /**
+   * Every service the server offers: each method the thread serves goes to it (every core call, and
+   * with --backends exec the driver's plugin capabilities), the rest are `local`'s (Identity).
+   */
   table(local: ServiceTable): ServiceTable {
-    const table: ServiceTable = {};
+    const table: ServiceTable = { ...local };
     for (const [service, names] of Object.entries(this.ready?.methods ?? {})) {
-      const own: UntypedServiceImplementation | undefined = local[service as keyof ServiceTable];
-      table[service as keyof ServiceTable] = Object.fromEntries(names.map((method) => [method, own?.[method] ?? this.forwarder(service, method)]));
+      const name = service as keyof ServiceTable;
+      table[name] = { ...local[name], ...Object.fromEntries(names.map((method) => [method, this.forwarder(service, method)])) };
     }
     return table;
   }

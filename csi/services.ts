@@ -6,7 +6,6 @@ import type { CsiService } from './definition.js';
 import { ExecService } from './exec-service.js';
 import type { ExecFlags } from './flags.js';
 import { groupControllerService } from './group-controller.js';
-import { identityService } from './identity.js';
 import type { Metrics } from './metrics.js';
 import { nodeService } from './node.js';
 import { Rpc } from './rpc.js';
@@ -27,6 +26,7 @@ export interface ServicesOptions {
 export type ServiceTable = Partial<Record<CsiService, UntypedServiceImplementation>>;
 
 export interface OpenServices {
+  /** What the service thread answers: every call but Identity's, which the main thread answers (csi/server-main.ts). */
   services: ServiceTable;
   /** The start-up tool check, which Probe answers from. */
   tools: ToolReport;
@@ -76,7 +76,7 @@ export async function openServices({ settings, config, log, exec, metrics }: Ser
   if (tools.missingOptional.length) log.warn('optional tools are missing: xfs volumes (mkfs.xfs, xfs_growfs) or group snapshot freezes (fsfreeze) will fail', { missing: tools.missingOptional });
 
   const flex = flexPortOf(exec, config, log);
-  const ctx: ServiceContext = { core: openCore(config, { flex: flex.volumes }), rpc: new Rpc(log, metrics?.observeCall), settings, tools };
+  const ctx: ServiceContext = { core: openCore(config, { flex: flex.volumes }), rpc: new Rpc(log, metrics?.observeCall), settings };
   metrics?.countVolumesOf(ctx.core);
   // Every external command: a debug line (within a call, it carries the call's ids: csi/logging-scope.ts) and its metrics.
   const stopObserving = observeSpawns((r) => {
@@ -94,7 +94,9 @@ export async function openServices({ settings, config, log, exec, metrics }: Ser
     only: flex.flags.only,
     ...(flex.flags.driver !== undefined ? { driver: parseDriverName(flex.flags.driver) } : {}),
   });
-  const services: ServiceTable = { Identity: execService.identity(identityService({ ...ctx, config })) };
+  // Identity is the main thread's (csi/server-main.ts), but for what only a driver can tell.
+  const identity = execService.identity();
+  const services: ServiceTable = identity ? { Identity: identity } : {};
   if (servesController(settings.mode)) {
     services.Controller = execService.controller(controllerService(ctx));
     // FlexVolume has no snapshots: a server fronting one driver offers no group controller.

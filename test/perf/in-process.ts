@@ -74,11 +74,10 @@ export async function inProcessCsi(s: Scratch, nodeId = 'bench'): Promise<InProc
     core: openCore(config),
     rpc: new Rpc(new Logger(() => undefined)),
     settings: { driverName: 'csi.twinvol.io', vendorVersion: 'test', mode: 'all', nodeId: node, maxVolumesPerNode: 0 },
-    tools: { missing: [], missingOptional: [] },
   };
   // As csi/server.ts does before it serves: ControllerPublishVolume needs the node registered.
   await registerNode(ctx.core, node, nodeTopology(node).segments, 'csi');
-  const services: Record<string, object> = { Identity: identityService({ ...ctx, config: ctx.core.config }), Controller: controllerService(ctx), Node: nodeService(ctx) };
+  const services: Record<string, object> = { Identity: identityService({ ...ctx, config: ctx.core.config, tools: { missing: [], missingOptional: [] } }), Controller: controllerService(ctx), Node: nodeService(ctx) };
   return {
     call(service, method, request) {
       const handler = (services[service] as Record<string, handleUnaryCall<unknown, unknown> | undefined>)[method];
