@@ -38,26 +38,36 @@ export class ServiceThread {
   private nextId = 0;
   private stopped: (() => void) | undefined;
   private ready: { tools: ToolReport; methods: Record<string, string[]> } | undefined;
-  /** What is told of a failure: the start's promise until the thread serves, then the caller of start. */
-  private failed: (message: string) => void = (message) => {
-    this.deadBeforeStart = message;
-  };
-  /** Why the thread ended before it was started, if it did (its code did not load, say). */
-  private deadBeforeStart: string | undefined;
-  /** Told once the thread serves. */
-  private started: () => void = () => {};
-  /** The thread's last word before it failed, if it said one. */
-  private lastWord: string | undefined;
+  /** Settles when the thread serves, or fails before it does (its code did not load, its start-up failed). */
+  private readonly serving: Promise<void>;
+  /** Told of the first failure once the thread serves: the process cannot answer calls without it. */
+  private onFailure: ((message: string) => void) | undefined;
+  private failure: string | undefined;
+  private settle!: { resolve: () => void; reject: (err: Error) => void };
   /** When the thread last said anything (performance.now()). */
   private lastHeard = performance.now();
 
   private constructor(private readonly worker: Worker) {
+    this.serving = new Promise((resolve, reject) => (this.settle = { resolve, reject }));
+    // A failure before start() is asked for is reported by start(), not as an unhandled rejection.
+    this.serving.catch(() => undefined);
     worker.on('message', (raw: unknown) => this.receive(parseFromService(raw)));
-    worker.on('error', (err) => this.failed(this.lastWord ?? `fatal: ${err.message}`));
+    worker.on('error', (err) => this.failed(`fatal: ${err.message}`));
     worker.on('exit', (code) => {
       if (this.stopped) this.stopped();
-      else this.failed(this.lastWord ?? `the service thread ended (exit code ${code})`);
+      else this.failed(`the service thread ended (exit code ${code})`);
     });
+  }
+
+  /**
+   * The first failure only: a thread that says why it failed (`failed`) then also ends, and its end
+   * says less.
+   */
+  private failed(message: string): void {
+    if (this.failure !== undefined) return;
+    this.failure = message;
+    if (this.ready) this.onFailure?.(message);
+    else this.settle.reject(new Error(message));
   }
 
   /**
@@ -77,17 +87,12 @@ export class ServiceThread {
    * it serves, or rejects with the line that says why it cannot. `onFailure` is told if the thread
    * ends later: the process cannot answer calls without it.
    */
-  start(argv: readonly string[], onFailure: (message: string) => void): Promise<this> {
-    return new Promise((resolve, reject) => {
-      if (this.deadBeforeStart !== undefined) return reject(new Error(this.deadBeforeStart));
-      this.worker.ref();
-      this.failed = (message) => reject(new Error(message));
-      this.started = () => {
-        this.failed = onFailure;
-        resolve(this);
-      };
-      this.post({ type: 'start', argv: [...argv] });
-    });
+  async start(argv: readonly string[], onFailure: (message: string) => void): Promise<this> {
+    this.onFailure = onFailure;
+    this.worker.ref();
+    this.post({ type: 'start', argv: [...argv] });
+    await this.serving;
+    return this;
   }
 
   /** The start-up tool check, which the main thread's Probe answers from. */
@@ -148,13 +153,10 @@ export class ServiceThread {
     if (m.type === 'alive') return;
     if (m.type === 'ready') {
       this.ready = { tools: m.tools, methods: m.methods };
-      return this.started();
+      return this.settle.resolve();
     }
-    if (m.type === 'failed') {
-      // Said before it ends (a bug escaped), or instead of serving (start-up failed, the thread waits).
-      this.lastWord = m.message;
-      return this.failed(m.message);
-    }
+    // Said before it ends (a bug escaped), or instead of serving (start-up failed, the thread waits).
+    if (m.type === 'failed') return this.failed(m.message);
     if (m.type === 'stopped') return this.stopped?.();
     const callback = this.pending.get(m.id);
     this.pending.delete(m.id);
