@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { handleUnaryCall } from '@grpc/grpc-js';
+import type { handleUnaryCall, ServerUnaryCall, UntypedHandleCall } from '@grpc/grpc-js';
 import { aborted, asTwinvolError, checkBounds, type ErrorCode, type Log, type LogFields, unimplemented } from '../shared/index.js';
 import { GrpcStatus, type GrpcStatusCode, statusName } from './grpc-status.js';
 import { type CallScope, callScope, secretValuesOf } from './logging-scope.js';
@@ -121,6 +121,28 @@ export class Rpc {
       throw unimplemented(`${method} is not implemented by twinvol`);
     });
   }
+}
+
+/** A call's gRPC error, as grpc-js's callback takes it. */
+export interface CallError {
+  code: number;
+  details: string;
+}
+
+/**
+ * Runs one unary handler on a request alone and settles with its reply or its gRPC error: how the
+ * service thread answers a call that came across from the main thread (csi/service-thread-worker.ts),
+ * and how tests call handlers in process. CSI has unary methods only, and twinvol's handlers read
+ * nothing of the call but its request (Rpc.unary above, csi/exec-service.ts's routing).
+ */
+export function invokeUnary(handler: UntypedHandleCall, request: unknown): Promise<{ reply: unknown } | { error: CallError }> {
+  const unary = handler as handleUnaryCall<unknown, unknown>;
+  return new Promise((resolve) => {
+    unary({ request } as ServerUnaryCall<unknown, unknown>, (err, reply) => {
+      if (err) resolve({ error: { code: err.code ?? GrpcStatus.UNKNOWN, details: err.details ?? ('message' in err ? err.message : '') } });
+      else resolve({ reply });
+    });
+  });
 }
 
 /** Subject fields come from the caller: a 4 MiB "volume id" must not become a 4 MiB log line. */

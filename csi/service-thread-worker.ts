@@ -1,13 +1,13 @@
-import type { handleUnaryCall, ServerUnaryCall } from '@grpc/grpc-js';
 import { parentPort } from 'node:worker_threads';
 import { asTwinvolError, errnoCode, loadConfig, type Log, spawnOffThread } from '../shared/index.js';
 import { parseFlags } from './flags.js';
 import { GrpcStatus } from './grpc-status.js';
 import { createLog } from './logging.js';
 import type { Metrics, MetricsEndpoint } from './metrics.js';
+import { invokeUnary } from './rpc.js';
 import { settingsOf } from './context.js';
 import { type OpenServices, openServices } from './services.js';
-import { type CallError, type FromService, HEARTBEAT_MS, parseToService } from './thread-messages.js';
+import { type FromService, HEARTBEAT_MS, parseToService } from './thread-messages.js';
 
 /**
  * The CSI server's service thread (csi/service-thread.ts starts it): the core, every service's
@@ -101,19 +101,4 @@ async function begin(argv: string[], send: (m: FromService) => void): Promise<{ 
     },
   };
   return { serving, ready: { type: 'ready', tools: open.tools, methods } };
-}
-
-/**
- * Runs one unary handler on a request and settles with its reply or its gRPC error. CSI has unary
- * methods only, and twinvol's handlers read nothing of the call but its request (csi/rpc.ts,
- * csi/exec-service.ts), which is all a call that came across a thread boundary has.
- */
-function invokeUnary(handler: unknown, request: unknown): Promise<{ reply?: unknown; error?: CallError }> {
-  const unary = handler as handleUnaryCall<unknown, unknown>;
-  return new Promise((resolve) => {
-    unary({ request } as ServerUnaryCall<unknown, unknown>, (err, reply) => {
-      if (err) resolve({ error: { code: err.code ?? GrpcStatus.UNKNOWN, details: err.details ?? ('message' in err ? err.message : '') } });
-      else resolve({ reply });
-    });
-  });
 }

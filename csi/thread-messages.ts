@@ -1,3 +1,4 @@
+import type { CallError } from './rpc.js';
 import type { ToolReport } from './tools.js';
 
 /**
@@ -15,11 +16,6 @@ export type ToService =
   | { type: 'observe'; method: string; code: string; seconds: number }
   | { type: 'stop' };
 
-/** A call's gRPC error, as grpc-js's callback takes it. */
-export interface CallError {
-  code: number;
-  details: string;
-}
 
 /** service thread -> main */
 export type FromService =

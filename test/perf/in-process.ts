@@ -1,10 +1,10 @@
-import type { handleUnaryCall, ServerUnaryCall, ServiceError } from '@grpc/grpc-js';
+import type { UntypedHandleCall } from '@grpc/grpc-js';
 import { loadSync } from '@grpc/proto-loader';
 import { controllerService } from '../../csi/controller.js';
 import type { ServiceContext } from '../../csi/context.js';
 import { identityService } from '../../csi/identity.js';
 import { nodeService } from '../../csi/node.js';
-import { Rpc } from '../../csi/rpc.js';
+import { invokeUnary, Rpc } from '../../csi/rpc.js';
 import { nodeTopology } from '../../csi/topology.js';
 import { dispatch } from '../../flex/dispatch.js';
 import type { FlexReply } from '../../flex/reply.js';
@@ -80,15 +80,15 @@ export async function inProcessCsi(s: Scratch, nodeId = 'bench'): Promise<InProc
   const services: Record<string, object> = { Identity: identityService({ ...ctx, config: ctx.core.config, tools: { missing: [], missingOptional: [] } }), Controller: controllerService(ctx), Node: nodeService(ctx) };
   return {
     call(service, method, request) {
-      const handler = (services[service] as Record<string, handleUnaryCall<unknown, unknown> | undefined>)[method];
+      const handler = (services[service] as Record<string, UntypedHandleCall | undefined>)[method];
       const def = (definition[`csi.v1.${service}`] as unknown as Record<string, MethodDefinition | undefined>)[method];
       if (!handler || !def) throw new Error(`no ${service}.${method}`);
       // Through the wire format, so the handler sees defaults and oneof fields as the server would.
       const decoded = def.requestDeserialize(def.requestSerialize(request));
-      const call = { request: decoded } as ServerUnaryCall<unknown, unknown>;
-      return new Promise((done, fail) =>
-        handler(call, (err: Partial<ServiceError> | null, reply?: unknown) => (err ? fail(new Error(`${method}: ${err.details ?? err.message}`)) : done(reply))),
-      );
+      return invokeUnary(handler, decoded).then((answer) => {
+        if ('error' in answer) throw new Error(`${method}: ${answer.error.details}`);
+        return answer.reply;
+      });
     },
   };
 }

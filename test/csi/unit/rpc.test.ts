@@ -1,6 +1,6 @@
-import { type handleUnaryCall, type ServerUnaryCall, status } from '@grpc/grpc-js';
+import { type handleUnaryCall, status } from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
-import { Rpc } from '../../../csi/rpc.js';
+import { invokeUnary, Rpc } from '../../../csi/rpc.js';
 import { type ErrorCode, TwinvolError } from '../../../shared/errors.js';
 import { Logger } from '../../../shared/log.js';
 
@@ -16,16 +16,11 @@ function rpcWithLog(): { rpc: Rpc; lines: Record<string, unknown>[] } {
   return { rpc: new Rpc(new Logger((line) => lines.push(JSON.parse(line) as Record<string, unknown>))), lines };
 }
 
-/** Calls a wrapped handler as grpc-js would, with only what the wrapper reads: the request. */
-function invoke<Req, Res>(handler: handleUnaryCall<Req, Res>, request: Req): Promise<Answer> {
-  // A test double: Rpc.unary reads call.request and nothing else of the call.
-  const call = { request } as ServerUnaryCall<Req, Res>;
-  return new Promise((done) =>
-    handler(call, (err, value) => {
-      if (!err) done({ code: 'OK', details: '', reply: value });
-      else done({ code: status[err.code ?? status.UNKNOWN] as keyof typeof status, details: err.details ?? '' });
-    }),
-  );
+/** Calls a wrapped handler with only what the wrapper reads, the request, as the service thread does. */
+async function invoke<Req, Res>(handler: handleUnaryCall<Req, Res>, request: Req): Promise<Answer> {
+  const answer = await invokeUnary(handler, request);
+  if ('error' in answer) return { code: status[answer.error.code] as keyof typeof status, details: answer.error.details };
+  return { code: 'OK', details: '', reply: answer.reply };
 }
 
 /** A promise the test settles by hand, to hold a call in flight. */
