@@ -1,6 +1,7 @@
 import { accessSync, constants, existsSync, mkdtempSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
+import { loadConfig, openCore } from '../../shared/index.js';
 import { releaseWorld, worldIn } from '../scratch-world.js';
 import { PrivateCsi } from './csi-server.js';
 import { runFlex } from './kubelet-flex.js';
@@ -109,7 +110,7 @@ export async function runCompare(o: CompareOptions): Promise<CompareReport> {
     });
     const csiStartMs = performance.now() - started;
     tools.take();
-    const w: Workbench = { scratch, node: NODE, flexBin: o.flexBin, flexEnv, csi, tools, ...(o.signal ? { signal: o.signal } : {}) };
+    const w: Workbench = { scratch, core: openCore(loadConfig(scratch.env)), node: NODE, flexBin: o.flexBin, flexEnv, csi, tools, ...(o.signal ? { signal: o.signal } : {}) };
     const backends: BackendReport[] = [];
     for (const backend of o.backends) backends.push(await compareBackend(w, backend, o));
     return { command: 'twinvol compare', startedAt, node: NODE, rounds: o.rounds, method: METHOD, csiStartMs: Math.round(csiStartMs * 10) / 10, backends };

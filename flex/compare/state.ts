@@ -25,6 +25,11 @@ export interface PathState {
 /** A volume as one model left it published: the staging mount, the pod's mount, the filesystem's size. */
 export interface VolumeState {
   staging: PathState | null;
+  /**
+   * The staging is its record alone by design, mounting nothing (MountRecord.recordOnly, as twinvol-csi
+   * stages a dir volume: shared/core/staging.ts), so that its path has no mount to compare.
+   */
+  stagedByRecord: boolean;
   target: PathState;
   /** statfs total of the pod's mount. */
   sizeBytes: number;
@@ -51,10 +56,10 @@ export function pathState(path: string, n: Neutral, mounts: readonly MountEntry[
   return { mount: entry ? mountState(entry, n) : null, uid: st.uid, gid: st.gid, mode: (st.mode & 0o7777).toString(8).padStart(4, '0') };
 }
 
-export function volumeState(staging: string | undefined, target: string, n: Neutral): VolumeState {
+export function volumeState(staging: string | undefined, target: string, n: Neutral, stagedByRecord: boolean): VolumeState {
   const mounts = readMounts();
   const fs = statfsSync(target);
-  return { staging: staging === undefined ? null : pathState(staging, n, mounts), target: pathState(target, n, mounts), sizeBytes: fs.blocks * fs.bsize };
+  return { staging: staging === undefined ? null : pathState(staging, n, mounts), stagedByRecord, target: pathState(target, n, mounts), sizeBytes: fs.blocks * fs.bsize };
 }
 
 function mountState(m: MountEntry, n: Neutral): MountState {
@@ -86,9 +91,10 @@ function neutralPath(p: string, n: Neutral): string {
 
 /**
  * Every field in which the two models left the volume differently. Pure: the tests plant differences here.
- * A staging's mount is compared where both models mount one: twinvol-csi stages a dir volume by its
- * record alone (shared/core/staging.ts), where kubelet's FlexVolume needs a mount point, and that
- * difference is the stage step's, shown by its tools; what a pod sees is its target, compared whole.
+ * A staging one model left unmounted because it is that model's record alone (`stagedByRecord`:
+ * twinvol-csi's dir volume, where kubelet's FlexVolume needs a mount point) has no mount to compare;
+ * that difference is the stage step's, shown by its tools, and what a pod sees is its target, compared
+ * whole. Any other staging left unmounted is a difference.
  */
 export function diffStates(flex: VolumeState, csi: VolumeState): Difference[] {
   const out: Difference[] = [];
@@ -106,7 +112,7 @@ export function diffStates(flex: VolumeState, csi: VolumeState): Difference[] {
       add(where, 'present', Boolean(a), Boolean(b));
       continue;
     }
-    if (where === 'staging' && (!a.mount || !b.mount)) continue;
+    if (where === 'staging' && ((!a.mount && flex.stagedByRecord) || (!b.mount && csi.stagedByRecord))) continue;
     add(where, 'mounted', Boolean(a.mount), Boolean(b.mount));
     if (a.mount && b.mount) {
       for (const field of ['device', 'fsType', 'mountOptions', 'superOptions', 'readOnly'] as const) add(where, field, a.mount[field], b.mount[field]);

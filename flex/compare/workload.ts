@@ -1,6 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { csiGlobalMountPath, csiPodMountPath, type ExecVolume, flexArgv, flexGlobalMountPath, flexPodVolumePath, parseDriverName } from '../../shared/index.js';
+import { type Core, csiGlobalMountPath, csiPodMountPath, type ExecVolume, flexArgv, flexGlobalMountPath, flexPodVolumePath, mountsOf, parseDriverName, validateVolumeId } from '../../shared/index.js';
 import type { ScratchWorld } from '../scratch-world.js';
 import type { Message, PrivateCsi } from './csi-server.js';
 import { callFlex, loggedSpawns } from './kubelet-flex.js';
@@ -37,6 +37,8 @@ export const NOT_IN_PROTOCOL: Partial<Record<StepName, Partial<Record<Model, str
 
 export interface Workbench {
   scratch: ScratchWorld;
+  /** The core on the scratch world: what each model recorded, read as it recorded it. */
+  core: Core;
   node: string;
   flexBin: string;
   /** The environment of every FlexVolume call: the scratch world's settings, the tool shim first on PATH. */
@@ -80,6 +82,12 @@ export function volumeSpec(backend: CompareBackend, model: Model): VolumeSpec {
 const pod = (v: VolumeSpec, round: number) => ({ name: `compare-${round}`, namespace: 'default', uid: `0c0a7e00-0000-4000-8000-${String(round).padStart(12, '0')}`, serviceAccount: 'default' });
 const neutral = (w: Workbench, v: VolumeSpec): Neutral => ({ volumeDir: join(w.scratch.dataRoot, 'volumes', v.id), scratchRoot: w.scratch.root });
 
+/** The volume as the model left it published, its staging's record asked whether it is that record alone. */
+async function publishedState(w: Workbench, v: VolumeSpec, staging: string, target: string): Promise<VolumeState> {
+  const byRecord = (await mountsOf(w.core, validateVolumeId(v.id))).some((r) => r.path === staging && r.recordOnly === true);
+  return volumeState(staging, target, neutral(w, v), byRecord);
+}
+
 /**
  * One round of the FlexVolume model: the calls kubelet and the controller-manager make for a pod on an
  * attachable driver (pkg/volume/flexvolume: getvolumename and attach from the attach-detach controller,
@@ -114,7 +122,7 @@ export async function flexRound(w: Workbench, v: VolumeSpec, round: number): Pro
     const grown = await call('expand', 'expandvolume', flexArgv.expandvolume(ev, newSize, oldSize));
     if (grown) await call('expand', 'expandfs', flexArgv.expandfs(ev, device, staging, newSize, oldSize));
   }
-  const state = volumeState(staging, podDir, neutral(w, v));
+  const state = await publishedState(w, v, staging, podDir);
   await call('unpublish', 'unmount', flexArgv.unmount(podDir));
   await call('unstage', 'unmountdevice', flexArgv.unmountdevice(staging));
   await call('detach', 'detach', flexArgv.detach(ev, w.node));
@@ -161,7 +169,7 @@ export async function csiRound(w: Workbench, v: VolumeSpec, round: number): Prom
     if (grown?.node_expansion_required)
       await call('expand', 'Node', 'NodeExpandVolume', { volume_id: v.id, volume_path: target, staging_target_path: staging, capacity_range: { required_bytes: String(newSize) }, volume_capability: cap });
   }
-  const state = volumeState(staging, target, neutral(w, v));
+  const state = await publishedState(w, v, staging, target);
   await call('unpublish', 'Node', 'NodeUnpublishVolume', { volume_id: v.id, target_path: target });
   await call('unstage', 'Node', 'NodeUnstageVolume', { volume_id: v.id, staging_target_path: staging });
   await call('detach', 'Controller', 'ControllerUnpublishVolume', { volume_id: v.id, node_id: w.node });

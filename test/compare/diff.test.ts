@@ -8,6 +8,7 @@ function published(): VolumeState {
   const mount = { device: 'loop:<volume>/image.img', fsType: 'ext4', mountOptions: ['relatime', 'rw'], superOptions: ['rw'], readOnly: false };
   return {
     staging: { mount: { ...mount }, uid: 0, gid: 2000, mode: '2775' },
+    stagedByRecord: false,
     target: { mount: { ...mount }, uid: 0, gid: 2000, mode: '2775' },
     sizeBytes: 62_000_000,
   };
@@ -37,10 +38,17 @@ describe('diffStates', () => {
     expect(diffStates(published(), csi).map((d) => `${d.where}.${d.field}`)).toEqual(['staging.device', 'staging.fsType', 'target.owner', 'target.mode', 'volume.sizeBytes']);
   });
 
-  it('leaves out a staging one model mounts nothing at (a dir volume under CSI), but not a target', () => {
+  it("names a staging left unmounted, unless it is that model's record alone (a dir volume under CSI); never a target", () => {
     const csi = published();
     if (!csi.staging) throw new Error('no staging');
     csi.staging = { ...csi.staging, mount: null, mode: '0750' };
+    expect(diffStates(published(), csi)).toEqual([
+      { where: 'staging', field: 'mounted', flex: 'true', csi: 'false' },
+      { where: 'staging', field: 'mode', flex: '2775', csi: '0750' },
+    ]);
+    // The other model's staging being its record alone hides nothing of this one's.
+    expect(diffStates({ ...published(), stagedByRecord: true }, csi).map((d) => `${d.where}.${d.field}`)).toEqual(['staging.mounted', 'staging.mode']);
+    csi.stagedByRecord = true;
     expect(diffStates(published(), csi)).toEqual([]);
     csi.target = { ...csi.target, mount: null };
     expect(diffStates(published(), csi)).toEqual([{ where: 'target', field: 'mounted', flex: 'true', csi: 'false' }]);
