@@ -3,7 +3,8 @@ import { mkdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs'
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { type Inventory, loadConfig, openCore, type ProblemKind, stage } from '../../shared/index.js';
+import { type Inventory, type ProblemKind, stage } from '../../shared/index.js';
+import { coreIn } from '../shared/core-scratch.js';
 import { vid } from '../helpers/ids.js';
 import { stagingPath, targetPath } from '../csi/helpers/requests.js';
 import { flexOptions, flexSession, mountOptions, podNamed, runAdmin } from '../helpers/flex-runner.js';
@@ -81,7 +82,7 @@ describe('twinvol status', () => {
     await createVolume('dir', '--backend', 'dir', '--size', '1Mi');
     // Attached as a CSI controller would (FlexVolume's attach registers the node too), staged by the core as twinvol-csi's NodeStageVolume does.
     await ok('attach', flexOptions('pv-dir', { volumeId: 'dir' }), 'node-a');
-    const core = openCore(loadConfig(s.env));
+    const core = coreIn(s);
     const staging = stagingPath(s.kubeletDir, 'dir');
     await stage(core, vid('dir'), staging, { readonly: false });
 
