@@ -3,12 +3,18 @@ import { type MountEntry, mountAtAsync, mountsStackedAt } from './mountinfo.js';
 import { CHILD_FD_PATH, type MountTarget, type PinnedTarget, pinTarget, requireWithin, whereIs } from './pinned-target.js';
 import { CommandError, run } from './runner.js';
 
+/**
+ * The tools that walk or copy a volume's data, and so may run for minutes on a large one. The rest
+ * ask the kernel one thing (mount, losetup, blkid) and answer in milliseconds.
+ */
+const WALKS_DATA = new Set(['mkfs.ext4', 'mkfs.xfs', 'e2fsck', 'resize2fs', 'xfs_growfs', 'cp']);
+
 /** The system tools behind every backend, with one deadline for all of them. */
 export class Mounter {
   constructor(private readonly timeoutMs: number) {}
 
   private exec(command: string, args: readonly string[], okExitCodes?: readonly number[], fd3?: number) {
-    return run(command, args, { timeoutMs: this.timeoutMs, okExitCodes, fd3 });
+    return run(command, args, { timeoutMs: this.timeoutMs, okExitCodes, fd3, lengthy: WALKS_DATA.has(command) });
   }
 
   /**

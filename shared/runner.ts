@@ -22,6 +22,8 @@ export interface RunOptions {
   okExitCodes?: readonly number[];
   /** An open file the tool sees as its fd 3 (a pinned mount point: shared/pinned-target.ts). */
   fd3?: number;
+  /** The tool may run for minutes (it walks a volume's data): shared/spawn-blocking.ts leaves it to spawnCaptured. */
+  lengthy?: boolean;
 }
 
 type Observer = (record: SpawnRecord) => void;
@@ -84,6 +86,7 @@ export interface SpawnRequest {
   args: readonly string[];
   timeoutMs: number;
   fd3?: number;
+  lengthy?: boolean;
   env: NodeJS.ProcessEnv;
 }
 
@@ -168,7 +171,7 @@ export function spawnCaptured(spawnFn: typeof spawn, request: SpawnRequest): Pro
  * that carry the tool's own words (bounded: errorDetail).
  */
 export async function run(command: string, args: readonly string[], options: RunOptions): Promise<RunResult> {
-  const ran = await spawner({ command, args, timeoutMs: options.timeoutMs, env: toolEnv(), ...(options.fd3 === undefined ? {} : { fd3: options.fd3 }) });
+  const ran = await spawner({ command, args, timeoutMs: options.timeoutMs, env: toolEnv(), ...(options.fd3 === undefined ? {} : { fd3: options.fd3 }), ...(options.lengthy ? { lengthy: true } : {}) });
   const answered = ran.exitCode === 0 || (options.okExitCodes ?? []).includes(ran.exitCode);
   const record: SpawnRecord = { command, args, exitCode: ran.exitCode, durationMs: ran.durationMs, failed: ran.startError !== undefined || ran.timedOut || !answered };
   recordSpawn(record);

@@ -2,6 +2,7 @@ import { closeSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { CommandError, observeSpawns, run, SPAWN_LOG_LIMIT, type SpawnRecord, setSpawner, spawnHere, spawnLog } from '../../shared/runner.js';
+import { bindingSpawn, publicSpawn, runBlocking, spawnBlockingHere } from '../../shared/spawn-blocking.js';
 import { spawnOffThread } from '../../shared/spawn-thread.js';
 import { expectRejects } from './expect-error.js';
 
@@ -35,6 +36,7 @@ function processesRunning(argv: string[]): number[] {
 describe.each([
   ['on this thread', () => setSpawner(spawnHere)],
   ['on the spawning thread', spawnOffThread],
+  ['blocking this thread (a FlexVolume call)', spawnBlockingHere],
 ])('run, %s', (_where, useSpawner) => {
   beforeAll(useSpawner);
   afterAll(() => setSpawner(spawnHere));
@@ -98,6 +100,33 @@ describe.each([
     const rec = spawnLog().at(-1)!;
     expect(rec.args).toEqual(['30.0417']);
     expect(rec.exitCode).toBe(-1);
+  });
+
+  // A mount helper may leave a daemon behind (FUSE, a forked sleep) holding the tool's output: the
+  // call is answered when the tool exits, not when the daemon lets go (shared/runner.ts, spawnCaptured).
+  it('answers when the tool exits, while a daemon it left behind still holds its output', async () => {
+    const daemon = ['sleep', '30.0623'];
+    try {
+      const r = await run('sh', ['-c', `echo started; echo note >&2; ${daemon.join(' ')} & exit 0`], { timeoutMs: 5000 });
+      expect(r).toMatchObject({ exitCode: 0, stdout: 'started', stderr: 'note' });
+      // The daemon may not have exec'd yet when the shell exits: it is looked for until it has.
+      for (let i = 0; i < 200 && !processesRunning(daemon).length; i++) await new Promise((done) => setTimeout(done, 10));
+      expect(processesRunning(daemon)).toHaveLength(1);
+    } finally {
+      for (const pid of processesRunning(daemon)) process.kill(pid, 'SIGKILL');
+    }
+  });
+
+  it('gives the tool fd 3 when asked', async () => {
+    const file = join(dir, 'pinned');
+    writeFileSync(file, 'x');
+    const fd = openSync(file, 'r');
+    try {
+      const r = await run('readlink', ['/proc/self/fd/3'], { timeoutMs: 10_000, fd3: fd });
+      expect(r.stdout).toBe(file);
+    } finally {
+      closeSync(fd);
+    }
   });
 
   it('throws Internal when the command cannot be started', async () => {
@@ -185,22 +214,47 @@ describe('the spawning thread', () => {
     }
   });
 
-  it("passes fd 3, which the thread shares with the rest of the process", async () => {
-    const file = join(dir, 'pinned');
-    writeFileSync(file, 'x');
-    const fd = openSync(file, 'r');
-    try {
-      spawnOffThread();
-      const r = await run('readlink', ['/proc/self/fd/3'], { timeoutMs: 10_000, fd3: fd });
-      expect(r.stdout).toBe(file);
-    } finally {
-      closeSync(fd);
-    }
-  });
-
   it('runs many tools at once and gives each its own answer', async () => {
     spawnOffThread();
     const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => run('echo', [`n${i}`], { timeoutMs: 10_000 })));
     expect(answers.map((a) => a.stdout)).toEqual(Array.from({ length: 20 }, (_, i) => `n${i}`));
+  });
+});
+
+/**
+ * The blocking spawner's two ways to spawn: process.binding's, which it uses (the suite above runs
+ * it), and the public spawnSync it falls back on where a Node has no such binding.
+ */
+describe.each([
+  ['the binding', bindingSpawn()],
+  ['the public spawnSync', publicSpawn],
+])('blocking this thread, through %s', (_way, spawnSync) => {
+  const env = { PATH: '/usr/bin:/bin' };
+  /** The processes this process started and are still running. */
+  const children = () => readFileSync(`/proc/self/task/${process.pid}/children`, 'utf8').trim().split(' ').filter(Boolean);
+
+  it('is there to use', () => {
+    expect(spawnSync).toBeTypeOf('function');
+  });
+
+  it('runs the tool to its exit before it returns, with nothing left running', () => {
+    const captured = runBlocking({ command: 'sh', args: ['-c', 'printf "a\\nb\\n"; echo oops >&2; exit 7'], timeoutMs: 10_000, env }, spawnSync);
+    // Not a promise: the answer is there when the call returns.
+    expect(captured).not.toBeInstanceOf(Promise);
+    expect(captured).toMatchObject({ exitCode: 7, stdout: 'a\nb', stderr: 'oops', timedOut: false });
+    expect(children()).toEqual([]);
+  });
+
+  it('kills the tool at its deadline, and says a tool that cannot be started could not', () => {
+    const argv = ['sleep', '30.0711'];
+    expect(runBlocking({ command: argv[0]!, args: argv.slice(1), timeoutMs: 300, env }, spawnSync)).toMatchObject({ exitCode: -1, timedOut: true });
+    expect(processesRunning(argv)).toEqual([]);
+    expect(runBlocking({ command: join(dir, 'no-such-tool'), args: [], timeoutMs: 10_000, env }, spawnSync)).toMatchObject({ exitCode: -1, timedOut: false, startError: 'spawn ENOENT' });
+  });
+
+  it('leaves a tool that walks a volume\'s data to the runner\'s own way, which keeps the event loop turning', async () => {
+    const lengthy = runBlocking({ command: 'sh', args: ['-c', 'echo walked'], timeoutMs: 10_000, env, lengthy: true }, spawnSync);
+    expect(lengthy).toBeInstanceOf(Promise);
+    expect(await lengthy).toMatchObject({ exitCode: 0, stdout: 'walked' });
   });
 });
