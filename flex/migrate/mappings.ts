@@ -1,5 +1,5 @@
-import * as z from 'zod/mini';
-import { describeIssues } from '../../shared/index.js';
+import * as v from 'valibot';
+import { describeIssues, strictSchema } from '../../shared/index.js';
 import { InputError, type Source } from './input.js';
 import type { Json } from './objects.js';
 import { parseAllDocuments } from 'yaml';
@@ -152,31 +152,31 @@ export const BUILT_IN: readonly Mapping[] = [
   },
 ];
 
-const text = z.string().check(z.minLength(1));
-const stringMap = z.record(z.string(), z.string());
-const mappingFileEntry = z.strictObject({
+const text = v.pipe(v.string(), v.minLength(1, 'empty'));
+const stringMap = v.record(v.string(), v.string());
+const mappingFileEntry = strictSchema({
   match: text,
   driver: text,
-  options: z.optional(z.record(z.string(), z.union([text, z.strictObject({ to: text, prefix: z.optional(text) })]))),
-  required: z.optional(z.array(text)),
-  mountOptions: z.optional(stringMap),
-  flags: z.optional(stringMap),
-  switches: z.optional(z.record(z.string(), z.record(z.string(), z.array(text)))),
-  ignore: z.optional(z.union([z.array(text), stringMap])),
-  addMountOptions: z.optional(z.array(text)),
-  attributes: z.optional(stringMap),
-  secret: z.optional(
-    z.strictObject({
-      placement: z.optional(z.enum(['nodeStage', 'nodePublish'])),
-      required: z.optional(z.boolean()),
-      keys: z.optional(stringMap),
-      attributes: z.optional(stringMap),
+  options: v.optional(v.record(v.string(), v.union([text, strictSchema({ to: text, prefix: v.optional(text) })]))),
+  required: v.optional(v.array(text)),
+  mountOptions: v.optional(stringMap),
+  flags: v.optional(stringMap),
+  switches: v.optional(v.record(v.string(), v.record(v.string(), v.array(text)))),
+  ignore: v.optional(v.union([v.array(text), stringMap])),
+  addMountOptions: v.optional(v.array(text)),
+  attributes: v.optional(stringMap),
+  secret: v.optional(
+    strictSchema({
+      placement: v.optional(v.picklist(['nodeStage', 'nodePublish'])),
+      required: v.optional(v.boolean()),
+      keys: v.optional(stringMap),
+      attributes: v.optional(stringMap),
     }),
   ),
-  fsType: z.optional(z.enum(['keep', 'drop'])),
-  volumeHandle: z.optional(text),
+  fsType: v.optional(v.picklist(['keep', 'drop'])),
+  volumeHandle: v.optional(text),
 });
-const mappingFile = z.strictObject({ mappings: z.array(mappingFileEntry) });
+const mappingFile = strictSchema({ mappings: v.array(mappingFileEntry) });
 
 /**
  * A `--mapping` file: `mappings:` a list of entries with the fields of Mapping (every one but match
@@ -195,9 +195,9 @@ export function parseMappingFile(source: Source): Mapping[] {
   } catch (err) {
     throw new InputError(`${source.name}: not YAML: ${err instanceof Error ? err.message : String(err)}`);
   }
-  const parsed = mappingFile.safeParse(value);
-  if (!parsed.success) throw new InputError(`${source.name}: ${describeIssues(parsed.error)}`);
-  return parsed.data.mappings.map((m, i) => {
+  const parsed = v.safeParse(mappingFile, value);
+  if (!parsed.success) throw new InputError(`${source.name}: ${describeIssues(parsed.issues)}`);
+  return parsed.output.mappings.map((m, i) => {
     const where = `${source.name}: mappings.${i}`;
     const options = Object.fromEntries(Object.entries(m.options ?? {}).map(([k, v]) => [k, typeof v === 'string' ? { to: v } : v]));
     const ignore = Array.isArray(m.ignore) ? Object.fromEntries(m.ignore.map((k) => [k, `the mapping file says to ignore it`])) : (m.ignore ?? {});

@@ -1,6 +1,6 @@
 import { close, closeSync, fstat, fsync, mkdirSync, open, openSync, read, readdirSync, readFileSync, renameSync, rmSync, type Stats, unlinkSync, writeSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import type { ZodMiniType } from 'zod/mini';
+import { type GenericSchema, safeParse } from 'valibot';
 import { errnoCode, internal, systemError } from '../errors.js';
 import { describeIssues } from './record-schemas.js';
 
@@ -51,7 +51,7 @@ const REPAIR = 'twinvol writes its records whole, so something else changed this
  * `undefined`; anything else that is not a record of this version is an error naming the file and
  * what is wrong, because atomic writes mean it was changed by something other than this twinvol.
  */
-export async function readRecord<T extends Versioned>(path: string, schema: ZodMiniType<T>): Promise<T | undefined> {
+export async function readRecord<T extends Versioned>(path: string, schema: GenericSchema<unknown, T>): Promise<T | undefined> {
   let text: string;
   storeCounts.reads++;
   try {
@@ -68,7 +68,7 @@ export async function readRecord<T extends Versioned>(path: string, schema: ZodM
  * descriptor), for a cache that later asks whether the file at the path is still that one
  * (Catalog.listedVolume). A stat of the path before or after the read could describe another file.
  */
-export async function readRecordWithStats<T extends Versioned>(path: string, schema: ZodMiniType<T>): Promise<{ record: T; stats: Stats } | undefined> {
+export async function readRecordWithStats<T extends Versioned>(path: string, schema: GenericSchema<unknown, T>): Promise<{ record: T; stats: Stats } | undefined> {
   storeCounts.reads++;
   const found = await readWithStats(path);
   return found && { record: parseRecord(path, found.text, schema), stats: found.stats };
@@ -106,7 +106,7 @@ function isAbsent(err: unknown): boolean {
   return errnoCode(err) === 'ENOENT' || errnoCode(err) === 'ENOTDIR';
 }
 
-function parseRecord<T extends Versioned>(path: string, text: string, schema: ZodMiniType<T>): T {
+function parseRecord<T extends Versioned>(path: string, text: string, schema: GenericSchema<unknown, T>): T {
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -116,9 +116,9 @@ function parseRecord<T extends Versioned>(path: string, text: string, schema: Zo
   const version = typeof value === 'object' && value !== null && 'schema' in value ? value.schema : undefined;
   if (typeof version !== 'number') throw internal(`state record ${path} has no schema version; ${REPAIR}`);
   if (version > SCHEMA_VERSION) throw internal(`state record ${path} was written by a newer twinvol (schema ${version}); run that version of twinvol, or a newer one, here`);
-  const parsed = schema.safeParse(value);
-  if (!parsed.success) throw internal(`state record ${path} does not parse: ${describeIssues(parsed.error)}; ${REPAIR}`);
-  return parsed.data;
+  const parsed = safeParse(schema, value);
+  if (!parsed.success) throw internal(`state record ${path} does not parse: ${describeIssues(parsed.issues)}; ${REPAIR}`);
+  return parsed.output;
 }
 
 export interface WriteOptions {

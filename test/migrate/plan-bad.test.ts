@@ -54,7 +54,7 @@ describe('input that is not Kubernetes objects: exit 2, one line, nothing planne
   it('a mapping file is checked whole, the field named', () => {
     const r = planOf({ files: [fixture('smb.json')], mappings: [bad('mapping-typo.yaml')] });
     expect(r.exitCode).toBe(2);
-    expect(r.stderr).toBe(`twinvol migrate plan: ${bad('mapping-typo.yaml')}: mappings.0.driver: expected string; mappings.0: unknown key drivr${USAGE}`);
+    expect(r.stderr).toBe(`twinvol migrate plan: ${bad('mapping-typo.yaml')}: mappings.0.driver: missing; mappings.0: unknown key drivr${USAGE}`);
   });
 
   it('the executable gives the same one line for bytes that are not text at all, with no stack trace', async () => {

@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { parse } from 'valibot';
 import { afterAll, describe, expect, it } from 'vitest';
 import { RECORD_SCHEMAS } from '../../shared/store/record-schemas.js';
 import { FLEX_BIN, flexOptions, flexSession, mountOptions, podNamed } from '../helpers/flex-runner.js';
@@ -41,8 +42,8 @@ function killedAfter(argv: string[], afterMs: number): Promise<boolean> {
 
 function recordsParse(): void {
   const mounts = join(s.stateDir, 'mounts');
-  for (const name of existsSync(mounts) ? readdirSync(mounts) : []) RECORD_SCHEMAS.mount().parse(JSON.parse(readFileSync(join(mounts, name), 'utf8')));
-  RECORD_SCHEMAS.volume().parse(JSON.parse(readFileSync(join(s.dataRoot, 'volumes', 'crashy', 'volume.json'), 'utf8')));
+  for (const name of existsSync(mounts) ? readdirSync(mounts) : []) parse(RECORD_SCHEMAS.mount(), JSON.parse(readFileSync(join(mounts, name), 'utf8')));
+  parse(RECORD_SCHEMAS.volume(), JSON.parse(readFileSync(join(s.dataRoot, 'volumes', 'crashy', 'volume.json'), 'utf8')));
 }
 
 describe(`crash at any point of a FlexVolume life (seed ${SEED}, ${TRIALS} trials)`, () => {
@@ -88,7 +89,7 @@ describe(`crash at any point of a FlexVolume life (seed ${SEED}, ${TRIALS} trial
       expect(mountsUnder(s.kubeletDir), label).toEqual([]);
       expect(await loopsLeftUnder(s.root), label).toEqual([]);
       recordsParse();
-      const volume = RECORD_SCHEMAS.volume().parse(JSON.parse(readFileSync(join(s.dataRoot, 'volumes', 'crashy', 'volume.json'), 'utf8')));
+      const volume = parse(RECORD_SCHEMAS.volume(), JSON.parse(readFileSync(join(s.dataRoot, 'volumes', 'crashy', 'volume.json'), 'utf8')));
       expect(volume.attachments, label).toEqual([]);
       // A killed writer's temporary record file is swept by the retry's write (shared/store/json-record.ts).
       expect(recordLeftovers(s, 'crashy'), label).toEqual([]);

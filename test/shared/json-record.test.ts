@@ -2,16 +2,16 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import * as z from 'zod/mini';
+import * as v from 'valibot';
 import { readRecord, removeRecord, SCHEMA_VERSION, type Versioned, writeLockedRecord, writeRecord } from '../../shared/store/json-record.js';
-import { RECORD_SCHEMAS } from '../../shared/store/record-schemas.js';
+import { RECORD_SCHEMAS, strict } from '../../shared/store/record-schemas.js';
 import { expectRejects } from './expect-error.js';
 
 interface Rec extends Versioned {
   name: string;
   payload?: string;
 }
-const REC = z.strictObject({ schema: z.number(), name: z.string(), payload: z.optional(z.string()) });
+const REC = strict({ schema: v.number(), name: v.string(), payload: v.optional(v.string()) });
 
 let dir: string;
 beforeEach(() => {
@@ -106,6 +106,20 @@ describe('writeRecord / readRecord', () => {
     await expectRejects(readRecord(path, REC), 'Internal', `state record ${path} does not parse: name: expected string`);
     writeFileSync(path, JSON.stringify({ schema: SCHEMA_VERSION, name: 'x', owner: 'me', extra: 1 }));
     await expectRejects(readRecord(path, REC), 'Internal', `state record ${path} does not parse: the record: unknown keys owner, extra`);
+  });
+
+  it('names a missing field, a count out of range, every unknown key of a nested object, and at most five problems', async () => {
+    const path = join(dir, 'worse.json');
+    const mount = { schema: SCHEMA_VERSION, volumeId: 'v-1', path: '/p', kind: 'publish', readonly: false, createdAt: 'x' };
+    const { readonly: _dropped, ...missing } = mount;
+    writeFileSync(path, JSON.stringify({ ...missing, fsGroup: -1 }));
+    await expectRejects(readRecord(path, RECORD_SCHEMAS.mount()), 'Internal', `does not parse: readonly: missing; fsGroup: below 0;`);
+    const volume = { schema: SCHEMA_VERSION, id: 'v-1', backend: 'dir', capacityBytes: 1.5, fsType: '', access: 'single-node', parameters: {}, createdBy: 'csi', createdAt: 'x' };
+    writeFileSync(path, JSON.stringify({ ...volume, attachments: [{ node: 'n', readonly: false, at: 'x', via: 'csi', a: 1, b: 2 }] }));
+    await expectRejects(readRecord(path, RECORD_SCHEMAS.volume()), 'Internal', `does not parse: capacityBytes: not a whole number; attachments.0: unknown keys a, b;`);
+    writeFileSync(path, JSON.stringify({ schema: SCHEMA_VERSION, a: 1, b: 2, c: 3, d: 4, e: 5, f: 6 }));
+    // Six unknown keys, five named.
+    await expectRejects(readRecord(path, RECORD_SCHEMAS.pv()), 'Internal', 'does not parse: pvName: missing; volumeId: missing; the record: unknown keys a, b, c, d, e; twinvol writes');
   });
 
   it('refuses an id a hand edit made into a path, in every record that holds one', async () => {
