@@ -92,11 +92,17 @@ function parseResult(value: unknown): SyncResult {
 
 let chosen: SyncSpawn | undefined;
 
+/** The binding where this Node offers it, else the public spawnSync; looked for once. */
+function defaultSyncSpawn(): SyncSpawn {
+  chosen ??= bindingSpawn() ?? publicSpawn;
+  return chosen;
+}
+
 /**
- * One tool, run to its exit: the same Captured that spawnCaptured reports for the same request.
- * `spawnSync` is the binding where there is one (tests pass the public one too).
+ * One tool, run to its exit: the same Captured that spawnCaptured reports for the same request, or
+ * spawnCaptured's own promise for a lengthy tool. Tests pass either way of spawning as `spawnSync`.
  */
-export function runBlocking(request: SpawnRequest, spawnSync: SyncSpawn = (chosen ??= bindingSpawn() ?? publicSpawn)): Captured | Promise<Captured> {
+export function runBlocking(request: SpawnRequest, spawnSync: SyncSpawn = defaultSyncSpawn()): Captured | Promise<Captured> {
   if (request.lengthy) return spawnHere(request);
   const out = unnamedFile();
   const err = out === undefined ? undefined : unnamedFile();
