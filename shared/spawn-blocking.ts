@@ -18,8 +18,10 @@ import { type Captured, setSpawner, spawnHere, type SpawnRequest } from './runne
  * A tool that walks a volume's data (RunOptions.lengthy: mkfs, e2fsck, resize2fs, cp) still runs
  * the runner's way: a call blocked for minutes would not refresh its locks, and a host sharing the
  * data root takes over a lock left unrefreshed for STALE_MS (shared/store/lock.ts). The tools run
- * blocked here answer in milliseconds, and each still has its deadline. The runner's way is also
- * taken where neither /dev/shm nor /tmp can hold an unnamed file.
+ * blocked here answer in milliseconds, each under its deadline; in a block volume's whole FlexVolume
+ * life (strace of each verb) they ran holding the node's lock alone, which lives in the state dir and
+ * which no one takes from a live holder on this host, however long it goes unrefreshed. The runner's
+ * way is also taken where neither /dev/shm nor /tmp can hold an unnamed file.
  */
 export function spawnBlockingHere(): void {
   setSpawner((request) => Promise.resolve(runBlocking(request)));
