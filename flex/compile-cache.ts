@@ -9,18 +9,28 @@ const ABANDONED_MS = 60_000;
  * V8's code cache for the packed modules (flex/packed-modules.ts), kept under the state dir. Every
  * kubelet call is a new process, and without it each one inflated the dispatcher and compiled it from
  * scratch: about a fifth of Node's whole start-up (scripts/bench/flex.mjs). A call that finds no
- * cache, or one V8 refuses (another Node, other flags), runs as before and leaves the cache at exit,
- * made after its work so that it also holds the functions the call compiled on the way. What is kept
+ * cache for its verb, or one V8 refuses (another Node, other flags), runs as before and leaves its
+ * verb's at exit, made after its work so that it also holds the functions the call compiled on the
+ * way: the dispatcher's source once, and V8's data for each verb (at most a dozen, about 100-250 KB
+ * each, on the state dir's tmpfs). What is kept
  * is derived from the executable alone and keyed by its path and that file's identity, so an upgrade
  * (a new inode from the installer's rename, or a new size or mtime) starts afresh and clears the
  * entries of the build it replaced. The state dir is root's (0700), like every record that decides
  * what gets mounted: whoever can write there can already mount anything.
  */
 export class CompileCache {
-  private readonly pending = new Map<string, { source: string; script: Script }>();
+  private readonly pending = new Map<string, { source: string | undefined; script: Script }>();
 
   private constructor(
     private readonly dir: string,
+    /**
+     * Which verb: each keeps V8 data of its own beside the one source. The data holds what the
+     * call that made it compiled, and a cache made by getvolumename made a later dir mount 6 ms
+     * slower than one made by a mount, while a mount's made getvolumename 1.5 ms slower than its own
+     * (30 rounds of each, /tmp/fm/cachetest.mjs, scratch): the first verb after an install no longer
+     * decides for all.
+     */
+    private readonly variant: string,
     /** Which executable: entries of another one (the bundle beside a single executable) are left alone. */
     private readonly owner: string,
     /** Which build of it: entries of an earlier build are removed when this one writes. */
@@ -28,36 +38,43 @@ export class CompileCache {
   ) {}
 
   /** The cache for the running executable under `dir`, or none when its identity cannot be read. */
-  static open(dir: string): CompileCache | undefined {
+  static open(dir: string, variant: string): CompileCache | undefined {
     try {
       // The script, or in a single executable the executable itself (its __filename).
       const path = __filename;
       const st = statSync(path);
       const owner = pathTag(path);
-      return new CompileCache(dir, owner, `${owner}-${process.version}-${st.ino}-${st.size}-${Math.trunc(st.mtimeMs)}`);
+      return new CompileCache(dir, variant, owner, `${owner}-${process.version}-${st.ino}-${st.size}-${Math.trunc(st.mtimeMs)}`);
     } catch {
       return undefined;
     }
   }
 
-  private path(name: string, kind: 'js' | 'v8'): string {
-    return join(this.dir, `${this.key}.${name}.${kind}`);
+  private sourcePath(name: string): string {
+    return join(this.dir, `${this.key}.${name}.js`);
+  }
+
+  private dataPath(name: string): string {
+    return join(this.dir, `${this.key}.${name}.${this.variant}.v8`);
   }
 
   /**
-   * The module's source and V8 data as a call left them, or undefined when either is missing. V8
-   * refuses data made from a source of another length, or by another V8 or other flags
-   * (flex/packed-modules.ts then compiles the executable's own copy); both files are only ever
-   * replaced whole, together, by the executable they are keyed to.
+   * The module's source as a call left it, and this verb's V8 data if a call of it left some. Data
+   * alone vouches for a source: V8 refuses data made from a source of another length, or by another
+   * V8 or other flags, and flex/packed-modules.ts then compiles the executable's own copy, as it does
+   * for a verb without data. Each file is only ever replaced whole by the executable it is keyed to.
    */
-  read(name: string): { source: string; data: Buffer } | undefined {
-    const source = readIf(this.path(name, 'js'))?.toString('utf8');
-    const data = readIf(this.path(name, 'v8'));
-    return source === undefined || data === undefined ? undefined : { source, data };
+  read(name: string): { source: string; data?: Buffer } | undefined {
+    const source = readIf(this.sourcePath(name))?.toString('utf8');
+    const data = source === undefined ? undefined : readIf(this.dataPath(name));
+    return source === undefined ? undefined : { source, ...(data ? { data } : {}) };
   }
 
-  /** Writes the module's cache when this process exits: never before its reply, never failing it. */
-  saveAtExit(name: string, source: string, script: Script): void {
+  /**
+   * Writes this verb's V8 data for the module when this process exits, and the source it was made
+   * from unless that is already there (`source` undefined): never before the reply, never failing it.
+   */
+  saveAtExit(name: string, script: Script, source: string | undefined): void {
     if (this.pending.size === 0) process.once('exit', () => this.flush());
     this.pending.set(name, { source, script });
   }
@@ -75,8 +92,8 @@ export class CompileCache {
       }
       for (const [name, { source, script }] of this.pending) {
         // Source first: a data file is only ever used with the source it was made from beside it.
-        replace(this.path(name, 'js'), Buffer.from(source, 'utf8'));
-        replace(this.path(name, 'v8'), script.createCachedData());
+        if (source !== undefined) replace(this.sourcePath(name), Buffer.from(source, 'utf8'));
+        replace(this.dataPath(name), script.createCachedData());
       }
     } catch {
       // A full or read-only state dir costs the next call its speed, not its answer.

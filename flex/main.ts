@@ -42,7 +42,7 @@ async function main(argv: readonly string[]): Promise<void> {
   } catch {
     // Reported by dispatch, which reads it again.
   }
-  const cache = config && CompileCache.open(join(config.stateDir, 'cache'));
+  const cache = config && CompileCache.open(join(config.stateDir, 'cache'), verb);
   sendReply(await loadPacked<typeof import('./dispatch.js')>('dispatch', cache).dispatch(verb, args, config));
 }
 

@@ -102,7 +102,7 @@ function compile(name: string, cache: CompileCache | undefined): ModuleFunction 
   const make = (source: string, cachedData?: Buffer) =>
     new Script(`(function (exports, require, module, __filename, __dirname) {${source}\n})`, { filename: `${__filename}#${name}`, cachedData });
   const cached = cache?.read(name);
-  if (cached) {
+  if (cached?.data) {
     try {
       const script = make(cached.source, cached.data);
       if (script.cachedDataRejected === false) return script.runInThisContext() as ModuleFunction;
@@ -112,7 +112,8 @@ function compile(name: string, cache: CompileCache | undefined): ModuleFunction 
   }
   const source = sourceOf(name);
   const script = make(source);
-  cache?.saveAtExit(name, source, script);
+  // The source is written again only when the cache's is not this one (another build's, or damaged).
+  cache?.saveAtExit(name, script, source === cached?.source ? undefined : source);
   return script.runInThisContext() as ModuleFunction;
 }
 

@@ -1,7 +1,7 @@
 // The dispatcher's compile cache under the state dir (flex/compile-cache.ts): made by the first verb,
 // used as it is by the next, and never able to change an answer, whatever is found in its place.
 import { execFileSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, statSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { FLEX_BIN, flexOptions } from '../helpers/flex-runner.js';
@@ -22,22 +22,27 @@ describe('the dispatcher compile cache', () => {
     const opts = flexOptions('pv-c', { volumeId: 'vol-c' });
     expect(existsSync(cacheDir())).toBe(false);
     expect(await succeed(['getvolumename', opts])).toEqual({ status: 'Success', volumeName: 'vol-c' });
-    const names = entries();
-    expect(names.map((n) => n.replace(/^[0-9a-f]+-v[\d.]+-\d+-\d+-\d+\./, ''))).toEqual(['dispatch.js', 'dispatch.v8']);
+    const kinds = () => entries().map((n) => n.replace(/^[0-9a-f]+-v[\d.]+-\d+-\d+-\d+\./, ''));
+    expect(kinds()).toEqual(['dispatch.getvolumename.v8', 'dispatch.js']);
     expect(statSync(cacheDir()).mode & 0o777).toBe(0o700);
-    for (const n of names) expect(statSync(join(cacheDir(), n)).mode & 0o777).toBe(0o600);
-    const before = names.map(identity);
+    for (const n of entries()) expect(statSync(join(cacheDir(), n)).mode & 0o777).toBe(0o600);
+    const before = entries().map(identity);
+    // Another verb adds its own V8 data beside the same source, which it leaves as it is.
+    expect(await succeed(['isattached', opts, 'node-a'])).toEqual({ status: 'Success', attached: false });
+    expect(kinds()).toEqual(['dispatch.getvolumename.v8', 'dispatch.isattached.v8', 'dispatch.js']);
+    const both = entries().map(identity);
+    expect(both.filter((id) => before.includes(id))).toEqual(before);
     expect(await succeed(['isattached', opts, 'node-a'])).toEqual({ status: 'Success', attached: false });
     expect(await succeed(['getvolumename', opts])).toEqual({ status: 'Success', volumeName: 'vol-c' });
     // Accepted by V8 and not rewritten: the same files, untouched.
-    expect(entries().map(identity)).toEqual(before);
+    expect(entries().map(identity)).toEqual(both);
   });
 
   it('a damaged or foreign cache changes no answer, is made anew, and old entries go', async () => {
     await createVolume('vol-d', '--backend', 'dir', '--size', '1Mi');
     const opts = flexOptions('pv-d', { volumeId: 'vol-d' });
     await succeed(['getvolumename', opts]);
-    const [js, v8] = entries().map((n) => join(cacheDir(), n)) as [string, string];
+    const [v8, js] = entries().map((n) => join(cacheDir(), n)) as [string, string];
     const good = readFileSync(js);
     const owner = readdirSync(cacheDir())[0]!.split('-')[0]!;
     writeFileSync(join(cacheDir(), `${owner}-v0.0.0-1-2-3.dispatch.js`), 'an entry of a build since replaced');
@@ -55,6 +60,11 @@ describe('the dispatcher compile cache', () => {
     }
     // Each time from the executable's own copy, rewritten at exit.
     expect(readFileSync(js).equals(good)).toBe(true);
+    // A verb with no data of its own never trusts the source it finds: it runs its own copy and puts it back.
+    writeFileSync(js, 'exports.dispatch = undefined;');
+    expect(await succeed(['isattached', opts, 'node-a'])).toEqual({ status: 'Success', attached: false });
+    expect(readFileSync(js).equals(good)).toBe(true);
+    rmSync(v8.replace('.getvolumename.v8', '.isattached.v8'));
     expect(entries()).toHaveLength(3);
     expect(entries()).toContain('abcdef-v0.0.0-1-2-3.dispatch.js');
   });
@@ -63,7 +73,7 @@ describe('the dispatcher compile cache', () => {
     await createVolume('vol-t', '--backend', 'dir', '--size', '1Mi');
     const opts = flexOptions('pv-t', { volumeId: 'vol-t' });
     await succeed(['getvolumename', opts]);
-    const [js, v8] = entries().map((n) => join(cacheDir(), n)) as [string, string];
+    const [v8, js] = entries().map((n) => join(cacheDir(), n)) as [string, string];
     const abandoned = `${js}.999999.tmp`;
     const writing = `${v8}.999998.tmp`;
     writeFileSync(abandoned, 'half a source');
