@@ -1,4 +1,4 @@
-import { asTwinvolError, type Config, fileSink, invalidArgument, loadConfig, Logger, openCore, spawnBlockingHere, spawnLog } from '../shared/index.js';
+import { asTwinvolError, blockingFileCalls, type Config, fileSink, invalidArgument, loadConfig, Logger, openCore, spawnBlockingHere, spawnLog } from '../shared/index.js';
 import { failure, type FlexReply } from './reply.js';
 import type { FlexVerb } from './verb-names.js';
 import { VERBS } from './verbs.js';
@@ -10,9 +10,10 @@ import { VERBS } from './verbs.js';
  */
 export async function dispatch(verb: FlexVerb, args: readonly string[], loaded?: Config): Promise<FlexReply> {
   const spec = VERBS[verb];
-  // A call has nothing to do while its tool runs: it waits for it blocked, which spares it loading
-  // node:child_process (shared/spawn-blocking.ts).
+  // A call has nothing else to do while a tool or a file call runs: it waits blocked, which spares
+  // it node:child_process (shared/spawn-blocking.ts) and libuv's threads (shared/fs-async.ts).
   spawnBlockingHere();
+  blockingFileCalls();
   // Not performance.now(): the global `performance` loads perf_hooks, a millisecond of a call.
   const started = process.hrtime.bigint();
   let logger: Logger | undefined;

@@ -1,7 +1,8 @@
-import { close, closeSync, fstat, fsync, mkdirSync, open, openSync, read, readdirSync, readFileSync, renameSync, rmSync, type Stats, unlinkSync, writeSync } from 'node:fs';
+import { close, closeSync, fstat, mkdirSync, open, openSync, read, readdirSync, readFileSync, renameSync, rmSync, type Stats, unlinkSync, writeSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { type GenericSchema, safeParse } from 'valibot';
 import { errnoCode, internal, systemError } from '../errors.js';
+import { fsync } from '../fs-async.js';
 import { describeIssues } from './record-schemas.js';
 
 /**
@@ -197,9 +198,12 @@ export async function flushDirectory(path: string): Promise<void> {
   }
 }
 
-/** fsync on libuv's threadpool: the one step that waits for the disk, so the thread goes on meanwhile. */
+/**
+ * fsync on libuv's threadpool: the one step that waits for the disk, so the thread goes on meanwhile
+ * (on the calling thread in a FlexVolume call, which has nothing else to do: shared/fs-async.ts).
+ */
 function flush(fd: number): Promise<void> {
-  return new Promise((resolve, reject) => fsync(fd, (err) => (err ? reject(err) : resolve())));
+  return fsync(fd);
 }
 
 /**

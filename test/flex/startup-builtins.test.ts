@@ -15,18 +15,34 @@ useKubeletWorld();
 
 // internal/fs/promises too: the `promises` getter of node:fs loads it without the public module.
 const EXPENSIVE = ['crypto', 'child_process', 'assert', 'worker_threads', 'net', 'url', 'zlib', 'fs/promises', 'internal/fs/promises', 'perf_hooks', 'stream'];
-/** The expensive builtins a call loaded, after its reply. */
-async function loadedBy(argv: string[]): Promise<string[]> {
+/** What a process had at its exit: the builtins it loaded, and its threads. */
+interface AtExit {
+  modules: string[];
+  threads: number;
+}
+
+async function atExit(args: string[]): Promise<{ stdout: string; at: AtExit }> {
   const preload = join(s.root, 'list-builtins.cjs');
   // Written with fs.writeSync: process.stderr would itself load net.
-  writeFileSync(preload, "process.on('exit', () => require('fs').writeSync(2, JSON.stringify(process.moduleLoadList)));\n");
-  const run = (args: string[]) => call(['-r', preload, ...args], { bin: process.execPath, env: { PATH: KUBELET_PATH, ...s.env } });
-  const c = await run([FLEX_BUILDS.bundle, ...argv]);
-  expect(JSON.parse(c.stdout)).toMatchObject({ status: 'Success' });
-  const list = JSON.parse(c.stderr) as string[];
+  writeFileSync(preload, "process.on('exit', () => { const fs = require('fs'); fs.writeSync(2, JSON.stringify({ modules: process.moduleLoadList, threads: fs.readdirSync('/proc/self/task').length })); });\n");
+  const c = await call(['-r', preload, ...args], { bin: process.execPath, env: { PATH: KUBELET_PATH, ...s.env } });
+  return { stdout: c.stdout, at: JSON.parse(c.stderr) as AtExit };
+}
+
+/** The expensive builtins a call loaded, after its reply. */
+async function loadedBy(argv: string[]): Promise<string[]> {
+  const { stdout, at } = await atExit([FLEX_BUILDS.bundle, ...argv]);
+  expect(JSON.parse(stdout)).toMatchObject({ status: 'Success' });
   // Less what Node loads for `node -r ... -e 0` itself.
-  const bare = JSON.parse((await run(['-e', '0'])).stderr) as string[];
-  return EXPENSIVE.filter((name) => list.includes(`NativeModule ${name}`) && !bare.includes(`NativeModule ${name}`));
+  const bare = (await atExit(['-e', '0'])).at.modules;
+  return EXPENSIVE.filter((name) => at.modules.includes(`NativeModule ${name}`) && !bare.includes(`NativeModule ${name}`));
+}
+
+/** How many threads a call had at its exit beyond those of `node -e 0`: libuv's threadpool adds four. */
+async function extraThreads(argv: string[]): Promise<number> {
+  const { stdout, at } = await atExit([FLEX_BUILDS.bundle, ...argv]);
+  expect(JSON.parse(stdout)).toMatchObject({ status: 'Success' });
+  return at.threads - (await atExit(['-e', '0'])).at.threads;
 }
 
 describe('a FlexVolume call loads only the builtins it uses', () => {
@@ -51,6 +67,9 @@ describe('a FlexVolume call loads only the builtins it uses', () => {
     expect(mountsUnder(dir)).toHaveLength(1);
     expect(await loadedBy(['unmount', dir])).toEqual([]);
     expect(mountsUnder(dir)).toEqual([]);
+    // Its file calls run on its own thread (shared/fs-async.ts): libuv's four are never started.
+    expect(await extraThreads(['mount', dir, mountOptions('pv-b', pod('uid-b'), { volumeId: 'vol-b' })])).toBe(0);
+    expect(await extraThreads(['unmount', dir])).toBe(0);
   });
 
   it('attach and detach, which lock and write the catalog but run nothing, load none of them', async () => {

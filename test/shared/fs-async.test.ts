@@ -1,0 +1,49 @@
+// The core's file calls (shared/fs-async.ts) answer alike on libuv's threadpool and, in a FlexVolume
+// call, on the calling thread: the same results, the same errors. This file switches its module to
+// blocking; vitest gives every test file modules of its own, so no other file sees that.
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import * as fsAsync from '../../shared/fs-async.js';
+
+const dir = mkdtempSync('/tmp/twinvol-test-fs-async-');
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+writeFileSync(join(dir, 'file'), 'contents');
+
+/** What each call gives, or the code it fails with: run once each way. */
+async function answers(tag: string): Promise<unknown[]> {
+  const settle = (p: Promise<unknown>) => p.then((v) => v, (err: NodeJS.ErrnoException) => `rejected ${err.code}`);
+  const sub = join(dir, `made-${tag}`);
+  const fd = await fsAsync.open(join(dir, 'file'), 'r');
+  const synced = await fsAsync.fsync(fd).then(() => 'synced');
+  await fsAsync.close(fd);
+  return [
+    await settle(fsAsync.readFile(join(dir, 'file'), 'utf8')),
+    await settle(fsAsync.stat(join(dir, 'file')).then((st) => [st.ino, st.size])),
+    await settle(fsAsync.lstat(join(dir, 'missing'))),
+    await settle(fsAsync.realpath(`${dir}/./file`)),
+    await settle(fsAsync.mkdir(sub, { recursive: true }).then((first) => first === sub)),
+    await settle(fsAsync.mkdir(sub)),
+    await settle(fsAsync.readdir(dir).then((names) => names.filter((n) => !n.startsWith('made-')))),
+    await settle(fsAsync.rmdir(sub)),
+    await settle(fsAsync.unlink(join(dir, 'missing'))),
+    synced,
+  ];
+}
+
+describe('the core file calls', () => {
+  it('answer and fail alike on the threadpool and blocking, and blocking they are done when called', async () => {
+    const onThreadpool = await answers('a');
+    fsAsync.blockingFileCalls();
+    const blocking = await answers('b');
+    expect(blocking).toEqual(onThreadpool);
+    expect(onThreadpool).toEqual(['contents', expect.any(Array), 'rejected ENOENT', join(dir, 'file'), true, 'rejected EEXIST', ['file'], undefined, 'rejected ENOENT', 'synced']);
+    // Done before the caller awaits anything: on this thread.
+    const made = join(dir, 'made-now');
+    void fsAsync.mkdir(made);
+    expect(existsSync(made)).toBe(true);
+    // An error is a rejected promise, as on the threadpool, never a throw at the call.
+    const refused = fsAsync.readFile(join(dir, 'missing'));
+    await expect(refused).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+});
