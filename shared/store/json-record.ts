@@ -43,8 +43,8 @@ const REPAIR = 'twinvol writes its records whole, so something else changed this
  * removes them synchronously: each such call costs microseconds, where a round trip through libuv's
  * threadpool cost the CSI server 60 to 100 us of waiting and, under load, more of its main thread's
  * time than the work itself (the profile of 16 lifecycles in flight: a ControllerPublishVolume made
- * about 30 round trips). Only fsync, which waits for the disk, still leaves the thread (`flush`).
- * A FlexVolume call does one thing and never started the threadpool's threads for nothing.
+ * about 30 round trips). Only fsync, which waits for the disk, still leaves the thread (through
+ * shared/fs-async.ts, which in a FlexVolume call, having nothing else to do, runs it on its own thread).
  */
 
 /**
@@ -152,7 +152,7 @@ export async function writeRecord<T extends Versioned>(path: string, record: T, 
       writeAll(made.fd, text);
       if (sync) {
         storeCounts.fsyncs++;
-        await flush(made.fd);
+        await fsync(made.fd);
       }
     } finally {
       closeSync(made.fd);
@@ -192,19 +192,12 @@ export async function flushDirectory(path: string): Promise<void> {
   const fd = openSync(path, 'r');
   try {
     storeCounts.fsyncs++;
-    await flush(fd);
+    await fsync(fd);
   } finally {
     closeSync(fd);
   }
 }
 
-/**
- * fsync on libuv's threadpool: the one step that waits for the disk, so the thread goes on meanwhile
- * (on the calling thread in a FlexVolume call, which has nothing else to do: shared/fs-async.ts).
- */
-function flush(fd: number): Promise<void> {
-  return fsync(fd);
-}
 
 /**
  * `writeRecord` for a long-lived record whose every writer holds its lock (the caller does now): any
