@@ -224,17 +224,20 @@ describe('the spawning thread', () => {
  * The blocking spawner's two ways to spawn: process.binding's, which it uses (the suite above runs
  * it), and the public spawnSync it falls back on where a Node has no such binding.
  */
+const binding = bindingSpawn();
+
+// Without it the binding's suite below would run the default way (the public spawnSync) unnoticed.
+it("this Node offers the spawn_sync binding, the blocking spawner's first choice", () => {
+  expect(binding).toBeTypeOf('function');
+});
+
 describe.each([
-  ['the binding', bindingSpawn()],
+  ['the binding', binding],
   ['the public spawnSync', publicSpawn],
 ])('blocking this thread, through %s', (_way, spawnSync) => {
   const env = { PATH: '/usr/bin:/bin' };
   /** The processes this process started and are still running. */
   const children = () => readFileSync(`/proc/self/task/${process.pid}/children`, 'utf8').trim().split(' ').filter(Boolean);
-
-  it('is there to use', () => {
-    expect(spawnSync).toBeTypeOf('function');
-  });
 
   it('runs the tool to its exit before it returns, with nothing left running', () => {
     const captured = runBlocking({ command: 'sh', args: ['-c', 'printf "a\\nb\\n"; echo oops >&2; exit 7'], timeoutMs: 10_000, env }, spawnSync);
