@@ -160,6 +160,7 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
             const config = a.config === undefined ? undefined : usable(() => configText(a.config ?? ''));
             if (typeof config === 'object') throw new UsageError(config.error);
             const r = installFlex(target, runningExecutable(), config === undefined ? undefined : { text: config, path: process.env.TWINVOL_CONFIG || DEFAULT_CONFIG_PATH });
+            if (r.modules) print(`${r.modules.changed ? 'installed' : 'unchanged'}: ${r.modules.path} (the commands kubelet never runs)`);
             print(`${r.driver.changed ? 'installed' : 'unchanged'}: ${r.driver.path} (kubelet driver ${target.vendor}/twinvol)`);
             if (r.config) print(`${r.config.changed ? 'written' : 'unchanged'}: ${r.config.path}`);
           },

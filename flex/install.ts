@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { closeSync, constants, fchmodSync, fsyncSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmdirSync, unlinkSync, writeSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join, normalize } from 'node:path';
 import { checkConfigText, type Core, errnoCode, failedPrecondition } from '../shared/index.js';
+import { BESIDE_SUFFIX } from './packed-modules.js';
 
 /** kubelet's --volume-plugin-dir default: where it probes for `<vendor>~<driver>/<driver>`. */
 export const DEFAULT_FLEX_PLUGIN_DIR = '/usr/libexec/kubernetes/kubelet-plugins/volume/exec';
@@ -132,13 +133,46 @@ function fsyncDir(dir: string): void {
 
 export interface InstallResult {
   driver: Placed;
+  /** The bundle's file of operator modules beside it; a single executable has none (flex/packed-modules.ts). */
+  modules?: Placed;
   config?: Placed;
 }
 
-/** `twinvol install flex`: the running executable into kubelet's plugin directory, then the config. */
+/**
+ * `twinvol install flex`: the running executable into kubelet's plugin directory, then the config. A
+ * bundle's file beside it (`<executable>.modules`, the commands kubelet never runs) goes first, so
+ * the driver placed after it never names a file that is not there; a single executable carries its
+ * own, and one left by an earlier bundle install is removed after the driver is replaced.
+ */
 export function installFlex(target: InstallTarget, source: string, config?: { text: string; path: string }): InstallResult {
+  const besideSource = `${source}${BESIDE_SUFFIX}`;
+  const besideTarget = `${driverPath(target)}${BESIDE_SUFFIX}`;
+  const beside = readIfPresent(besideSource);
+  const modules = beside ? placeFile(besideTarget, beside, 0o644) : undefined;
   const driver = placeFile(driverPath(target), readFileSync(source), 0o755);
-  return config ? { driver, config: placeFile(config.path, Buffer.from(config.text), 0o644) } : { driver };
+  if (!beside) removeIfPresent(besideTarget);
+  const placed = modules ? { driver, modules } : { driver };
+  return config ? { ...placed, config: placeFile(config.path, Buffer.from(config.text), 0o644) } : placed;
+}
+
+function readIfPresent(path: string): Buffer | undefined {
+  try {
+    return readFileSync(path);
+  } catch (err) {
+    if (errnoCode(err) === 'ENOENT') return undefined;
+    throw err;
+  }
+}
+
+/** True if `path` was there and is now gone. */
+function removeIfPresent(path: string): boolean {
+  try {
+    unlinkSync(path);
+    return true;
+  } catch (err) {
+    if (errnoCode(err) === 'ENOENT') return false;
+    throw err;
+  }
 }
 
 /**
@@ -156,13 +190,9 @@ export async function uninstallFlex(core: Core, target: InstallTarget, force: bo
     );
   }
   const path = driverPath(target);
-  let removed = true;
-  try {
-    unlinkSync(path);
-  } catch (err) {
-    if (errnoCode(err) !== 'ENOENT') throw err;
-    removed = false;
-  }
+  const removed = removeIfPresent(path);
+  // After the driver, so that a driver still in place never misses the commands kept beside it.
+  removeIfPresent(`${path}${BESIDE_SUFFIX}`);
   const dir = driverDir(target);
   try {
     // Our own temporary files, left by an install that was killed, then the directory if that empties it.

@@ -27,7 +27,16 @@ async function main(argv: readonly string[]): Promise<void> {
   // The administrator's CLI (and --help, --version); kubelet never sends these. Anything else unknown
   // is "Not supported", because kubelet parses whatever is printed as the reply.
   if (ADMIN_COMMANDS.includes(verb)) {
-    process.exitCode = await loadPacked<typeof import('./cli.js')>('cli').runCli(argv, loadPacked);
+    let cli: typeof import('./cli.js');
+    try {
+      cli = loadPacked<typeof import('./cli.js')>('cli');
+    } catch (err) {
+      // A person's command, so a line for a person (the CLI's own way), not kubelet's JSON.
+      process.stderr.write(`twinvol: ${err instanceof Error ? err.message : String(err)}\n`);
+      process.exitCode = 1;
+      return;
+    }
+    process.exitCode = await cli.runCli(argv, loadPacked);
     return;
   }
   if (!isFlexVerb(verb)) {

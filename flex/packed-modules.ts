@@ -1,24 +1,35 @@
 /**
- * Loads a module the build packed into this file. kubelet starts the FlexVolume executable once per
- * call, and Node reads, decodes, hashes and scans every byte of a script before running a line of
- * it: bundled plainly, the dispatcher, yargs and the operator tools made even `init` pay for 650 KB
- * of code, and as compressed strings in the script still for 150 KB. So the script itself is only
- * the start-up path (flex/main.ts); every other module is bundled on its own, compressed, and kept
- * in one trailing comment, which Node still reads but V8 only skips, followed by a last line that
- * indexes where each module sits (scripts/build.mjs packedTrailer). A call reads only the bytes of
- * the module it needs. A single executable has no script file to read, so scripts/sea.mjs turns the
- * index and each blob into assets.
+ * Loads a module the build packed into this file, or beside it. kubelet starts the FlexVolume
+ * executable once per call, and Node reads, decodes, hashes and scans every byte of a script before
+ * running a line of it: bundled plainly, the dispatcher, yargs and the operator tools made even
+ * `init` pay for 650 KB of code, and as compressed strings in the script still for 150 KB. So the
+ * script itself is only the start-up path (flex/main.ts); the dispatcher, which every verb but
+ * `init` runs, is bundled on its own, compressed, and kept in one trailing comment, which Node still
+ * reads but V8 only skips, followed by a last line that indexes where each module sits
+ * (scripts/build.mjs packedTrailer). The modules no kubelet call runs (the CLI, the operator's
+ * tools) are kept the same way in a file beside the executable, `<executable>.modules`, which the
+ * index names by a key that its first line repeats. A call reads only the bytes of the module it
+ * needs. A single executable has no script file to read, so scripts/sea.mjs turns the index and
+ * each blob into assets.
  */
+import { errnoCode } from '../shared/index.js';
 import type { CompileCache } from './compile-cache.js';
 
-/** Where each module's blob sits in the file: its offset and length; `group` blobs hold several. */
-type PackedIndex = Record<string, { at: number; length: number; group: boolean }>;
+/**
+ * Where each module's blob sits: its offset and length; `group` blobs hold several; `beside`, the key
+ * of the file beside the executable that holds it (undefined: the executable itself).
+ */
+type PackedEntry = { at: number; length: number; group: boolean; beside: string | undefined };
+type PackedIndex = Record<string, PackedEntry>;
 
 declare const __TWINVOL_PACKED_MARKER__: string;
 /** scripts/sea.mjs PACKED_MARKER, put here by the build (esbuild define): one spelling for the three. */
 const PACKED_MARKER = __TWINVOL_PACKED_MARKER__;
 /** How much of the file's end holds the index line, at most (the build checks its index fits). */
 const INDEX_TAIL_BYTES = 4096;
+/** scripts/build.mjs BESIDE_SUFFIX: the operator modules' file is the executable's path and this. */
+export const BESIDE_SUFFIX = '.modules';
+const BESIDE_KEY = /^[0-9a-f]{16}$/;
 
 const loaded = new Map<string, unknown>();
 let index: PackedIndex | undefined;
@@ -57,23 +68,54 @@ function parseIndex(parsed: unknown): PackedIndex {
   for (const [name, entry] of Object.entries(parsed)) {
     if (!Array.isArray(entry) || !Number.isSafeInteger(entry[0]) || !Number.isSafeInteger(entry[1]) || typeof entry[2] !== 'boolean')
       throw new Error(`the packed modules index is damaged at ${name}`);
-    out[name] = { at: entry[0], length: entry[1], group: entry[2] };
+    const beside: unknown = entry[3];
+    if (beside !== undefined && (typeof beside !== 'string' || !BESIDE_KEY.test(beside))) throw new Error(`the packed modules index is damaged at ${name}`);
+    out[name] = { at: entry[0], length: entry[1], group: entry[2], beside };
   }
   return out;
 }
 
-/** The compressed bytes of the blob at `at`: from the file's comment, or a single executable's asset. */
-function blobBytes(at: number, length: number): Buffer {
-  if (isSea()) return Buffer.from((require('node:sea') as typeof import('node:sea')).getAsset(`${PACKED_MARKER}${at}`, 'latin1'), 'base64');
+/** A single executable's asset for a blob: scripts/sea.mjs names them so. */
+export const assetName = (entry: { at: number; beside: string | undefined }) => `${PACKED_MARKER}${entry.beside ? `${entry.beside}:` : ''}${entry.at}`;
+
+type ReadAt = (buffer: Buffer, position: number) => number;
+
+/**
+ * Calls `use` with a reader of the file that holds `entry`'s blob: this executable, or the file
+ * beside it once its first line shows it is the one the index names. Either missing or another
+ * build's is said in words an operator can act on.
+ */
+function withHolder<T>(entry: PackedEntry, use: (readAt: ReadAt) => T): T {
   const { closeSync, openSync, readSync } = require('node:fs') as typeof import('node:fs');
-  const fd = openSync(__filename, 'r');
+  const path = entry.beside ? `${__filename}${BESIDE_SUFFIX}` : __filename;
+  let fd: number;
   try {
-    const base64 = Buffer.alloc(length);
-    if (readSync(fd, base64, 0, length, at) !== length) throw new Error(`${__filename} is truncated: a packed module is missing`);
-    return Buffer.from(base64.toString('latin1'), 'base64');
+    fd = openSync(path, 'r');
+  } catch (err) {
+    throw new Error(`${path} cannot be read (${errnoCode(err) ?? String(err)}): the commands other than kubelet's are kept there, beside the executable; copy it with the executable, or install with \`twinvol install flex\``);
+  }
+  try {
+    const readAt: ReadAt = (buffer, position) => readSync(fd, buffer, 0, buffer.length, position);
+    if (entry.beside) {
+      const first = Buffer.alloc(PACKED_MARKER.length + 17);
+      const want = `${PACKED_MARKER}${entry.beside}\n`;
+      if (readAt(first, 0) !== first.length || first.toString('latin1') !== want)
+        throw new Error(`${path} is not the one ${__filename} was built with: copy the two files of one build together`);
+    }
+    return use(readAt);
   } finally {
     closeSync(fd);
   }
+}
+
+/** The compressed bytes of `entry`'s blob: from a file's comment, or a single executable's asset. */
+function blobBytes(entry: PackedEntry): Buffer {
+  if (isSea()) return Buffer.from((require('node:sea') as typeof import('node:sea')).getAsset(assetName(entry), 'latin1'), 'base64');
+  return withHolder(entry, (readAt) => {
+    const base64 = Buffer.alloc(entry.length);
+    if (readAt(base64, entry.at) !== entry.length) throw new Error(`${entry.beside ? `${__filename}${BESIDE_SUFFIX}` : __filename} is truncated: a packed module is missing`);
+    return Buffer.from(base64.toString('latin1'), 'base64');
+  });
 }
 
 /** The source of module `name`: its blob inflated, or its entry in a blob that holds a group. */
@@ -81,7 +123,7 @@ function sourceOf(name: string): string {
   const entry = readIndex()[name];
   if (!entry) throw new Error(`module ${name} is not packed into this executable`);
   const { brotliDecompressSync } = require('node:zlib') as typeof import('node:zlib');
-  const text = brotliDecompressSync(blobBytes(entry.at, entry.length)).toString('utf8');
+  const text = brotliDecompressSync(blobBytes(entry)).toString('utf8');
   if (!entry.group) return text;
   const group: unknown = JSON.parse(text);
   const source = typeof group === 'object' && group !== null ? (group as Record<string, unknown>)[name] : undefined;

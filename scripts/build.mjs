@@ -3,6 +3,7 @@
 // beside it) and Node only treats such a file as ESM when told to.
 import { build } from 'esbuild';
 import { appendFile, chmod, mkdir, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
 import zlib, { brotliCompressSync } from 'node:zlib';
@@ -120,31 +121,44 @@ function brotli(bytes) {
   return brotliCompressSync(bytes, { params: { [zlib.constants.BROTLI_PARAM_QUALITY]: 11, [zlib.constants.BROTLI_PARAM_LGWIN]: 24, [zlib.constants.BROTLI_PARAM_SIZE_HINT]: bytes.length } });
 }
 
+/** Where a bundle's operator modules go: beside it, named after it (flex/packed-modules.ts BESIDE_SUFFIX). */
+const BESIDE_SUFFIX = '.modules';
+
 /**
- * The trailer appended to a script of `scriptBytes` bytes: one comment holding every blob in base64
- * (a line each), then the index line flex/packed-modules.ts reads from the file's last bytes:
- * `//<PACKED_MARKER>{"name":[offset, length, group]}`, offsets counted from the file's start.
- * As 150 KB of strings inside the script, the dispatcher and yargs cost every `init` about 0.07x
- * of bare `node -e 0`; a comment of the same bytes costs about half of that, and the index lets a
- * verb read its own module without reading the rest (test/flex/startup-size.test.ts).
+ * The trailer appended to a script of `scriptBytes` bytes, and the file to put beside it. The
+ * trailer is one comment holding the dispatcher's blob in base64, then the index line
+ * flex/packed-modules.ts reads from the file's last bytes: `//<PACKED_MARKER>{"name":[offset,
+ * length, group, key?]}`. The blobs a kubelet call never reads (the CLI and the operator's tools)
+ * go in the file beside it instead, after a first line `<PACKED_MARKER><key>` naming their build:
+ * Node reads and decodes every byte of the script on every call, and their 440 KB cost each verb
+ * 1 to 3 ms of CPU time (docs/architecture.md, "Start-up"). An index entry with a key is in
+ * the file beside, at an offset counted from that file's start; one without is in the script.
  */
 async function packedTrailer(scriptBytes) {
   const blobs = [];
-  for (const [name, contents] of Object.entries(packedModules)) blobs.push({ names: [name], group: false, data: brotli(await bundleModule(contents, { lean: true })) });
+  for (const [name, contents] of Object.entries(packedModules)) blobs.push({ names: [name], group: false, beside: name !== 'dispatch', data: brotli(await bundleModule(contents, { lean: true })) });
   const sources = {};
   for (const [name, contents] of Object.entries(toolModules)) sources[name] = Buffer.from(await bundleModule(contents)).toString('utf8');
-  blobs.push({ names: Object.keys(toolModules), group: true, data: brotli(Buffer.from(JSON.stringify(sources))) });
+  blobs.push({ names: Object.keys(toolModules), group: true, beside: true, data: brotli(Buffer.from(JSON.stringify(sources))) });
+  const besideBlobs = blobs.filter((b) => b.beside).map((b) => b.data.toString('base64'));
+  const key = createHash('sha256').update(besideBlobs.join('\n')).digest('hex').slice(0, 16);
   let text = `\n/*${PACKED_MARKER}\n`;
+  let beside = `${PACKED_MARKER}${key}\n`;
   const index = {};
   for (const blob of blobs) {
     const base64 = blob.data.toString('base64');
-    for (const name of blob.names) index[name] = [scriptBytes + Buffer.byteLength(text), base64.length, blob.group];
-    text += `${base64}\n`;
+    if (blob.beside) {
+      for (const name of blob.names) index[name] = [Buffer.byteLength(beside), base64.length, blob.group, key];
+      beside += `${base64}\n`;
+    } else {
+      for (const name of blob.names) index[name] = [scriptBytes + Buffer.byteLength(text), base64.length, blob.group];
+      text += `${base64}\n`;
+    }
   }
   const line = `//${PACKED_MARKER}${JSON.stringify(index)}\n`;
   // flex/packed-modules.ts reads the index from the file's last 4 KiB.
   if (line.length > 4096) throw new Error('the packed modules index is over 4 KiB');
-  return `${text}*/\n${line}`;
+  return { text: `${text}*/\n${line}`, beside: { suffix: BESIDE_SUFFIX, text: beside } };
 }
 
 const entries = [
@@ -178,7 +192,14 @@ for (const entry of entries) {
     minifySyntax: true,
     banner: { js: entry.lean ? shebang : `${shebang}\n${importMetaShim}` },
   });
-  if (entry.trailer) await appendFile(temporary, await entry.trailer((await stat(temporary)).size));
+  if (entry.trailer) {
+    const { text, beside } = await entry.trailer((await stat(temporary)).size);
+    await appendFile(temporary, text);
+    // The file beside goes in place first, so the script that names it never finds it missing.
+    const besideTemporary = `${entry.out}${beside.suffix}.${process.pid}.tmp`;
+    await writeFile(besideTemporary, beside.text, { mode: 0o644 });
+    await rename(besideTemporary, `${entry.out}${beside.suffix}`);
+  }
   await chmod(temporary, 0o755);
   await rename(temporary, entry.out);
 }

@@ -94,6 +94,8 @@ function filesFor(spec) {
   if (present) return spec.copies.map((c) => ({ from: join(REPO, c.src), to: c.dest }));
   const bundles = { 'twinvol-csi': 'dist/csi/twinvol-csi', twinvol: 'dist/flex/twinvol' };
   const files = spec.copies.map((c) => ({ from: join(REPO, bundles[c.src.split('/').pop()] ?? c.src), to: c.dest }));
+  // The FlexVolume bundle's operator modules go beside it, where it reads them (flex/packed-modules.ts).
+  for (const f of [...files]) if (existsSync(`${f.from}.modules`)) files.push({ from: `${f.from}.modules`, to: `${f.to}.modules` });
   for (const f of files) if (!existsSync(f.from)) throw new Error(`${f.from} is missing: run npm run build first`);
   console.error(`no ${spec.copies.map((c) => c.src).join(', ')}: packing the bundles and ${process.execPath} as /usr/local/bin/node`);
   return [...files, { from: process.execPath, to: '/usr/local/bin/node' }];

@@ -113,10 +113,11 @@ async function blobOf(main, codeCache) {
   const work = await mkdtemp(join(tmpdir(), 'twinvol-sea-'));
   try {
     const config = join(work, 'sea-config.json');
-    // The FlexVolume bundle's packed modules trail it as a comment that its loader reads from the
-    // file by the index on its last line (scripts/build.mjs packedTrailer, flex/packed-modules.ts);
-    // a single executable has no such file, so the index and each blob become assets (named by the
-    // marker, and by the marker and the blob's offset) and the script goes in without them.
+    // The FlexVolume bundle's packed modules trail it as a comment, or sit in the file beside it,
+    // and its loader reads them by the index on the script's last line (scripts/build.mjs
+    // packedTrailer, flex/packed-modules.ts); a single executable has no such files, so the index
+    // and each blob become assets (named as flex/packed-modules.ts assetName says: the marker, the
+    // key of the file beside if it is there, and the blob's offset) and the script goes in without them.
     const text = await readFile(main, 'latin1');
     const start = text.lastIndexOf(`\n/*${PACKED_MARKER}\n`);
     const assets = {};
@@ -125,11 +126,15 @@ async function blobOf(main, codeCache) {
       const index = JSON.parse(text.slice(indexAt));
       await writeFile(join(work, 'index'), JSON.stringify(index));
       assets[PACKED_MARKER] = join(work, 'index');
-      for (const [at, length] of Object.values(index)) {
-        const name = `${PACKED_MARKER}${at}`;
+      let beside;
+      for (const [at, length, , key] of Object.values(index)) {
+        const name = `${PACKED_MARKER}${key ? `${key}:` : ''}${at}`;
         if (assets[name]) continue;
-        await writeFile(join(work, `blob-${at}`), text.slice(at, at + length), 'latin1');
-        assets[name] = join(work, `blob-${at}`);
+        beside ??= key ? await readFile(`${main}.modules`, 'latin1') : undefined;
+        if (key && !beside.startsWith(`${PACKED_MARKER}${key}\n`)) throw new Error(`${main}.modules is not the one ${main} was built with`);
+        const file = join(work, `blob-${key ?? 'here'}-${at}`);
+        await writeFile(file, (key ? beside : text).slice(at, at + length), 'latin1');
+        assets[name] = file;
       }
       await writeFile(join(work, 'main.cjs'), `${text.slice(0, start)}\n`, 'latin1');
       main = join(work, 'main.cjs');

@@ -3,6 +3,7 @@ import { chmodSync, closeSync, copyFileSync, existsSync, fstatSync, mkdirSync, o
 import { join } from 'node:path';
 import { setImmediate as tick } from 'node:timers/promises';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { collect } from '../helpers/collect.js';
 import { FLEX_BIN, flexSession, mountOptions, podNamed, runAdmin, runFlex } from '../helpers/flex-runner.js';
 import { podVolumeDir } from '../helpers/kubelet-paths.js';
 import { createScratch, type Scratch } from '../helpers/scratch.js';
@@ -24,6 +25,8 @@ const targetArgs = () => ['--plugin-dir', pluginDir, '--vendor', 'acme'];
 const install = (...extra: string[]) => runAdmin(s.env, ['install', 'flex', ...targetArgs(), ...extra]);
 const uninstall = (...extra: string[]) => runAdmin(s.env, ['uninstall', 'flex', ...targetArgs(), ...extra]);
 const bundle = () => readFileSync(FLEX_BIN);
+/** What install prints for the bundle: the file of commands kubelet never runs first, then the driver (flex/install.ts). */
+const placed = (verb: string) => `${verb}: ${installed}.modules (the commands kubelet never runs)\n${verb}: ${installed} (kubelet driver acme/twinvol)\n`;
 
 /** Runs an installer from a copy of the bundle at `path`: install copies the file it runs from. */
 function installFrom(path: string): Promise<number | null> {
@@ -35,12 +38,16 @@ function installFrom(path: string): Promise<number | null> {
 }
 
 describe('twinvol install flex', () => {
-  it('puts this executable at <plugin-dir>/<vendor>~twinvol/twinvol, 0755, and it answers init there', async () => {
+  it('puts this executable at <plugin-dir>/<vendor>~twinvol/twinvol, 0755, its modules beside it, and it answers init there', async () => {
     const r = await install();
-    expect(r).toEqual({ exitCode: 0, stdout: `installed: ${installed} (kubelet driver acme/twinvol)\n`, stderr: '' });
+    expect(r).toEqual({ exitCode: 0, stdout: placed('installed'), stderr: '' });
     expect(readFileSync(installed).equals(bundle())).toBe(true);
     expect(statSync(installed).mode & 0o7777).toBe(0o755);
-    expect(readdirSync(join(pluginDir, 'acme~twinvol'))).toEqual(['twinvol']);
+    expect(readFileSync(`${installed}.modules`).equals(readFileSync(`${FLEX_BIN}.modules`))).toBe(true);
+    expect(statSync(`${installed}.modules`).mode & 0o7777).toBe(0o644);
+    expect(readdirSync(join(pluginDir, 'acme~twinvol'))).toEqual(['twinvol', 'twinvol.modules']);
+    // The installed copy's own CLI, whose modules are the ones installed beside it.
+    expect(await collect(installed, ['--version'], { env: { PATH: '/usr/bin:/bin', ...s.env } })).toMatchObject({ code: 0, stdout: expect.stringMatching(/^twinvol \d+\.\d+\.\d+\n$/) });
     const init = await new Promise<string>((done) => {
       const child = spawn(installed, ['init'], { env: { PATH: '/usr/bin:/bin', TWINVOL_CONFIG: s.env.TWINVOL_CONFIG! } });
       let out = '';
@@ -52,11 +59,12 @@ describe('twinvol install flex', () => {
 
   it('is idempotent: the same file and config are not rewritten (no inode change, no probe event)', async () => {
     const config = '{"flexAttach":false}';
-    expect((await install('--config', config)).stdout).toBe(`installed: ${installed} (kubelet driver acme/twinvol)\nwritten: ${s.env.TWINVOL_CONFIG}\n`);
-    const before = { driver: statSync(installed), config: statSync(s.env.TWINVOL_CONFIG!) };
+    expect((await install('--config', config)).stdout).toBe(`${placed('installed')}written: ${s.env.TWINVOL_CONFIG}\n`);
+    const before = { driver: statSync(installed), modules: statSync(`${installed}.modules`), config: statSync(s.env.TWINVOL_CONFIG!) };
     const again = await install('--config', config);
-    expect(again).toEqual({ exitCode: 0, stdout: `unchanged: ${installed} (kubelet driver acme/twinvol)\nunchanged: ${s.env.TWINVOL_CONFIG}\n`, stderr: '' });
+    expect(again).toEqual({ exitCode: 0, stdout: `${placed('unchanged')}unchanged: ${s.env.TWINVOL_CONFIG}\n`, stderr: '' });
     expect(statSync(installed).ino).toBe(before.driver.ino);
+    expect(statSync(`${installed}.modules`).ino).toBe(before.modules.ino);
     expect(statSync(s.env.TWINVOL_CONFIG!).ino).toBe(before.config.ino);
     expect(readFileSync(s.env.TWINVOL_CONFIG!, 'utf8')).toBe(`${config}\n`);
     // The executable answers from the config it installed.
@@ -69,7 +77,7 @@ describe('twinvol install flex', () => {
     expect((await install()).stdout).toMatch(/^installed: /);
     expect(readFileSync(installed).equals(bundle())).toBe(true);
     chmodSync(installed, 0o644);
-    expect((await install()).stdout).toMatch(/^installed: /);
+    expect((await install()).stdout).toBe(`unchanged: ${installed}.modules (the commands kubelet never runs)\ninstalled: ${installed} (kubelet driver acme/twinvol)\n`);
     expect(statSync(installed).mode & 0o7777).toBe(0o755);
   });
 
@@ -81,6 +89,8 @@ describe('twinvol install flex', () => {
     mkdirSync(join(s.root, 'b'));
     copyFileSync(FLEX_BIN, a);
     writeFileSync(b, Buffer.concat([bundle(), Buffer.from('\n// the same driver, one line longer\n')]));
+    // Each installer runs its install command from the modules beside it.
+    for (const copy of [a, b]) copyFileSync(`${FLEX_BIN}.modules`, `${copy}.modules`);
     chmodSync(a, 0o755);
     chmodSync(b, 0o755);
     const versions = [readFileSync(a), readFileSync(b)];
@@ -124,7 +134,7 @@ describe('twinvol install flex', () => {
     // The reader did overlap the installs: it saw both versions (else the test proved nothing).
     expect(seen.a).toBeGreaterThan(0);
     expect(seen.b).toBeGreaterThan(0);
-    expect(readdirSync(join(pluginDir, 'acme~twinvol'))).toEqual(['twinvol']);
+    expect(readdirSync(join(pluginDir, 'acme~twinvol'))).toEqual(['twinvol', 'twinvol.modules']);
   });
 
   it.each([
@@ -150,7 +160,7 @@ describe('twinvol install flex', () => {
 describe('twinvol uninstall flex', () => {
   const { ok, createVolume } = flexSession(() => s.env);
 
-  it('removes the driver and its directory; a second uninstall says it is already gone', async () => {
+  it('removes the driver, its modules and its directory; a second uninstall says it is already gone', async () => {
     await install();
     expect(await uninstall()).toEqual({ exitCode: 0, stdout: `removed: ${installed}\n`, stderr: '' });
     expect(readdirSync(pluginDir)).toEqual([]);

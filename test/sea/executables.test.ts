@@ -79,6 +79,11 @@ describe('the single executables under an empty environment', () => {
     copyFileSync(FLEX_SEA, own);
     chmodSync(own, 0o755);
     const pluginDir = join(s.root, 'volume-plugins');
+    // The bundle installed there first: its file of modules goes once the single executable, which
+    // carries its own, replaces it (flex/install.ts).
+    const bundle = await collect(FLEX_BUILDS.bundle, ['install', 'flex', '--plugin-dir', pluginDir, '--vendor', 'acme'], { env: { PATH: '/usr/bin:/bin', ...s.env } });
+    expect(bundle.code, bundle.stderr).toBe(0);
+    expect(readdirSync(join(pluginDir, 'acme~twinvol'))).toEqual(['twinvol', 'twinvol.modules']);
     const r = await envI(own, ['install', 'flex', '--plugin-dir', pluginDir, '--vendor', 'acme']);
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
