@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { closeSync, constants, fchmodSync, fsyncSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmdirSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, constants, fchmodSync, fsyncSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, realpathSync, renameSync, rmdirSync, unlinkSync, writeSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join, normalize } from 'node:path';
 import { checkConfigText, type Core, errnoCode, failedPrecondition } from '../shared/index.js';
 import { BESIDE_SUFFIX } from './packed-modules.js';
@@ -33,7 +33,8 @@ export const driverPath = (t: InstallTarget) => join(driverDir(t), DRIVER);
 
 /**
  * The file this process runs from: a single executable application is its own file; a bundle is
- * the script Node was given (process.argv[1]).
+ * the script Node was given (process.argv[1]), through any symlinks, as Node resolves it to load it:
+ * its modules file is beside the real file (flex/packed-modules.ts), not beside a link to it.
  */
 export function runningExecutable(): string {
   try {
@@ -44,7 +45,7 @@ export function runningExecutable(): string {
   }
   const script = process.argv[1];
   if (!script) throw new Error('cannot tell which file this executable runs from');
-  return script;
+  return realpathSync(script);
 }
 
 /**

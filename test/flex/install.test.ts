@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
-import { chmodSync, closeSync, copyFileSync, existsSync, fstatSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, statSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { chmodSync, closeSync, copyFileSync, existsSync, fstatSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { setImmediate as tick } from 'node:timers/promises';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { collect } from '../helpers/collect.js';
@@ -55,6 +55,20 @@ describe('twinvol install flex', () => {
       child.on('close', () => done(out));
     });
     expect(JSON.parse(init)).toEqual({ status: 'Success', capabilities: { fsGroup: false } });
+  });
+
+  it('run through a symlink, installs the file the link points to, with the modules beside that file', async () => {
+    const real = join(s.root, 'opt/twinvol');
+    mkdirSync(dirname(real), { recursive: true });
+    copyFileSync(FLEX_BIN, real);
+    copyFileSync(`${FLEX_BIN}.modules`, `${real}.modules`);
+    chmodSync(real, 0o755);
+    const link = join(s.root, 'bin/twinvol');
+    mkdirSync(dirname(link), { recursive: true });
+    symlinkSync(real, link);
+    expect(await installFrom(link)).toBe(0);
+    expect(readdirSync(join(pluginDir, 'acme~twinvol'))).toEqual(['twinvol', 'twinvol.modules']);
+    expect(readFileSync(`${installed}.modules`).equals(readFileSync(`${FLEX_BIN}.modules`))).toBe(true);
   });
 
   it('is idempotent: the same file and config are not rewritten (no inode change, no probe event)', async () => {
