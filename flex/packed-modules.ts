@@ -27,8 +27,9 @@ declare const __TWINVOL_PACKED_MARKER__: string;
 const PACKED_MARKER = __TWINVOL_PACKED_MARKER__;
 /** How much of the file's end holds the index line, at most (the build checks its index fits). */
 const INDEX_TAIL_BYTES = 4096;
-/** scripts/build.mjs BESIDE_SUFFIX: the operator modules' file is the executable's path and this. */
-export const BESIDE_SUFFIX = '.modules';
+declare const __TWINVOL_BESIDE_SUFFIX__: string;
+/** scripts/sea.mjs BESIDE_SUFFIX, put here by the build: the operator modules' file is the executable's path and this. */
+export const BESIDE_SUFFIX = __TWINVOL_BESIDE_SUFFIX__;
 const BESIDE_KEY = /^[0-9a-f]{16}$/;
 
 const loaded = new Map<string, unknown>();
@@ -76,46 +77,39 @@ function parseIndex(parsed: unknown): PackedIndex {
 }
 
 /** A single executable's asset for a blob: scripts/sea.mjs names them so. */
-export const assetName = (entry: { at: number; beside: string | undefined }) => `${PACKED_MARKER}${entry.beside ? `${entry.beside}:` : ''}${entry.at}`;
-
-type ReadAt = (buffer: Buffer, position: number) => number;
+const assetName = (entry: { at: number; beside: string | undefined }) => `${PACKED_MARKER}${entry.beside ? `${entry.beside}:` : ''}${entry.at}`;
 
 /**
- * Calls `use` with a reader of the file that holds `entry`'s blob: this executable, or the file
- * beside it once its first line shows it is the one the index names. Either missing or another
- * build's is said in words an operator can act on.
+ * The compressed bytes of `entry`'s blob: a single executable's asset, or read from the file that
+ * holds it, this executable or the file beside it once its first line shows it is the one the
+ * index names. Either missing or another build's is said in words an operator can act on.
  */
-function withHolder<T>(entry: PackedEntry, use: (readAt: ReadAt) => T): T {
+function blobBytes(entry: PackedEntry): Buffer {
+  if (isSea()) return Buffer.from((require('node:sea') as typeof import('node:sea')).getAsset(assetName(entry), 'latin1'), 'base64');
   const { closeSync, openSync, readSync } = require('node:fs') as typeof import('node:fs');
   const path = entry.beside ? `${__filename}${BESIDE_SUFFIX}` : __filename;
   let fd: number;
   try {
     fd = openSync(path, 'r');
   } catch (err) {
-    throw new Error(`${path} cannot be read (${errnoCode(err) ?? String(err)}): the commands other than kubelet's are kept there, beside the executable; copy it with the executable, or install with \`twinvol install flex\``);
+    const where = entry.beside ? ": the commands other than kubelet's are kept there, beside the executable; copy it with the executable, or install with `twinvol install flex`" : '';
+    throw new Error(`${path} cannot be read (${errnoCode(err) ?? String(err)})${where}`);
   }
   try {
-    const readAt: ReadAt = (buffer, position) => readSync(fd, buffer, 0, buffer.length, position);
+    const readAt = (length: number, position: number) => {
+      const bytes = Buffer.alloc(length);
+      return readSync(fd, bytes, 0, length, position) === length ? bytes : undefined;
+    };
     if (entry.beside) {
-      const first = Buffer.alloc(PACKED_MARKER.length + 17);
       const want = `${PACKED_MARKER}${entry.beside}\n`;
-      if (readAt(first, 0) !== first.length || first.toString('latin1') !== want)
-        throw new Error(`${path} is not the one ${__filename} was built with: copy the two files of one build together`);
+      if (readAt(want.length, 0)?.toString('latin1') !== want) throw new Error(`${path} is not the one ${__filename} was built with: copy the two files of one build together`);
     }
-    return use(readAt);
+    const base64 = readAt(entry.length, entry.at);
+    if (!base64) throw new Error(`${path} is truncated: a packed module is missing`);
+    return Buffer.from(base64.toString('latin1'), 'base64');
   } finally {
     closeSync(fd);
   }
-}
-
-/** The compressed bytes of `entry`'s blob: from a file's comment, or a single executable's asset. */
-function blobBytes(entry: PackedEntry): Buffer {
-  if (isSea()) return Buffer.from((require('node:sea') as typeof import('node:sea')).getAsset(assetName(entry), 'latin1'), 'base64');
-  return withHolder(entry, (readAt) => {
-    const base64 = Buffer.alloc(entry.length);
-    if (readAt(base64, entry.at) !== entry.length) throw new Error(`${entry.beside ? `${__filename}${BESIDE_SUFFIX}` : __filename} is truncated: a packed module is missing`);
-    return Buffer.from(base64.toString('latin1'), 'base64');
-  });
 }
 
 /** The source of module `name`: its blob inflated, or its entry in a blob that holds a group. */

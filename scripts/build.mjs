@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
 import zlib, { brotliCompressSync } from 'node:zlib';
-import { buildSea, PACKED_MARKER } from './sea.mjs';
+import { BESIDE_SUFFIX, buildSea, PACKED_MARKER } from './sea.mjs';
 
 const common = {
   bundle: true,
@@ -17,7 +17,7 @@ const common = {
   legalComments: 'none',
   loader: { '.proto': 'text' },
   // ESM-only dependencies read import.meta.url; in a CommonJS bundle it is rebuilt from __filename.
-  define: { 'import.meta.url': '__twinvolImportMetaUrl', __TWINVOL_PACKED_MARKER__: JSON.stringify(PACKED_MARKER) },
+  define: { 'import.meta.url': '__twinvolImportMetaUrl', __TWINVOL_PACKED_MARKER__: JSON.stringify(PACKED_MARKER), __TWINVOL_BESIDE_SUFFIX__: JSON.stringify(BESIDE_SUFFIX) },
   logLevel: 'warning',
 };
 const importMetaShim = 'var __twinvolImportMetaUrl = require("node:url").pathToFileURL(__filename).href;';
@@ -120,9 +120,6 @@ async function serviceThreadSource(contents) {
 function brotli(bytes) {
   return brotliCompressSync(bytes, { params: { [zlib.constants.BROTLI_PARAM_QUALITY]: 11, [zlib.constants.BROTLI_PARAM_LGWIN]: 24, [zlib.constants.BROTLI_PARAM_SIZE_HINT]: bytes.length } });
 }
-
-/** Where a bundle's operator modules go: beside it, named after it (flex/packed-modules.ts BESIDE_SUFFIX). */
-const BESIDE_SUFFIX = '.modules';
 
 /**
  * The trailer appended to a script of `scriptBytes` bytes, and the file to put beside it. The

@@ -13,6 +13,7 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
+import { BESIDE_SUFFIX } from './sea.mjs';
 
 const REPO = resolve(import.meta.dirname, '..');
 const CONTAINERFILE = join(REPO, 'deploy/image/Containerfile');
@@ -95,7 +96,7 @@ function filesFor(spec) {
   const bundles = { 'twinvol-csi': 'dist/csi/twinvol-csi', twinvol: 'dist/flex/twinvol' };
   const files = spec.copies.map((c) => ({ from: join(REPO, bundles[c.src.split('/').pop()] ?? c.src), to: c.dest }));
   // The FlexVolume bundle's operator modules go beside it, where it reads them (flex/packed-modules.ts).
-  for (const f of [...files]) if (existsSync(`${f.from}.modules`)) files.push({ from: `${f.from}.modules`, to: `${f.to}.modules` });
+  for (const f of [...files]) if (existsSync(`${f.from}${BESIDE_SUFFIX}`)) files.push({ from: `${f.from}${BESIDE_SUFFIX}`, to: `${f.to}${BESIDE_SUFFIX}` });
   for (const f of files) if (!existsSync(f.from)) throw new Error(`${f.from} is missing: run npm run build first`);
   console.error(`no ${spec.copies.map((c) => c.src).join(', ')}: packing the bundles and ${process.execPath} as /usr/local/bin/node`);
   return [...files, { from: process.execPath, to: '/usr/local/bin/node' }];

@@ -107,6 +107,12 @@ async function readAt(file, position, length) {
  * which reads them back; here they become assets.
  */
 export const PACKED_MARKER = 'TWINVOL-PACKED:';
+/**
+ * What the bundle's file beside it is called: the bundle's path and this. It holds the modules no
+ * kubelet call runs; scripts/build.mjs writes it and hands the suffix to flex/packed-modules.ts
+ * (esbuild define), as it does the marker.
+ */
+export const BESIDE_SUFFIX = '.modules';
 
 /** The preparation blob of one bundle, made by this very node (a blob only runs in the binary that made it). */
 async function blobOf(main, codeCache) {
@@ -130,8 +136,8 @@ async function blobOf(main, codeCache) {
       for (const [at, length, , key] of Object.values(index)) {
         const name = `${PACKED_MARKER}${key ? `${key}:` : ''}${at}`;
         if (assets[name]) continue;
-        beside ??= key ? await readFile(`${main}.modules`, 'latin1') : undefined;
-        if (key && !beside.startsWith(`${PACKED_MARKER}${key}\n`)) throw new Error(`${main}.modules is not the one ${main} was built with`);
+        beside ??= key ? await readFile(`${main}${BESIDE_SUFFIX}`, 'latin1') : undefined;
+        if (key && !beside.startsWith(`${PACKED_MARKER}${key}\n`)) throw new Error(`${main}${BESIDE_SUFFIX} is not the one ${main} was built with`);
         const file = join(work, `blob-${key ?? 'here'}-${at}`);
         await writeFile(file, (key ? beside : text).slice(at, at + length), 'latin1');
         assets[name] = file;
