@@ -198,7 +198,6 @@ export async function flushDirectory(path: string): Promise<void> {
   }
 }
 
-
 /**
  * `writeRecord` for a long-lived record whose every writer holds its lock (the caller does now): any
  * temporary file of it that exists is a killed writer's, and goes first (a volume record lives until

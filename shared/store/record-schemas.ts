@@ -130,7 +130,8 @@ function once<T>(make: () => T): () => T {
 }
 
 /**
- * Each schema is built on its first call and kept: building a schema costs more than parsing with it, and a FlexVolume call (a process of its own) reads one or two kinds of record, not all six.
+ * Each schema is built on its first call and kept: building a schema costs more than parsing with
+ * it, and a FlexVolume call (a process of its own) reads one or two kinds of record, not all six.
  */
 export const RECORD_SCHEMAS = {
   volume: once(() => exact<VolumeRecord>()(volumeRecord())),
