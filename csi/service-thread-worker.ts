@@ -1,5 +1,5 @@
 import { parentPort } from 'node:worker_threads';
-import { asTwinvolError, errnoCode, loadConfig, type Log, spawnOffThread } from '../shared/index.js';
+import { asTwinvolError, blockingFileCallsWhile, errnoCode, loadConfig, type Log, spawnOffThread } from '../shared/index.js';
 import { parseFlags } from './flags.js';
 import { GrpcStatus } from './grpc-status.js';
 import { createLog } from './logging.js';
@@ -63,6 +63,10 @@ async function begin(argv: string[], send: (m: FromService) => void): Promise<{ 
   const log: Log = createLog(flags.logLevel);
   // Calls are answered while tools start (shared/spawn-thread.ts): a spawn blocks its thread.
   spawnOffThread();
+  // A call served alone makes its file calls on this thread; with others in flight, they overlap
+  // their waits on libuv's threadpool (shared/fs-async.ts). Background work (sweeps) counts as alone.
+  let inFlight = 0;
+  blockingFileCallsWhile(() => inFlight <= 1);
 
   let metrics: Metrics | undefined;
   let endpoint: MetricsEndpoint | undefined;
@@ -93,7 +97,11 @@ async function begin(argv: string[], send: (m: FromService) => void): Promise<{ 
     call(id, service, method, request) {
       const handler = services[service as keyof typeof services]?.[method];
       if (!handler) return send({ type: 'answer', id, error: { code: GrpcStatus.UNIMPLEMENTED, details: `${service}.${method} is not served here` } });
-      void invokeUnary(handler, request).then((answer) => send({ type: 'answer', id, ...answer }));
+      inFlight++;
+      void invokeUnary(handler, request).then((answer) => {
+        inFlight--;
+        send({ type: 'answer', id, ...answer });
+      });
     },
     async close() {
       open.close();

@@ -1,5 +1,8 @@
-import { chmod, chown, lstat, readdir } from './fs-async.js';
 import { join } from 'node:path';
+import { walkCalls } from './fs-async.js';
+
+// The walk's calls: a volume may hold any number of files (shared/fs-async.ts walkCalls).
+const { chmod, chown, lstat, readdir } = walkCalls;
 
 /**
  * Gives group `gid` ownership of a volume's tree with group read-write and setgid directories, as

@@ -31,7 +31,7 @@ export {
 export { FILE_LOG_MAX_BYTES, fileSink, type Log, type LogFields, Logger, LOG_LEVELS, type LogLevel, type LogSink, redact } from './log.js';
 export { observeSpawns, run, type SpawnRecord, spawnLog, toolEnv } from './runner.js';
 export { spawnBlockingHere } from './spawn-blocking.js';
-export { blockingFileCalls } from './fs-async.js';
+export { blockingFileCalls, blockingFileCallsWhile } from './fs-async.js';
 export { spawnOffThread } from './spawn-thread.js';
 export { type MountEntry, mountAt, readMounts } from './mountinfo.js';
 

@@ -1,5 +1,5 @@
 import { type BigIntStats, mkdirSync, renameSync, type Stats, statSync } from 'node:fs';
-import { readdir, rm, stat } from '../fs-async.js';
+import { readdir, stat, walkCalls } from '../fs-async.js';
 import { join } from 'node:path';
 import { alreadyExists, errnoCode, notFound, TwinvolError } from '../errors.js';
 import type { GroupSnapshotRecord, NodeRecord, PvRecord, SnapshotRecord, VolumeRecord } from '../model.js';
@@ -281,7 +281,7 @@ export class Catalog {
       await writeRecord(join(workDir, entity === 'volumes' ? 'volume.json' : 'snapshot.json'), record);
       renameSync(workDir, finalDir);
     } catch (err) {
-      await rm(workDir, { recursive: true, force: true });
+      await walkCalls.rmTree(workDir, { recursive: true, force: true });
       if (errnoCode(err) === 'ENOTEMPTY' || errnoCode(err) === 'EEXIST') throw alreadyExists(`${entity.slice(0, -1)} ${record.id} already exists`);
       throw err;
     }
@@ -301,7 +301,7 @@ export class Catalog {
       if (errnoCode(err) === 'ENOENT') return;
       throw err;
     }
-    await rm(trash, { recursive: true, force: true });
+    await walkCalls.rmTree(trash, { recursive: true, force: true });
   }
 
   pvPath(pvName: string): string {

@@ -43,8 +43,9 @@ const REPAIR = 'twinvol writes its records whole, so something else changed this
  * removes them synchronously: each such call costs microseconds, where a round trip through libuv's
  * threadpool cost the CSI server 60 to 100 us of waiting and, under load, more of its main thread's
  * time than the work itself (the profile of 16 lifecycles in flight: a ControllerPublishVolume made
- * about 30 round trips). Only fsync, which waits for the disk, still leaves the thread (through
- * shared/fs-async.ts, which in a FlexVolume call, having nothing else to do, runs it on its own thread).
+ * about 30 round trips). Only fsync, which waits for the disk, may still leave the thread: through
+ * shared/fs-async.ts, which keeps it on the thread in a FlexVolume call, and on the CSI service
+ * thread while that serves no other call (other calls' work overlaps the wait).
  */
 
 /**

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync } from 'node:fs';
-import { rm } from '../fs-async.js';
+import { walkCalls } from '../fs-async.js';
 import { join } from 'node:path';
 import { errnoCode } from '../errors.js';
 
@@ -60,6 +60,6 @@ export class WorkArea {
   }
 
   async remove(entries: readonly WorkEntry[]): Promise<void> {
-    for (const e of entries) await rm(join(this.dir, e.name), { recursive: true, force: true });
+    for (const e of entries) await walkCalls.rmTree(join(this.dir, e.name), { recursive: true, force: true });
   }
 }

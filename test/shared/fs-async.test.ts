@@ -1,6 +1,7 @@
 // The core's file calls (shared/fs-async.ts) answer alike on libuv's threadpool and, in a FlexVolume
-// call, on the calling thread: the same results, the same errors. This file switches its module to
-// blocking; vitest gives every test file modules of its own, so no other file sees that.
+// call, on the calling thread: the same results, the same errors. On the CSI server's service thread
+// they run on the thread only while it serves one call, and a walk over a volume's data never does.
+// This file switches its module's modes; vitest gives every test file modules of its own.
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -45,5 +46,35 @@ describe('the core file calls', () => {
     // An error is a rejected promise, as on the threadpool, never a throw at the call.
     const refused = fsAsync.readFile(join(dir, 'missing'));
     await expect(refused).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+
+  it('on the service thread, run on it only while it is alone, and never walk a volume there', async () => {
+    // On the thread, a call has settled by the time the microtasks queued with it have run; on the
+    // threadpool it settles in a later turn of the event loop, however fast the pool's thread is.
+    const settlesAtOnce = async (p: Promise<unknown>) => {
+      let settled = false;
+      void p.then(() => (settled = true));
+      for (let i = 0; i < 3; i++) await Promise.resolve();
+      const now = settled;
+      await p;
+      return now;
+    };
+    let alone = true;
+    fsAsync.blockingFileCallsWhile(() => alone);
+    const aloneMade = await settlesAtOnce(fsAsync.mkdir(join(dir, 'alone')));
+    alone = false;
+    const crowdedMade = await settlesAtOnce(fsAsync.mkdir(join(dir, 'crowded')));
+    expect([aloneMade, crowdedMade]).toEqual([true, false]);
+    expect(existsSync(join(dir, 'crowded'))).toBe(true);
+    // A tree goes on the threadpool even when the thread is alone; in a FlexVolume call, on the thread.
+    alone = true;
+    const removeTree = (name: string) => {
+      writeFileSync(join(dir, name, 'inside'), 'x');
+      return settlesAtOnce(fsAsync.walkCalls.rmTree(join(dir, name), { recursive: true }));
+    };
+    expect(await removeTree('alone')).toBe(false);
+    fsAsync.blockingFileCalls();
+    expect(await removeTree('crowded')).toBe(true);
+    expect([existsSync(join(dir, 'alone')), existsSync(join(dir, 'crowded'))]).toEqual([false, false]);
   });
 });
