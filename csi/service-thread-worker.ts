@@ -17,7 +17,13 @@ import { type FromService, HEARTBEAT_MS, parseToService } from './thread-message
 export function runServiceThread(): void {
   const port = parentPort;
   if (!port) throw new Error('runServiceThread runs in a worker thread only');
-  const send = (m: FromService) => port.postMessage(m);
+  // Forwarded calls not yet answered, counted with the main thread (csi/service-thread.ts): every
+  // answer, whatever path gives it, is one call less.
+  let unanswered: Int32Array | undefined;
+  const send = (m: FromService) => {
+    if (m.type === 'answer' && unanswered) Atomics.sub(unanswered, 0, 1);
+    port.postMessage(m);
+  };
   // A bug that escapes every handler: as the main thread would (csi/server-main.ts), the message only.
   const die = (err: unknown) => {
     const message = err instanceof Error ? err.message : String(err);
@@ -30,8 +36,9 @@ export function runServiceThread(): void {
   let serving: Serving | undefined;
   port.on('message', (raw: unknown) => {
     const m = parseToService(raw);
-    if (m.type === 'start')
-      void begin(m.argv, send).then((begun) => {
+    if (m.type === 'start') {
+      unanswered = m.unanswered;
+      void begin(m.argv, m.unanswered, send).then((begun) => {
         if (!begun) return;
         // Serving before the main thread hears so: its first call may be the next message.
         serving = begun.serving;
@@ -39,7 +46,7 @@ export function runServiceThread(): void {
         // Unref'd: the port's listener is what keeps the thread alive, until it is stopped.
         setInterval(() => send({ type: 'alive' }), HEARTBEAT_MS).unref();
       });
-    else if (m.type === 'call') {
+    } else if (m.type === 'call') {
       // The main thread forwards nothing before `ready`; should it, the call is answered, not lost.
       if (serving) serving.call(m.id, m.service, m.method, m.request);
       else send({ type: 'answer', id: m.id, error: { code: GrpcStatus.UNAVAILABLE, details: 'the CSI server is still starting; try again' } });
@@ -56,17 +63,17 @@ interface Serving {
 }
 
 /** The server's start-up, as it was before the service thread: undefined (and a `failed` sent) if it cannot serve. */
-async function begin(argv: string[], send: (m: FromService) => void): Promise<{ serving: Serving; ready: FromService } | undefined> {
+async function begin(argv: string[], unanswered: Int32Array, send: (m: FromService) => void): Promise<{ serving: Serving; ready: FromService } | undefined> {
   // The main thread checked these already: parsed again here from the same argv and environment.
   const flags = parseFlags(argv, process.env);
   const config = loadConfig(process.env, flags.overrides);
   const log: Log = createLog(flags.logLevel);
   // Calls are answered while tools start (shared/spawn-thread.ts): a spawn blocks its thread.
   spawnOffThread();
-  // A call served alone makes its file calls on this thread; with others in flight, they overlap
-  // their waits on libuv's threadpool (shared/fs-async.ts). Background work (sweeps) counts as alone.
-  let inFlight = 0;
-  blockingFileCallsWhile(() => inFlight <= 1);
+  // A call served alone makes its file calls on this thread; with others forwarded (being served, or
+  // still queued behind a blocking call, which this thread cannot see), they overlap their waits on
+  // libuv's threadpool (shared/fs-async.ts). Background work (sweeps) counts as alone.
+  blockingFileCallsWhile(() => Atomics.load(unanswered, 0) <= 1);
 
   let metrics: Metrics | undefined;
   let endpoint: MetricsEndpoint | undefined;
@@ -97,11 +104,7 @@ async function begin(argv: string[], send: (m: FromService) => void): Promise<{ 
     call(id, service, method, request) {
       const handler = services[service as keyof typeof services]?.[method];
       if (!handler) return send({ type: 'answer', id, error: { code: GrpcStatus.UNIMPLEMENTED, details: `${service}.${method} is not served here` } });
-      inFlight++;
-      void invokeUnary(handler, request).then((answer) => {
-        inFlight--;
-        send({ type: 'answer', id, ...answer });
-      });
+      void invokeUnary(handler, request).then((answer) => send({ type: 'answer', id, ...answer }));
     },
     async close() {
       open.close();

@@ -36,6 +36,8 @@ export const STALL_MS = 10 * HEARTBEAT_MS;
 export class ServiceThread {
   private readonly pending = new Map<number, sendUnaryData<unknown>>();
   private nextId = 0;
+  /** Calls forwarded and not yet answered, shared with the thread (csi/service-thread-worker.ts). */
+  private readonly unanswered = new Int32Array(new SharedArrayBuffer(4));
   private stopped: (() => void) | undefined;
   private ready: { tools: ToolReport; methods: Record<string, string[]> } | undefined;
   /** Settles when the thread serves, or fails before it does (its code did not load, its start-up failed). */
@@ -90,7 +92,7 @@ export class ServiceThread {
   async start(argv: readonly string[], onFailure: (message: string) => void): Promise<this> {
     this.onFailure = onFailure;
     this.worker.ref();
-    this.post({ type: 'start', argv: [...argv] });
+    this.post({ type: 'start', argv: [...argv], unanswered: this.unanswered });
     await this.serving;
     return this;
   }
@@ -133,6 +135,7 @@ export class ServiceThread {
     return (call: ServerUnaryCall<unknown, unknown>, callback: sendUnaryData<unknown>) => {
       const id = this.nextId++;
       this.pending.set(id, callback);
+      Atomics.add(this.unanswered, 0, 1);
       this.post({ type: 'call', id, service, method, request: call.request });
     };
   }

@@ -9,8 +9,11 @@ import type { ToolReport } from './tools.js';
 
 /** main -> service thread */
 export type ToService =
-  /** Go: the server's argv, which the main thread has checked. */
-  | { type: 'start'; argv: string[] }
+  /**
+   * Go: the server's argv, which the main thread has checked, and the count of calls forwarded and
+   * not yet answered (one Int32 both threads see: a call still queued for the thread counts too).
+   */
+  | { type: 'start'; argv: string[]; unanswered: Int32Array }
   | { type: 'call'; id: number; service: string; method: string; request: unknown }
   /** A call the main thread answered itself (Probe), for the call metrics the service thread keeps. */
   | { type: 'observe'; method: string; code: string; seconds: number }
@@ -40,7 +43,8 @@ export function parseToService(v: unknown): ToService {
     if (v.type === 'observe' && typeof v.method === 'string' && typeof v.code === 'string' && typeof v.seconds === 'number')
       return { type: 'observe', method: v.method, code: v.code, seconds: v.seconds };
     if (v.type === 'stop') return { type: 'stop' };
-    if (v.type === 'start' && isStrings(v.argv)) return { type: 'start', argv: v.argv };
+    if (v.type === 'start' && isStrings(v.argv) && v.unanswered instanceof Int32Array && v.unanswered.buffer instanceof SharedArrayBuffer)
+      return { type: 'start', argv: v.argv, unanswered: v.unanswered };
   }
   throw new Error(`the service thread received a message it does not know: ${JSON.stringify(v)?.slice(0, 200)}`);
 }

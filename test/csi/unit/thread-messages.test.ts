@@ -8,12 +8,19 @@ import { parseFromService, parseToService } from '../../../csi/thread-messages.j
 describe('csi/thread-messages.ts', () => {
   it('passes every message to the service thread as it was sent', () => {
     const sent = [
-      { type: 'start', argv: ['--endpoint', 'unix:///csi.sock'] },
+      { type: 'start', argv: ['--endpoint', 'unix:///csi.sock'], unanswered: new Int32Array(new SharedArrayBuffer(4)) },
       { type: 'call', id: 7, service: 'Node', method: 'NodeStageVolume', request: { volume_id: 'v', secrets: { a: 'b' } } },
       { type: 'observe', method: 'Probe', code: 'OK', seconds: 0.001 },
       { type: 'stop' },
     ];
     for (const m of sent) expect(parseToService(structuredClone(m))).toEqual(m);
+  });
+
+  it('gives the service thread the very count of unanswered calls the main thread keeps, not a copy', () => {
+    const unanswered = new Int32Array(new SharedArrayBuffer(4));
+    const m = parseToService(structuredClone({ type: 'start', argv: [], unanswered }));
+    Atomics.add(unanswered, 0, 3);
+    expect(m.type === 'start' && Atomics.load(m.unanswered, 0)).toBe(3);
   });
 
   it('passes every message from the service thread as it was sent', () => {
@@ -29,7 +36,8 @@ describe('csi/thread-messages.ts', () => {
   });
 
   it.each([
-    null, 'start', { type: 'start' }, { type: 'start', argv: [1] }, { type: 'call', id: '7', service: 'Node', method: 'X' },
+    null, 'start', { type: 'start' }, { type: 'start', argv: [1] }, { type: 'start', argv: [] }, { type: 'start', argv: [], unanswered: new Int32Array(1) },
+    { type: 'call', id: '7', service: 'Node', method: 'X' },
     { type: 'call', id: 7, service: 'Node' }, { type: 'observe', method: 'Probe', code: 'OK' }, { type: 'answer', id: 1 },
   ])('refuses %j on its way to the service thread, naming it', (m) => {
     expect(() => parseToService(m)).toThrow(/^the service thread received a message it does not know: /);
