@@ -38,7 +38,11 @@ export function runServiceThread(): void {
     const m = parseToService(raw);
     if (m.type === 'start') {
       unanswered = m.unanswered;
-      void begin(m.argv, m.unanswered, send).then((begun) => {
+      // A call served alone makes its file calls on this thread; with others forwarded (being served,
+      // or still queued behind a blocking call, which this thread cannot see), they overlap their
+      // waits on libuv's threadpool (shared/fs-async.ts). Background work (sweeps) counts as alone.
+      blockingFileCallsWhile(() => Atomics.load(m.unanswered, 0) <= 1);
+      void begin(m.argv, send).then((begun) => {
         if (!begun) return;
         // Serving before the main thread hears so: its first call may be the next message.
         serving = begun.serving;
@@ -63,17 +67,13 @@ interface Serving {
 }
 
 /** The server's start-up, as it was before the service thread: undefined (and a `failed` sent) if it cannot serve. */
-async function begin(argv: string[], unanswered: Int32Array, send: (m: FromService) => void): Promise<{ serving: Serving; ready: FromService } | undefined> {
+async function begin(argv: string[], send: (m: FromService) => void): Promise<{ serving: Serving; ready: FromService } | undefined> {
   // The main thread checked these already: parsed again here from the same argv and environment.
   const flags = parseFlags(argv, process.env);
   const config = loadConfig(process.env, flags.overrides);
   const log: Log = createLog(flags.logLevel);
   // Calls are answered while tools start (shared/spawn-thread.ts): a spawn blocks its thread.
   spawnOffThread();
-  // A call served alone makes its file calls on this thread; with others forwarded (being served, or
-  // still queued behind a blocking call, which this thread cannot see), they overlap their waits on
-  // libuv's threadpool (shared/fs-async.ts). Background work (sweeps) counts as alone.
-  blockingFileCallsWhile(() => Atomics.load(unanswered, 0) <= 1);
 
   let metrics: Metrics | undefined;
   let endpoint: MetricsEndpoint | undefined;
