@@ -34,6 +34,7 @@ const EXPECTED = [
   'scale.list.first-page',
   'scale.list.full',
   'scale.throughput.16',
+  'scale.throughput.16.probed',
   'scale.probe-under-load',
   'scale.probe-under-load.bare',
   'csi.rss.growth',
