@@ -131,7 +131,7 @@ export const suite = {
       // Throughput, unprobed: rounds alternate one at a time (a fifth of the lifecycles a round) with
       // 16 in flight (all of them), after one unmeasured round of each; each figure is the median
       // round's. It was one run of each, the 16 probed every 2 ms as below: four such runs at 11be746
-      // read 1.61x to 1.98x, and 16 in flight unprobed just before each was 6% to 29% faster.
+      // read 1.61x to 1.98x, each probed run 6% to 29% slower than 16 in flight unprobed just before it.
       const loadRounds = short ? 1 : 4;
       const serialEach = Math.max(1, Math.round(total / 5));
       progress(`dir lifecycles, ${loadRounds} rounds of ${serialEach} one at a time and ${total} 16 in flight, then ${total} probed`);
