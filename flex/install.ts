@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { closeSync, constants, fchmodSync, fsyncSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, realpathSync, renameSync, rmdirSync, unlinkSync, writeSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join, normalize } from 'node:path';
 import { checkConfigText, type Core, errnoCode, failedPrecondition } from '../shared/index.js';
-import { BESIDE_SUFFIX } from './packed-modules.js';
+import { BESIDE_SUFFIX, isSea } from './packed-modules.js';
 
 /** kubelet's --volume-plugin-dir default: where it probes for `<vendor>~<driver>/<driver>`. */
 export const DEFAULT_FLEX_PLUGIN_DIR = '/usr/libexec/kubernetes/kubelet-plugins/volume/exec';
@@ -37,12 +37,7 @@ export const driverPath = (t: InstallTarget) => join(driverDir(t), DRIVER);
  * its modules file is beside the real file (flex/packed-modules.ts), not beside a link to it.
  */
 export function runningExecutable(): string {
-  try {
-    const sea = require('node:sea') as { isSea?: () => boolean };
-    if (sea.isSea?.()) return process.execPath;
-  } catch {
-    // Node without node:sea: never a single executable.
-  }
+  if (isSea()) return process.execPath;
   const script = process.argv[1];
   if (!script) throw new Error('cannot tell which file this executable runs from');
   return realpathSync(script);
@@ -146,23 +141,15 @@ export interface InstallResult {
  * own, and one left by an earlier bundle install is removed after the driver is replaced.
  */
 export function installFlex(target: InstallTarget, source: string, config?: { text: string; path: string }): InstallResult {
-  const besideSource = `${source}${BESIDE_SUFFIX}`;
+  // Whether to bring a file beside is what the running executable is, not whether such a file is
+  // lying there: a bundle runs this very command from its own, a single executable reads none.
+  const besideSource = isSea() ? undefined : `${source}${BESIDE_SUFFIX}`;
   const besideTarget = `${driverPath(target)}${BESIDE_SUFFIX}`;
-  const beside = readIfPresent(besideSource);
-  const modules = beside ? placeFile(besideTarget, beside, 0o644) : undefined;
+  const modules = besideSource ? placeFile(besideTarget, readFileSync(besideSource), 0o644) : undefined;
   const driver = placeFile(driverPath(target), readFileSync(source), 0o755);
-  if (!beside) removeIfPresent(besideTarget);
+  if (!besideSource) removeIfPresent(besideTarget);
   const placed = modules ? { driver, modules } : { driver };
   return config ? { ...placed, config: placeFile(config.path, Buffer.from(config.text), 0o644) } : placed;
-}
-
-function readIfPresent(path: string): Buffer | undefined {
-  try {
-    return readFileSync(path);
-  } catch (err) {
-    if (errnoCode(err) === 'ENOENT') return undefined;
-    throw err;
-  }
 }
 
 /** True if `path` was there and is now gone. */

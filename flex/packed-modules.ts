@@ -35,7 +35,8 @@ const BESIDE_KEY = /^[0-9a-f]{16}$/;
 const loaded = new Map<string, unknown>();
 let index: PackedIndex | undefined;
 
-function isSea(): boolean {
+/** Whether this process is a single executable application, which carries its modules as assets. */
+export function isSea(): boolean {
   return (require('node:sea') as typeof import('node:sea')).isSea();
 }
 

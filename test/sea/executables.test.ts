@@ -78,6 +78,8 @@ describe('the single executables under an empty environment', () => {
     mkdirSync(dirname(own), { recursive: true });
     copyFileSync(FLEX_SEA, own);
     chmodSync(own, 0o755);
+    // A bundle's file left where the single executable now is: the single executable reads none, and brings none.
+    copyFileSync(`${FLEX_BUILDS.bundle}.modules`, `${own}.modules`);
     const pluginDir = join(s.root, 'volume-plugins');
     // The bundle installed there first: its file of modules goes once the single executable, which
     // carries its own, replaces it (flex/install.ts).
