@@ -170,6 +170,8 @@ function serverCommand(kind, scratch, name, socket) {
   if (kind === 'twinvol')
     return [process.execPath, CSI_BIN, '--endpoint', `unix://${socket}`, '--node-id', 'bench', '--data-root', scratch.dataRoot, '--state-dir', scratch.stateDir, '--kubelet-dir', scratch.kubeletDir];
   if (kind === 'bare') return [process.execPath, BARE_SERVER, socket];
+  // The bare server doing the durable minimum of a controller RPC, on the disk like twinvol's data root.
+  if (kind === 'durable') return [process.execPath, BARE_SERVER, socket, '--durable', join(scratch.root, `${name}-durable`)];
   if (kind === 'hostpath') {
     // Its own state directory per server, on the disk like twinvol's data root; --enable-attach so
     // that it answers ControllerPublishVolume as twinvol does; -v 0 logs nothing per call.
@@ -181,7 +183,7 @@ function serverCommand(kind, scratch, name, socket) {
 }
 
 /**
- * Starts a server (`twinvol`, `bare` or `hostpath`) on a socket in the scratch world and waits for
+ * Starts a server (`twinvol`, `bare`, `durable` or `hostpath`) on a socket in the scratch world and waits for
  * its first successful Probe, polling every millisecond; `coldMs` is spawn to that answer.
  */
 export async function launch(kind, scratch, name) {

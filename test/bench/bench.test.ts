@@ -22,6 +22,8 @@ interface BenchRow {
 }
 
 const LIFECYCLE = ['CreateVolume', 'ControllerPublishVolume', 'NodeStageVolume', 'NodePublishVolume', 'NodeGetVolumeStats', 'NodeUnpublishVolume', 'NodeUnstageVolume', 'ControllerUnpublishVolume', 'DeleteVolume'];
+/** What scripts/bench/bare-grpc-server.cjs --durable does the work of. */
+const DURABLE = ['CreateVolume', 'ControllerPublishVolume', 'ControllerUnpublishVolume', 'DeleteVolume'];
 const READS = ['Probe', 'GetPluginInfo', 'NodeGetCapabilities', 'ControllerGetVolume', 'ValidateVolumeCapabilities', 'ListVolumes', 'GetCapacity'];
 const EXPECTED = [
   ...['init', 'getvolumename', 'isattached', 'dir-mount', 'dir-unmount', 'block-lifecycle'].map((v) => `flex.bundle.${v}`),
@@ -31,6 +33,7 @@ const EXPECTED = [
   'csi.lifecycle.dir',
   'csi.lifecycle.block',
   ...[...LIFECYCLE, ...READS].flatMap((m) => [`csi.rpc.${m}.p50`, `csi.rpc.${m}.p99`]),
+  ...DURABLE.flatMap((m) => [`csi.rpc.${m}.p50.durable`, `csi.durable.${m}.p50`]),
   'scale.list.first-page',
   'scale.list.full',
   'scale.throughput.16',
