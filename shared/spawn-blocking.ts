@@ -21,7 +21,8 @@ import { type Captured, setSpawner, spawnHere, type SpawnRequest } from './runne
  * blocked here answer in milliseconds, each under its deadline; in a block volume's whole FlexVolume
  * life (strace of each verb) they ran holding the node's lock alone, which lives in the state dir and
  * which no one takes from a live holder on this host, however long it goes unrefreshed. The runner's
- * way is also taken where neither /dev/shm nor /tmp can hold an unnamed file.
+ * way is also taken where neither /dev/shm nor /tmp can hold an unnamed file
+ * (test/flex/capture-fallback.test.ts).
  */
 export function spawnBlockingHere(): void {
   setSpawner((request) => Promise.resolve(runBlocking(request)));
