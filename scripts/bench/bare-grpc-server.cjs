@@ -8,8 +8,8 @@
 // volume's record read, and the new record written whole and durably (a temporary file, fsync,
 // rename); CreateVolume also makes the volume's directory, and CreateVolume and DeleteVolume fsync
 // the directory that lists the volumes, so a volume the answer reported survives a power cut. No
-// validation, no logs, no metrics: on a given disk, no server that keeps those guarantees answers
-// faster, so twinvol's controller RPCs are read against it too (scripts/bench/csi.mjs).
+// validation, no logs, no metrics: what the disk alone costs a call that keeps those guarantees,
+// which twinvol's controller RPCs are also read against (scripts/bench/csi.mjs).
 // Usage: node bare-grpc-server.cjs <socket> [--durable <dir>]
 const grpc = require('@grpc/grpc-js');
 const { loadSync } = require('@grpc/proto-loader');
