@@ -18,10 +18,11 @@ export function runServiceThread(): void {
   const port = parentPort;
   if (!port) throw new Error('runServiceThread runs in a worker thread only');
   // Forwarded calls not yet answered, counted with the main thread (csi/service-thread.ts): every
-  // answer, whatever path gives it, is one call less.
-  let unanswered: Int32Array | undefined;
+  // answer, whatever path gives it, is one call less. The shared count arrives with `start`, the
+  // first message; until then nothing is forwarded and this stands in for it.
+  let unanswered: Int32Array = new Int32Array(1);
   const send = (m: FromService) => {
-    if (m.type === 'answer' && unanswered) Atomics.sub(unanswered, 0, 1);
+    if (m.type === 'answer') Atomics.sub(unanswered, 0, 1);
     port.postMessage(m);
   };
   // A bug that escapes every handler: as the main thread would (csi/server-main.ts), the message only.
@@ -41,7 +42,7 @@ export function runServiceThread(): void {
       // A call served alone makes its file calls on this thread; with others forwarded (being served,
       // or still queued behind a blocking call, which this thread cannot see), they overlap their
       // waits on libuv's threadpool (shared/fs-async.ts). Background work (sweeps) counts as alone.
-      blockingFileCallsWhile(() => Atomics.load(m.unanswered, 0) <= 1);
+      blockingFileCallsWhile(() => Atomics.load(unanswered, 0) <= 1);
       void begin(m.argv, send).then((begun) => {
         if (!begun) return;
         // Serving before the main thread hears so: its first call may be the next message.
