@@ -90,11 +90,12 @@ export const writeFile = fileCall(() => promisify(writeFileCb), writeFileSync);
  * The same calls for walking a volume's data, which may hold any number of files: never on the
  * service thread (blockingFileCallsWhile), in a FlexVolume call on its own thread as every call is.
  */
+const removeInWalk = fileCall(() => promisify(rmCb), rmSync, true);
 export const walkCalls = {
   chmod: fileCall(() => promisify(chmodCb), chmodSync, true),
   chown: fileCall(() => promisify(chownCb), chownSync, true),
   lstat: fileCall(() => promisify(lstatCb), lstatSync, true),
   readdir: fileCall(() => promisify(readdirCb), readdirSync, true),
-  /** A whole tree (recursive): a deleted volume's data, a work directory. */
-  rmTree: fileCall(() => promisify(rmCb), rmSync, true),
+  /** A whole tree, whatever it holds, and no error when it is gone: a deleted volume's data, a work directory. */
+  rmTree: (path: string): Promise<void> => removeInWalk(path, { recursive: true, force: true }),
 };

@@ -281,7 +281,7 @@ export class Catalog {
       await writeRecord(join(workDir, entity === 'volumes' ? 'volume.json' : 'snapshot.json'), record);
       renameSync(workDir, finalDir);
     } catch (err) {
-      await walkCalls.rmTree(workDir, { recursive: true, force: true });
+      await walkCalls.rmTree(workDir);
       if (errnoCode(err) === 'ENOTEMPTY' || errnoCode(err) === 'EEXIST') throw alreadyExists(`${entity.slice(0, -1)} ${record.id} already exists`);
       throw err;
     }
@@ -301,7 +301,7 @@ export class Catalog {
       if (errnoCode(err) === 'ENOENT') return;
       throw err;
     }
-    await walkCalls.rmTree(trash, { recursive: true, force: true });
+    await walkCalls.rmTree(trash);
   }
 
   pvPath(pvName: string): string {

@@ -60,6 +60,6 @@ export class WorkArea {
   }
 
   async remove(entries: readonly WorkEntry[]): Promise<void> {
-    for (const e of entries) await walkCalls.rmTree(join(this.dir, e.name), { recursive: true, force: true });
+    for (const e of entries) await walkCalls.rmTree(join(this.dir, e.name));
   }
 }
