@@ -1,11 +1,11 @@
 import {
-  mkdir as mkdirCb, mkdirSync, readFileSync, realpath as realpathCb, realpathSync, rmdir as rmdirCb, rmdirSync, stat as statCb,
-  statSync, unlinkSync, utimes as utimesCb, utimesSync, writeFileSync,
+  linkSync, lstatSync, mkdir as mkdirCb, mkdirSync, readFileSync, readlinkSync, realpath as realpathCb, realpathSync, renameSync, rmdir as rmdirCb,
+  rmdirSync, type Stats, stat as statCb, statSync, symlinkSync, unlinkSync, utimes as utimesCb, utimesSync, writeFileSync,
 } from 'node:fs';
-import { readFile, stat, utimes } from '../fs-async.js';
+import { readFile, stat } from '../fs-async.js';
 import { hostname } from 'node:os';
 import { dirname } from 'node:path';
-import { aborted, errnoCode } from '../errors.js';
+import { aborted, errnoCode, failedPrecondition } from '../errors.js';
 import { storeCounts } from './json-record.js';
 
 export interface LockOptions {
@@ -21,8 +21,9 @@ export interface LockOptions {
  * its critical section; taking its lock let two run at once, which the long load suite,
  * test/reliability/load.test.ts, saw as "lock ... was lost during the operation"). A holder on another
  * host, sharing the data root over the network, or one whose owner file is not written yet, is taken
- * over once it has not refreshed for STALE_MS (expireIfAbandoned). proper-lockfile's own staleness
- * rule, which cannot tell the two apart, is set out of reach. Loaded on first use, like every heavy module.
+ * over once it has not refreshed for STALE_MS. Taking over is ours (takeOverIfAbandoned), under a guard
+ * that lets one waiter at a time judge and remove a lock; proper-lockfile's own staleness rule, which
+ * cannot tell the two apart and removes by name, is set out of reach. Loaded on first use, like every heavy module.
  *
  * Taking and releasing a lock is synchronous (proper-lockfile's lockSync: a mkdir; then our owner
  * file; an rmdir to release), as record reads and writes are (shared/store/json-record.ts): a few
@@ -96,7 +97,7 @@ export async function withLock<T>(lockPath: string, fn: () => Promise<T>, option
       }
       if (errnoCode(err) !== 'ELOCKED') throw err;
       if (Date.now() >= deadline) throw aborted(`another operation holds ${lockPath}; try again`);
-      if (await expireIfAbandoned(lockPath)) continue;
+      if (await takeOverIfAbandoned(lockPath)) continue;
       await sleep(Math.min(20 + Math.random() * 80, Math.max(1, deadline - Date.now())));
     }
   }
@@ -146,17 +147,33 @@ function ignoreErrors(fn: () => void): void {
   }
 }
 
-function parseOwner(text: string): Owner | undefined {
+/** The type each field of an owner file or a guard has. */
+type FieldTypes = Record<string, 'number' | 'string'>;
+type Parsed<F extends FieldTypes> = { [K in keyof F]: F[K] extends 'number' ? number : string };
+
+/**
+ * What an owner file or a guard says: a JSON object with these fields, each of its type, or nothing
+ * (a partial owner file, a guard someone else made).
+ */
+function parseFields<F extends FieldTypes>(text: string, fields: F): Parsed<F> | undefined {
+  let v: unknown;
   try {
-    const v: unknown = JSON.parse(text);
-    if (typeof v !== 'object' || v === null) return undefined;
-    const { pid, start, host, ino } = v as Record<string, unknown>;
-    if (typeof pid !== 'number' || typeof start !== 'string' || typeof host !== 'string' || typeof ino !== 'number') return undefined;
-    return { pid, start, host, ino };
+    v = JSON.parse(text);
   } catch {
     return undefined;
   }
+  if (typeof v !== 'object' || v === null) return undefined;
+  const out: Record<string, unknown> = {};
+  for (const [name, type] of Object.entries(fields)) {
+    const value = (v as Record<string, unknown>)[name];
+    if (typeof value !== type) return undefined;
+    out[name] = value;
+  }
+  return out as Parsed<F>;
 }
+
+const OWNER_FIELDS = { pid: 'number', start: 'string', host: 'string', ino: 'number' } as const;
+const parseOwner = (text: string): Owner | undefined => parseFields(text, OWNER_FIELDS);
 
 let ownStart: string | undefined;
 /**
@@ -185,20 +202,6 @@ function startTimeIn(stat: string): string | undefined {
 }
 
 /**
- * Makes an abandoned lock look stale to proper-lockfile, so that the next attempt takes it over at
- * once; returns whether it did. Abandoned: its holder on this host is dead (its pid is gone, or now
- * names a process started at another time), or a holder elsewhere has not refreshed it for STALE_MS.
- * The owner file is trusted only for the lock directory it names (the inode) and once the lock is a
- * second old, so a fresh lock is never judged by the owner file its dead predecessor left.
- */
-async function expireIfAbandoned(lockPath: string): Promise<boolean> {
-  if (!(await isAbandonedLock(lockPath))) return false;
-  const old = new Date(Date.now() - 2 * LIBRARY_STALE_MS);
-  await utimes(lockPath, old, old).catch(() => undefined);
-  return true;
-}
-
-/**
  * Whether the lock at `lockPath` is held by nobody alive, by the rules above (a missing lock is not
  * abandoned: nobody holds it). Also what `twinvol status` reports as a stale lock (shared/core/inventory.ts).
  */
@@ -209,11 +212,129 @@ export async function isAbandonedLock(lockPath: string): Promise<boolean> {
 /** Whether a lock is free (there is none), held by someone alive, or abandoned, by the rules above. */
 export async function lockState(lockPath: string): Promise<'free' | 'held' | 'abandoned'> {
   const st = await stat(lockPath).catch(() => undefined);
-  if (!st) return 'free';
+  return st ? judge(lockPath, st) : 'free';
+}
+
+/**
+ * The rules above, for the lock directory `st` describes. Abandoned: its holder on this host is dead
+ * (its pid is gone, or now names a process started at another time), or a holder elsewhere has not
+ * refreshed it for STALE_MS. The owner file is trusted only for the lock directory it names (the
+ * inode) and once the lock is a second old, so a fresh lock is never judged by the owner file its
+ * dead predecessor left.
+ */
+async function judge(lockPath: string, st: Stats): Promise<'held' | 'abandoned'> {
   const age = Date.now() - st.mtimeMs;
   const owner = parseOwner(await readFile(ownerPath(lockPath), 'utf8').catch(() => ''));
   const dead = owner && owner.host === hostname() && owner.ino === st.ino ? age >= 1000 && (await startTimeOf(owner.pid)) !== owner.start : age >= STALE_MS;
   return dead ? 'abandoned' : 'held';
+}
+
+/**
+ * Removes an abandoned lock so that the next try takes it; returns whether the lock is gone.
+ *
+ * A lock removed by name is whatever is at the path by then. Two waiters that judged one dead holder
+ * at once each removed "the" lock, and the later removal took away the lock the other had just made:
+ * both ran their critical sections together (test/shared/lock.test.ts: four processes taking 30 dead
+ * holders' locks together found another inside 13 and 9 times in two runs). So a waiter takes a guard
+ * beside the lock first, judges the lock again under it, and removes it then. Nothing else removes a
+ * lock its holder did not make, so the lock judged is the lock removed. (A waiter of a version before
+ * the guard still removes by name, through proper-lockfile: during an upgrade the two can race.)
+ */
+async function takeOverIfAbandoned(lockPath: string): Promise<boolean> {
+  if ((await lockState(lockPath)) !== 'abandoned') return false;
+  const guard = guardPath(lockPath);
+  const mine = takeGuard(guard);
+  if (mine === undefined) {
+    await clearAbandonedGuard(guard);
+    return false;
+  }
+  try {
+    const st = await stat(lockPath).catch(() => undefined);
+    if (!st) return true;
+    if ((await judge(lockPath, st)) !== 'abandoned') return false;
+    // The dead holder's owner file first: no other can be there while its lock is.
+    ignoreErrors(() => unlinkSync(ownerPath(lockPath)));
+    try {
+      rmdirSync(lockPath);
+    } catch (err) {
+      if (errnoCode(err) !== 'ENOENT') throw err;
+    }
+    return true;
+  } finally {
+    dropGuard(guard, mine);
+  }
+}
+
+/** Removes this take's guard, and only it. */
+function dropGuard(guard: string, mine: string): void {
+  ignoreErrors(() => {
+    if (readlinkSync(guard) === mine) unlinkSync(guard);
+  });
+}
+
+/**
+ * The guard: a symbolic link whose target says who took it, made in one step with what it says (a
+ * lock file written after it is made can be read empty). Its `take` tells this take from any other
+ * by the same process.
+ */
+interface Guard {
+  pid: number;
+  start: string;
+  host: string;
+  take: number;
+}
+
+const guardPath = (lockPath: string) => `${lockPath}.takeover`;
+let takes = 0;
+
+/** The guard's text if this call took it; undefined if another holds it. */
+function takeGuard(guard: string): string | undefined {
+  const text = JSON.stringify({ pid: process.pid, start: ownStartTime() ?? '', host: hostname(), take: ++takes } satisfies Guard);
+  try {
+    symlinkSync(text, guard);
+    return text;
+  } catch (err) {
+    if (errnoCode(err) === 'EEXIST') return undefined;
+    throw err;
+  }
+}
+
+const GUARD_FIELDS = { pid: 'number', start: 'string', host: 'string', take: 'number' } as const;
+
+/**
+ * Removes a guard whose taker died during its takeover, by the lock's rules (a dead process on this
+ * host; elsewhere, or unreadable, STALE_MS old). It is moved aside first and removed only if it is
+ * still the guard judged: a waiter that judged it at the same moment may have removed it and taken
+ * one of its own, which then goes back.
+ */
+async function clearAbandonedGuard(guard: string): Promise<void> {
+  let text: string;
+  try {
+    text = readlinkSync(guard);
+  } catch (err) {
+    if (errnoCode(err) === 'ENOENT') return;
+    // Not a link (EINVAL): nothing twinvol makes, so nothing it may remove; waiting would not end it.
+    throw failedPrecondition(`${guard} is not a takeover guard (${errnoCode(err) ?? String(err)}); remove it to let the lock beside it be taken over`);
+  }
+  const g: Guard | undefined = parseFields(text, GUARD_FIELDS);
+  const dead = g && g.host === hostname() && g.start ? (await startTimeOf(g.pid)) !== g.start : guardAge(guard) >= STALE_MS;
+  if (!dead) return;
+  const aside = `${guard}.${process.pid}.${++takes}`;
+  try {
+    renameSync(guard, aside);
+  } catch {
+    return;
+  }
+  if (readlinkSync(aside) !== text) ignoreErrors(() => linkSync(aside, guard));
+  unlinkSync(aside);
+}
+
+function guardAge(guard: string): number {
+  try {
+    return Date.now() - lstatSync(guard).mtimeMs;
+  } catch {
+    return 0;
+  }
 }
 
 function sleep(ms: number): Promise<void> {

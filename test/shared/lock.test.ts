@@ -1,5 +1,6 @@
-import { type ChildProcess, spawn } from 'node:child_process';
-import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -27,6 +28,43 @@ void withLock(lockPath, async () => {
   appendFileSync(logFile, 'child-end\\n');
 });
 `;
+
+/**
+ * A child that, from the moment `goAt` (ms since the epoch), takes each of `rounds` locks in turn,
+ * `gapMs` apart, so that several children arrive at each together. Inside, it makes a file only one
+ * may hold (O_EXCL) for 5 ms: a second one inside logs "overlap".
+ * argv: dir goAt rounds gapMs
+ */
+const TAKER_ENTRY = `
+import { appendFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import { withLock } from ${JSON.stringify(join(repoRoot, 'shared/store/lock.ts'))};
+const [dir, goAt, rounds, gapMs] = process.argv.slice(2).map((a, i) => (i === 0 ? a : Number(a)));
+void (async () => { for (let r = 0; r < rounds; r++) {
+  while (Date.now() < goAt + r * gapMs);
+  await withLock(\`\${dir}/round-\${r}.lock\`, async () => {
+    try {
+      writeFileSync(\`\${dir}/inside-\${r}\`, '', { flag: 'wx' });
+    } catch {
+      return appendFileSync(\`\${dir}/log\`, \`overlap \${r}\\n\`);
+    }
+    await new Promise((res) => setTimeout(res, 5));
+    unlinkSync(\`\${dir}/inside-\${r}\`);
+    appendFileSync(\`\${dir}/log\`, \`ok \${r}\\n\`);
+  }, { waitMs: 20_000 }).catch((e) => appendFileSync(\`\${dir}/log\`, \`error \${r} \${e.message}\\n\`));
+} })();
+`;
+
+/**
+ * A lock left by a holder that died, as its crash leaves it: the directory, the owner file naming a
+ * process that is gone (a pid of an exited child with a start time no process has), a minute old.
+ */
+function deadHoldersLock(lockPath: string): void {
+  mkdirSync(lockPath);
+  const dead = { pid: spawnSync('true').pid, start: '1', host: hostname(), ino: statSync(lockPath).ino };
+  writeFileSync(`${lockPath}.owner`, JSON.stringify(dead));
+  const old = new Date(Date.now() - 60_000);
+  utimesSync(lockPath, old, old);
+}
 
 let dir: string;
 let childScript: string;
@@ -220,5 +258,52 @@ describe('withLock across processes', () => {
     // This very process, alive, but not the one that took the lock: a pid reused.
     writeFileSync(`${lockPath}.owner`, JSON.stringify({ ...owner, pid: process.pid, start: '1' }));
     expect(await withLock(lockPath, async () => 'acquired', { waitMs: 5000 })).toBe('acquired');
+  });
+});
+
+describe('withLock taking over a dead holder\'s lock', () => {
+  it('lets one waiter in at a time when several take over together', { timeout: 60_000 }, async () => {
+    const takers = 4;
+    const rounds = 30;
+    for (let r = 0; r < rounds; r++) deadHoldersLock(join(dir, `round-${r}.lock`));
+    const script = join(dir, 'taker.cjs');
+    buildSync({ stdin: { contents: TAKER_ENTRY, resolveDir: repoRoot, loader: 'ts' }, bundle: true, platform: 'node', format: 'cjs', outfile: script, logLevel: 'error' });
+    writeFileSync(join(dir, 'log'), '');
+    // Every child loaded and spinning before the first round: they arrive together.
+    const goAt = Date.now() + 1500;
+    const all = Array.from({ length: takers }, () => spawn(process.execPath, [script, dir, String(goAt), String(rounds), '40'], { stdio: 'ignore' }));
+    children.push(...all);
+    await Promise.all(all.map(exited));
+    const lines = readFileSync(join(dir, 'log'), 'utf8').split('\n').filter(Boolean);
+    // Before the guard (shared/store/lock.ts takeOverIfAbandoned), two runs logged 13 and 9 overlaps.
+    expect(lines.filter((l) => !l.startsWith('ok '))).toEqual([]);
+    expect(lines).toHaveLength(takers * rounds);
+    // No lock, owner file or guard left behind.
+    expect(readdirSync(dir).filter((n) => n.startsWith('round-'))).toEqual([]);
+  });
+
+  it('clears the guard of a waiter that died taking over, and leaves a live waiter\'s alone', async () => {
+    const lockPath = join(dir, 'guarded.lock');
+    // The guard's name and text as shared/store/lock.ts makes them.
+    const guard = `${lockPath}.takeover`;
+    const ownStart = readFileSync('/proc/self/stat', 'utf8').split(') ')[1]!.split(' ')[19]!;
+    deadHoldersLock(lockPath);
+    symlinkSync(JSON.stringify({ pid: process.pid, start: ownStart, host: hostname(), take: 1 }), guard);
+    await expectRejects(withLock(lockPath, async () => 'never', { waitMs: 1500 }), 'Aborted', 'another operation holds');
+    expect(existsSync(lockPath)).toBe(true);
+    rmSync(guard);
+    symlinkSync(JSON.stringify({ pid: spawnSync('true').pid, start: '1', host: hostname(), take: 1 }), guard);
+    expect(await withLock(lockPath, async () => 'acquired', { waitMs: 5000 })).toBe('acquired');
+    expect(readdirSync(dir).filter((n) => n.startsWith('guarded'))).toEqual([]);
+  });
+
+  it('names a file in the guard\'s place that it did not make, rather than waiting for it to go', async () => {
+    const lockPath = join(dir, 'foreign.lock');
+    deadHoldersLock(lockPath);
+    writeFileSync(`${lockPath}.takeover`, 'not a link');
+    await expectRejects(withLock(lockPath, async () => 'never', { waitMs: 5000 }), 'FailedPrecondition', `${lockPath}.takeover is not a takeover guard`);
+    // Left as it was: the lock, and the file.
+    expect(existsSync(lockPath)).toBe(true);
+    expect(readFileSync(`${lockPath}.takeover`, 'utf8')).toBe('not a link');
   });
 });
