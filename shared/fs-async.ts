@@ -96,6 +96,37 @@ export const walkCalls = {
   chown: fileCall(() => promisify(chownCb), chownSync, true),
   lstat: fileCall(() => promisify(lstatCb), lstatSync, true),
   readdir: fileCall(() => promisify(readdirCb), readdirSync, true),
-  /** A whole tree, whatever it holds, and no error when it is gone: a deleted volume's data, a work directory. */
-  rmTree: (path: string): Promise<void> => removeInWalk(path, { recursive: true, force: true }),
+  /**
+   * A whole tree, whatever it holds, and no error when it is gone: a deleted volume's data, a work
+   * directory. One that turns out small (removeSmallTree) goes at once where file calls may block now.
+   */
+  rmTree: (path: string): Promise<void> => (blockingNow() && removeSmallTree(path) ? Promise.resolve() : removeInWalk(path, { recursive: true, force: true })),
 };
+
+/** A file this small is a record, not a volume's data: unlinking it frees a block or two. */
+const SMALL_FILE = 64 * 1024;
+
+/**
+ * Removes `path` if it holds at most 16 entries, each a file of at most SMALL_FILE or an empty
+ * directory (a deleted volume that was never written to: its record and its empty data directory),
+ * and says whether it did; anything else it stops at, and the walk removes the rest. On the
+ * threadpool such a tree took eight round trips, each a thread woken and the service thread woken
+ * after it (about 0.1 ms each on this VM's halted vCPUs): DeleteVolume's only file calls off the thread.
+ */
+function removeSmallTree(path: string): boolean {
+  try {
+    const entries = readdirSync(path, { withFileTypes: true });
+    if (entries.length > 16) return false;
+    for (const e of entries) {
+      const child = `${path}/${e.name}`;
+      // A directory that is not empty fails here (ENOTEMPTY), as does one whose type the listing left unknown (EISDIR).
+      if (e.isDirectory()) rmdirSync(child);
+      else if (!e.isFile() || lstatSync(child).size <= SMALL_FILE) unlinkSync(child);
+      else return false;
+    }
+    rmdirSync(path);
+    return true;
+  } catch {
+    return false;
+  }
+}

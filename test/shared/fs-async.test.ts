@@ -2,7 +2,7 @@
 // call, on the calling thread: the same results, the same errors. On the CSI server's service thread
 // they run on the thread only while it serves one call, and a walk over a volume's data never does.
 // This file switches its module's modes; vitest gives every test file modules of its own.
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import * as fsAsync from '../../shared/fs-async.js';
@@ -66,15 +66,25 @@ describe('the core file calls', () => {
     const crowdedMade = await settlesAtOnce(fsAsync.mkdir(join(dir, 'crowded')));
     expect([aloneMade, crowdedMade]).toEqual([true, false]);
     expect(existsSync(join(dir, 'crowded'))).toBe(true);
-    // A tree goes on the threadpool even when the thread is alone; in a FlexVolume call, on the thread.
+    // A tree that holds data goes on the threadpool even when the thread is alone: a directory with
+    // something in it, or a file larger than a record. In a FlexVolume call, on the thread.
     alone = true;
-    const removeTree = (name: string) => {
-      writeFileSync(join(dir, name, 'inside'), 'x');
+    const removeTree = (name: string, data: 'nested' | 'large') => {
+      mkdirSync(join(dir, name, 'data'));
+      writeFileSync(join(dir, name, 'volume.json'), '{}');
+      writeFileSync(data === 'nested' ? join(dir, name, 'data', 'inside') : join(dir, name, 'image'), Buffer.alloc(data === 'nested' ? 1 : 65 * 1024));
       return settlesAtOnce(fsAsync.walkCalls.rmTree(join(dir, name)));
     };
-    expect(await removeTree('alone')).toBe(false);
+    expect(await removeTree('alone', 'nested')).toBe(false);
+    mkdirSync(join(dir, 'alone'));
+    expect(await removeTree('alone', 'large')).toBe(false);
+    // A small one (a record and an empty directory: a volume never written to) goes at once while alone.
+    mkdirSync(join(dir, 'small'));
+    mkdirSync(join(dir, 'small', 'data'));
+    writeFileSync(join(dir, 'small', 'volume.json'), '{}');
+    expect(await settlesAtOnce(fsAsync.walkCalls.rmTree(join(dir, 'small')))).toBe(true);
     fsAsync.blockingFileCalls();
-    expect(await removeTree('crowded')).toBe(true);
-    expect([existsSync(join(dir, 'alone')), existsSync(join(dir, 'crowded'))]).toEqual([false, false]);
+    expect(await removeTree('crowded', 'nested')).toBe(true);
+    expect([existsSync(join(dir, 'alone')), existsSync(join(dir, 'crowded')), existsSync(join(dir, 'small'))]).toEqual([false, false, false]);
   });
 });
