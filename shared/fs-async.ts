@@ -115,6 +115,8 @@ const SMALL_FILE = 64 * 1024;
  */
 function removeSmallTree(path: string): boolean {
   try {
+    // A link is removed, never followed (as rm does): its target is not part of the tree.
+    if (!lstatSync(path).isDirectory()) return false;
     const entries = readdirSync(path, { withFileTypes: true });
     if (entries.length > 16) return false;
     for (const e of entries) {

@@ -2,7 +2,7 @@
 // call, on the calling thread: the same results, the same errors. On the CSI server's service thread
 // they run on the thread only while it serves one call, and a walk over a volume's data never does.
 // This file switches its module's modes; vitest gives every test file modules of its own.
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import * as fsAsync from '../../shared/fs-async.js';
@@ -83,6 +83,12 @@ describe('the core file calls', () => {
     mkdirSync(join(dir, 'small', 'data'));
     writeFileSync(join(dir, 'small', 'volume.json'), '{}');
     expect(await settlesAtOnce(fsAsync.walkCalls.rmTree(join(dir, 'small')))).toBe(true);
+    // A link to a small tree: the link goes, the tree it points to stays whole.
+    mkdirSync(join(dir, 'target'));
+    writeFileSync(join(dir, 'target', 'volume.json'), '{}');
+    symlinkSync(join(dir, 'target'), join(dir, 'link'));
+    await fsAsync.walkCalls.rmTree(join(dir, 'link'));
+    expect([existsSync(join(dir, 'link')), readFileSync(join(dir, 'target', 'volume.json'), 'utf8')]).toEqual([false, '{}']);
     fsAsync.blockingFileCalls();
     expect(await removeTree('crowded', 'nested')).toBe(true);
     expect([existsSync(join(dir, 'alone')), existsSync(join(dir, 'crowded')), existsSync(join(dir, 'small'))]).toEqual([false, false, false]);
