@@ -80,6 +80,13 @@ export interface Captured {
   startError?: string;
 }
 
+/**
+ * How much of each of a tool's streams is kept: its last OUTPUT_CAP bytes, after a line that says how
+ * much went before (`... (N bytes left out)`). A tool explains at the end; one that writes without end
+ * (a mount helper in a loop until its deadline) must not grow the server's memory with it.
+ */
+export const OUTPUT_CAP = 4 * 2 ** 20;
+
 /** What `spawnCaptured` needs of a call; plain data, so that it crosses to another thread as it is. */
 export interface SpawnRequest {
   command: string;
@@ -88,6 +95,8 @@ export interface SpawnRequest {
   fd3?: number;
   lengthy?: boolean;
   env: NodeJS.ProcessEnv;
+  /** OUTPUT_CAP, carried here because spawnCaptured may run as source text on another thread. */
+  outputCap: number;
 }
 
 /** Runs the tools: `spawnHere` until the process asks for another (setSpawner). */
@@ -121,9 +130,26 @@ export function spawnCaptured(spawnFn: typeof spawn, request: SpawnRequest): Pro
   return new Promise((resolve) => {
     // process.hrtime, not performance: the global `performance` loads perf_hooks (a FlexVolume call's millisecond).
     const started = process.hrtime.bigint();
-    const stdout: Buffer[] = [];
-    const stderr: Buffer[] = [];
-    const text = (chunks: Buffer[]) => Buffer.concat(chunks).toString('utf8').replace(/\n$/, '');
+    // Each stream's chunks, the oldest dropped once the rest hold the last outputCap bytes (OUTPUT_CAP).
+    const stream = () => ({ chunks: [] as Buffer[], bytes: 0, dropped: 0 });
+    const stdout = stream();
+    const stderr = stream();
+    const keep = (s: ReturnType<typeof stream>) => (d: Buffer) => {
+      s.chunks.push(d);
+      s.bytes += d.length;
+      for (let first = s.chunks[0]!; s.chunks.length > 1 && s.bytes - first.length >= request.outputCap; first = s.chunks[0]!) {
+        s.chunks.shift();
+        s.bytes -= first.length;
+        s.dropped += first.length;
+      }
+    };
+    const text = (s: ReturnType<typeof stream>) => {
+      const all = Buffer.concat(s.chunks);
+      const over = Math.max(0, all.length - request.outputCap);
+      const left = s.dropped + over;
+      const kept = all.subarray(over).toString('utf8').replace(/\n$/, '');
+      return left ? `... (${left} bytes left out)\n${kept.replace(/^\uFFFD+/, '')}` : kept;
+    };
     let timedOut = false;
     let settled = false;
     let deadline: ReturnType<typeof setTimeout> | undefined;
@@ -147,8 +173,8 @@ export function spawnCaptured(spawnFn: typeof spawn, request: SpawnRequest): Pro
       return;
     }
     const tool = child;
-    tool.stdout?.on('data', (d: Buffer) => stdout.push(d));
-    tool.stderr?.on('data', (d: Buffer) => stderr.push(d));
+    tool.stdout?.on('data', keep(stdout));
+    tool.stderr?.on('data', keep(stderr));
     deadline = setTimeout(() => {
       timedOut = true;
       tool.kill('SIGKILL');
@@ -171,7 +197,7 @@ export function spawnCaptured(spawnFn: typeof spawn, request: SpawnRequest): Pro
  * that carry the tool's own words (bounded: errorDetail).
  */
 export async function run(command: string, args: readonly string[], options: RunOptions): Promise<RunResult> {
-  const ran = await spawner({ command, args, timeoutMs: options.timeoutMs, env: toolEnv(), ...(options.fd3 === undefined ? {} : { fd3: options.fd3 }), ...(options.lengthy ? { lengthy: true } : {}) });
+  const ran = await spawner({ command, args, timeoutMs: options.timeoutMs, env: toolEnv(), outputCap: OUTPUT_CAP, ...(options.fd3 === undefined ? {} : { fd3: options.fd3 }), ...(options.lengthy ? { lengthy: true } : {}) });
   const answered = ran.exitCode === 0 || (options.okExitCodes ?? []).includes(ran.exitCode);
   const record: SpawnRecord = { command, args, exitCode: ran.exitCode, durationMs: ran.durationMs, failed: ran.startError !== undefined || ran.timedOut || !answered };
   recordSpawn(record);

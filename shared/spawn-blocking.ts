@@ -117,7 +117,7 @@ export function runBlocking(request: SpawnRequest, spawnSync: SyncSpawn = defaul
   try {
     const result = spawnSync(request, request.fd3 === undefined ? [out, err] : [out, err, request.fd3]);
     const durationMs = Number(process.hrtime.bigint() - started) / 1e6;
-    const captured = { stdout: readAll(out), stderr: readAll(err), durationMs };
+    const captured = { stdout: readAll(out, request.outputCap), stderr: readAll(err, request.outputCap), durationMs };
     const error = result.error === undefined ? undefined : getSystemErrorName(result.error);
     if (error === 'ETIMEDOUT') return { exitCode: -1, ...captured, timedOut: true };
     // As spawn's error event words it: "spawn ENOENT".
@@ -140,15 +140,20 @@ function unnamedFile(): number | undefined {
   return undefined;
 }
 
-/** The whole file as text, without the one trailing newline spawnCaptured also drops. */
-function readAll(fd: number): string {
+/**
+ * The file's last `cap` bytes as text, without the one trailing newline, after a line that says how
+ * much went before: the text spawnCaptured makes of the same output (OUTPUT_CAP in shared/runner.ts).
+ */
+function readAll(fd: number, cap: number): string {
   const size = fstatSync(fd).size;
-  const bytes = Buffer.alloc(size);
+  const from = Math.max(0, size - cap);
+  const bytes = Buffer.alloc(size - from);
   let at = 0;
-  while (at < size) {
-    const n = readSync(fd, bytes, at, size - at, at);
+  while (at < bytes.length) {
+    const n = readSync(fd, bytes, at, bytes.length - at, from + at);
     if (n === 0) break;
     at += n;
   }
-  return bytes.subarray(0, at).toString('utf8').replace(/\n$/, '');
+  const kept = bytes.subarray(0, at).toString('utf8').replace(/\n$/, '');
+  return from ? `... (${from} bytes left out)\n${kept.replace(/^\uFFFD+/, '')}` : kept;
 }

@@ -2,7 +2,7 @@ import { open, unlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execa } from 'execa';
-import { toolEnv } from '../runner.js';
+import { OUTPUT_CAP, toolEnv } from '../runner.js';
 
 /**
  * Runs one third-party FlexVolume driver call. This is the one place execa is used, and only the CSI
@@ -49,7 +49,6 @@ export interface DriverRun {
   pid?: number;
 }
 
-const OUTPUT_CAP = 4 * 2 ** 20;
 let sequence = 0;
 
 export async function runDriver(executable: string, args: readonly string[], opts: DriverRunOptions): Promise<DriverRun> {

@@ -1,7 +1,7 @@
 import { closeSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { CommandError, observeSpawns, run, SPAWN_LOG_LIMIT, type SpawnRecord, setSpawner, spawnHere, spawnLog } from '../../shared/runner.js';
+import { CommandError, OUTPUT_CAP, observeSpawns, run, SPAWN_LOG_LIMIT, type SpawnRecord, setSpawner, spawnHere, spawnLog } from '../../shared/runner.js';
 import { bindingSpawn, publicSpawn, runBlocking, spawnBlockingHere } from '../../shared/spawn-blocking.js';
 import { spawnOffThread } from '../../shared/spawn-thread.js';
 import { expectRejects } from './expect-error.js';
@@ -84,6 +84,16 @@ describe.each([
     expect(Buffer.byteLength(long.message.split('exit code 1: ')[1] ?? '')).toBeLessThanOrEqual(4096 + 3);
     await expectRejects(run('sh', ['-c', 'echo only-stdout; exit 4'], opts), 'Internal', /exit code 4: only-stdout$/);
     await expectRejects(run('false', [], opts), 'Internal', /^false\s+failed with exit code 1$/);
+  });
+
+  it('keeps the last OUTPUT_CAP bytes of a stream that writes on and on, after a line saying how much went before', async () => {
+    const r = await run('sh', ['-c', `head -c ${OUTPUT_CAP + 2 ** 20} /dev/zero | tr '\\0' x; echo END`], opts);
+    expect(r.stdout.length).toBe(OUTPUT_CAP + '... (1048580 bytes left out)\n'.length - 1);
+    expect(r.stdout.startsWith(`... (1048580 bytes left out)\nxxx`)).toBe(true);
+    expect(r.stdout.endsWith('xxxEND')).toBe(true);
+    // What a failing tool says last survives a flood before it.
+    const e = await expectRejects(run('sh', ['-c', `head -c ${2 * OUTPUT_CAP} /dev/zero | tr '\\0' y >&2; echo >&2; echo the reason >&2; exit 1`], opts), 'Internal');
+    expect(e.message.endsWith('yyy; the reason')).toBe(true);
   });
 
   it('treats okExitCodes as answers, not failures', async () => {
@@ -240,7 +250,7 @@ describe.each([
   const children = () => readFileSync(`/proc/self/task/${process.pid}/children`, 'utf8').trim().split(' ').filter(Boolean);
 
   it('runs the tool to its exit before it returns, with nothing left running', () => {
-    const captured = runBlocking({ command: 'sh', args: ['-c', 'printf "a\\nb\\n"; echo oops >&2; exit 7'], timeoutMs: 10_000, env }, spawnSync);
+    const captured = runBlocking({ command: 'sh', args: ['-c', 'printf "a\\nb\\n"; echo oops >&2; exit 7'], timeoutMs: 10_000, env, outputCap: OUTPUT_CAP }, spawnSync);
     // Not a promise: the answer is there when the call returns.
     expect(captured).not.toBeInstanceOf(Promise);
     expect(captured).toMatchObject({ exitCode: 7, stdout: 'a\nb', stderr: 'oops', timedOut: false });
@@ -249,13 +259,13 @@ describe.each([
 
   it('kills the tool at its deadline, and says a tool that cannot be started could not', () => {
     const argv = ['sleep', '30.0711'];
-    expect(runBlocking({ command: argv[0]!, args: argv.slice(1), timeoutMs: 300, env }, spawnSync)).toMatchObject({ exitCode: -1, timedOut: true });
+    expect(runBlocking({ command: argv[0]!, args: argv.slice(1), timeoutMs: 300, env, outputCap: OUTPUT_CAP }, spawnSync)).toMatchObject({ exitCode: -1, timedOut: true });
     expect(processesRunning(argv)).toEqual([]);
-    expect(runBlocking({ command: join(dir, 'no-such-tool'), args: [], timeoutMs: 10_000, env }, spawnSync)).toMatchObject({ exitCode: -1, timedOut: false, startError: 'spawn ENOENT' });
+    expect(runBlocking({ command: join(dir, 'no-such-tool'), args: [], timeoutMs: 10_000, env, outputCap: OUTPUT_CAP }, spawnSync)).toMatchObject({ exitCode: -1, timedOut: false, startError: 'spawn ENOENT' });
   });
 
   it('leaves a tool that walks a volume\'s data to the runner\'s own way, which keeps the event loop turning', async () => {
-    const lengthy = runBlocking({ command: 'sh', args: ['-c', 'echo walked'], timeoutMs: 10_000, env, lengthy: true }, spawnSync);
+    const lengthy = runBlocking({ command: 'sh', args: ['-c', 'echo walked'], timeoutMs: 10_000, env, lengthy: true, outputCap: OUTPUT_CAP }, spawnSync);
     expect(lengthy).toBeInstanceOf(Promise);
     expect(await lengthy).toMatchObject({ exitCode: 0, stdout: 'walked' });
   });
