@@ -155,15 +155,17 @@ async function blobOf(main, codeCache) {
 }
 
 /**
- * Makes `out`, a single executable running the CommonJS bundle `main`, unless the one there was made
- * from the same bundle by the same node: its key (a hash of both) is kept in the last bytes of the
- * slot, inside the file itself, so that two builds racing on dist/ can never leave a key beside an
+ * Makes `out`, a single executable running the CommonJS bundle `main`, unless the one there was
+ * made from the same bundle by the same node and this same script (how it makes the blob is part of
+ * what the executable is): its key (a hash of the three) is kept in the last bytes of the slot,
+ * inside the file itself, so that two builds racing on dist/ can never leave a key beside an
  * executable it does not describe. Renamed into place, like the bundles (scripts/build.mjs).
  */
 export async function buildSea({ main, out, codeCache = true }) {
   const key = Buffer.from(
     createHash('sha256')
       .update(await readFile(main))
+      .update(await readFile(new URL(import.meta.url)))
       .update(`\0${codeCache}\0${process.execPath}\0${process.version}\0${(await stat(process.execPath)).mtimeMs}`)
       .digest('hex'),
   );
