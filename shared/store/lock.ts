@@ -113,15 +113,28 @@ export async function withLock<T>(lockPath: string, fn: () => Promise<T>, option
   }
 }
 
-/** Who holds a lock, beside it (proper-lockfile removes its directory with rmdir: nothing goes inside). */
-interface Owner {
+/** A process that holds something here: a lock (its owner file) or a takeover guard. */
+interface Holder {
   pid: number;
-  /** The process's start time (/proc/<pid>/stat field 22): a reused pid has another. */
+  /** The process's start time (/proc/<pid>/stat field 22): a reused pid has another. Empty if it could not read its own. */
   start: string;
   host: string;
+}
+
+/** Who holds a lock, beside it (proper-lockfile removes its directory with rmdir: nothing goes inside). */
+interface Owner extends Holder {
   /** The lock directory this owner made: a later lock at the same path is another. */
   ino: number;
 }
+
+/**
+ * Whether this host can tell if `h` is alive: a process of this host that knew its start time. Any
+ * other holder, of a lock or of a guard, is judged by how long it has gone without a refresh.
+ */
+const judgeableHere = (h: Holder | undefined): h is Holder => h !== undefined && h.host === hostname() && h.start !== '';
+
+/** The holder's process is gone: its pid names no process, or one started at another time. */
+const goneHere = async (h: Holder): Promise<boolean> => (await startTimeOf(h.pid)) !== h.start;
 
 const ownerPath = (lockPath: string) => `${lockPath}.owner`;
 
@@ -217,15 +230,16 @@ export async function lockState(lockPath: string): Promise<'free' | 'held' | 'ab
 
 /**
  * The rules above, for the lock directory `st` describes. Abandoned: its holder on this host is dead
- * (its pid is gone, or now names a process started at another time), or a holder elsewhere has not
- * refreshed it for STALE_MS. The owner file is trusted only for the lock directory it names (the
+ * (its pid is gone, or now names a process started at another time), or a holder elsewhere, or one
+ * that could not read its own start time, has not refreshed it for STALE_MS. (Such a holder's empty
+ * start time once read as another process's: a live holder was taken over after a second.) The owner file is trusted only for the lock directory it names (the
  * inode) and once the lock is a second old, so a fresh lock is never judged by the owner file its
  * dead predecessor left.
  */
 async function judge(lockPath: string, st: Stats): Promise<'held' | 'abandoned'> {
   const age = Date.now() - st.mtimeMs;
   const owner = parseOwner(await readFile(ownerPath(lockPath), 'utf8').catch(() => ''));
-  const dead = owner && owner.host === hostname() && owner.ino === st.ino ? age >= 1000 && (await startTimeOf(owner.pid)) !== owner.start : age >= STALE_MS;
+  const dead = owner?.ino === st.ino && judgeableHere(owner) ? age >= 1000 && (await goneHere(owner)) : age >= STALE_MS;
   return dead ? 'abandoned' : 'held';
 }
 
@@ -277,10 +291,7 @@ function dropGuard(guard: string, mine: string): void {
  * lock file written after it is made can be read empty). Its `take` tells this take from any other
  * by the same process.
  */
-interface Guard {
-  pid: number;
-  start: string;
-  host: string;
+interface Guard extends Holder {
   take: number;
 }
 
@@ -317,7 +328,7 @@ async function clearAbandonedGuard(guard: string): Promise<void> {
     throw failedPrecondition(`${guard} is not a takeover guard (${errnoCode(err) ?? String(err)}); remove it to let the lock beside it be taken over`);
   }
   const g: Guard | undefined = parseFields(text, GUARD_FIELDS);
-  const dead = g && g.host === hostname() && g.start ? (await startTimeOf(g.pid)) !== g.start : guardAge(guard) >= STALE_MS;
+  const dead = judgeableHere(g) ? await goneHere(g) : guardAge(guard) >= STALE_MS;
   if (!dead) return;
   const aside = `${guard}.${process.pid}.${++takes}`;
   try {

@@ -297,6 +297,18 @@ describe('withLock taking over a dead holder\'s lock', () => {
     expect(readdirSync(dir).filter((n) => n.startsWith('guarded'))).toEqual([]);
   });
 
+  it('leaves a live holder that could not read its own start time to the stale period', async () => {
+    const lockPath = join(dir, 'no-start.lock');
+    mkdirSync(lockPath);
+    // This process, alive, with the empty start time an owner file says when /proc could not be read.
+    writeFileSync(`${lockPath}.owner`, JSON.stringify({ pid: process.pid, start: '', host: hostname(), ino: statSync(lockPath).ino }));
+    // Past the second after which a dead holder on this host is taken over, well inside STALE_MS.
+    const aged = new Date(Date.now() - 2000);
+    utimesSync(lockPath, aged, aged);
+    await expectRejects(withLock(lockPath, async () => 'never', { waitMs: 1500 }), 'Aborted', 'another operation holds');
+    expect(existsSync(lockPath)).toBe(true);
+  });
+
   it('names a file in the guard\'s place that it did not make, rather than waiting for it to go', async () => {
     const lockPath = join(dir, 'foreign.lock');
     deadHoldersLock(lockPath);
