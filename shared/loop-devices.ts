@@ -1,4 +1,5 @@
 import { readdirSync, readFileSync } from 'node:fs';
+import { errnoCode } from './errors.js';
 
 /** A bound loop device as sysfs describes it. */
 export interface LoopDevice {
@@ -45,6 +46,20 @@ export function loopDevices(): LoopDevice[] {
 export function findLoopDevice(image: string): string | undefined {
   for (const loop of boundLoops()) if (loop.backingFile === image) return loop.device;
   return undefined;
+}
+
+/**
+ * Whether `device` still waits for a `losetup --detach`. Not when the kernel releases it by itself at
+ * its last close (LO_FLAGS_AUTOCLEAR, set on the devices mount(8) makes for `-o loop`: shared/mounter.ts
+ * mountImage), where losetup would only set that flag again; nor when it is no longer bound (its sysfs
+ * `loop` directory goes with the binding, so a device released since it was found reads as gone).
+ */
+export function needsDetach(device: string): boolean {
+  try {
+    return readFileSync(`/sys/block/${device.replace(/^\/dev\//, '')}/loop/autoclear`, 'utf8').trim() !== '1';
+  } catch (err) {
+    return errnoCode(err) !== 'ENOENT';
+  }
 }
 
 /** "major:minor" of a block device, as /proc/self/mountinfo names the device a filesystem is mounted from. */

@@ -48,6 +48,25 @@ export class Mounter {
     }
   }
 
+  /**
+   * Mounts the filesystem in an image file through a loop device that mount(8) sets up itself: one
+   * process where losetup and mount were two. mount(8) binds the device with LO_FLAGS_AUTOCLEAR, so
+   * the kernel releases it at its last close (the unmount) and no losetup --detach follows; a mount(8)
+   * killed between the two steps leaves no device behind either. Answers false, having mounted
+   * nothing, when mount(8) could not set up a device (none free): the caller then attaches with
+   * losetup, whose error names the cause.
+   */
+  async mountImage(image: string, target: MountTarget, opts: { fsType: string; options: readonly string[] }): Promise<boolean> {
+    try {
+      await this.mount(image, target, { fsType: opts.fsType, options: ['loop', ...opts.options] });
+      return true;
+    } catch (err) {
+      // libmount's wording for MNT_ERR_LOOPDEV (util-linux 2.38).
+      if (err instanceof CommandError && /failed to setup loop device/.test(err.result.stderr)) return false;
+      throw err;
+    }
+  }
+
   /** A bind mount, read-only (and with `extra` flags) through a remount of the bind itself. */
   bind(source: string, target: MountTarget, readonly: boolean, extra: readonly string[] = []): Promise<void> {
     return this.mount(source, target, { options: ['bind', ...(readonly ? ['ro'] : []), ...extra] });

@@ -106,7 +106,8 @@ describe('twinvol compare', () => {
       expect(r.exitCode, r.stderr).toBe(0);
       expect(r.stdout).toMatch(/^block \(ext4, 64Mi/m);
       expect(r.stdout).toMatch(/^stage +flex +waitforattach, mountdevice .*losetup/m);
-      expect(r.stdout).toMatch(/^ +csi +NodeStageVolume .*losetup/m);
+      // The CSI stage is one mount -o loop; FlexVolume's waitforattach must name a device first.
+      expect(r.stdout).toMatch(/^ +csi +NodeStageVolume .* 1 +mount$/m);
       expect(r.stdout).toContain('differences in the resulting state: none');
       expect(r.stdout).not.toContain('warning');
       const html = readFileSync(page, 'utf8');

@@ -147,8 +147,10 @@ const FLEX_EXPECTED: Table = {
   mount: w(['mount'], 0, 4, 1),
   unmount: w(['umount'], 0, 4, 1),
   unmountdevice: w(['umount', 'losetup'], 1, 6, 2),
-  'mountdevice (again)': w(['losetup', 'mount'], 1, 4, 2),
-  'unmountdevice (again)': w(['umount', 'losetup'], 1, 6, 2),
+  // unmountdevice let the device go: mount(8) sets up the next one itself, and the kernel releases it
+  // at the unmount (shared/mounter.ts mountImage).
+  'mountdevice (again)': w(['mount'], 1, 4, 2),
+  'unmountdevice (again)': w(['umount'], 1, 6, 2),
   detach: w([], 1, 2, 1),
   // A dir volume binds its directory straight onto the pod's target: no staging to mount or unmount.
   'mount (dir volume)': w(['mount'], 2, 4, 2),
@@ -177,7 +179,8 @@ const CSI_EXPECTED: Record<'dir' | 'block' | 'raw block', Table> = {
   // A dir volume's staging is its record alone: each publish binds the directory itself.
   dir: { ...COMMON, CreateVolume: w([], 2, 1, 1), NodeStageVolume: w([], 1, 2, 2), NodeUnstageVolume: w([], 1, 5, 2) },
   // The filesystem is made at create, on the image file, and the record says which: no blkid at stage.
-  block: { ...COMMON, CreateVolume: w(['mkfs.ext4'], 2, 1, 1), NodeStageVolume: w(['losetup', 'mount'], 1, 2, 2), NodeUnstageVolume: w(['umount', 'losetup'], 1, 5, 2) },
+  // mount -o loop sets up the device and the unmount releases it: no losetup either way.
+  block: { ...COMMON, CreateVolume: w(['mkfs.ext4'], 2, 1, 1), NodeStageVolume: w(['mount'], 1, 2, 2), NodeUnstageVolume: w(['umount'], 1, 5, 2) },
   // Asked for as a raw device only: no filesystem is made for it.
   'raw block': { ...COMMON, CreateVolume: w([], 2, 1, 1), NodeStageVolume: w(['losetup'], 1, 2, 2), NodeUnstageVolume: w(['losetup'], 1, 5, 2) },
 };

@@ -13,7 +13,7 @@ import { digestsUnder, fillUp, smallTmpfs } from '../helpers/full-fs.js';
 import { deviceMountPath } from '../helpers/kubelet-paths.js';
 import { expectNodeClean, volumesInCatalog } from '../helpers/reboot.js';
 import { loopsUnder, mountsUnder } from '../helpers/scratch.js';
-import { type FailingTool, failingTool } from '../helpers/tool-wrapper.js';
+import { failingTool } from '../helpers/tool-wrapper.js';
 
 // Resources running out, through the front ends (issue 8, suite 3): the data root full during a
 // create, a blank one, a clone and a restore; no free loop device; the state dir full during a stage
@@ -106,14 +106,20 @@ describe('the data root runs out of space', () => {
 });
 
 describe('no free loop device', () => {
-  // What util-linux 2.38's losetup says, exit code 1, when --find finds no unused device.
-  const noLoopDevice = (s: CsiScratch) => failingTool(s.root, 'losetup', '--find', 'losetup: cannot find an unused loop device');
+  // What util-linux 2.38 says when every loop device is bound: losetup --find, and mount -o loop
+  // (libmount's MNT_ERR_LOOPDEV), which a usual stage runs first (shared/mounter.ts mountImage).
+  const noLoopDevice = (s: CsiScratch) => {
+    const losetup = failingTool(s.root, 'losetup', '--find', 'losetup: cannot find an unused loop device');
+    const mount = failingTool(s.root, 'mount', 'loop', 'mount: /proc/self/fd/3: failed to setup loop device for the image.');
+    return { losetup, mount, dir: `${losetup.dir}:${mount.dir}`, remove: () => [losetup, mount].forEach((t) => t.remove()) };
+  };
+  type NoLoopDevice = ReturnType<typeof noLoopDevice>;
   const RUN_OUT = /^no free loop device on this node for \S+\/volumes\/\S+\/image\.img \(losetup: cannot find an unused loop device\); .*then retry$/;
 
   it('NodeStageVolume (filesystem and raw block) fails, stages nothing, changes no fence; it stages once a device is free', async () => {
-    let losetup: FailingTool | undefined;
-    const w = await world((s) => (losetup = noLoopDevice(s)).dir);
-    if (!losetup) throw new Error('losetup was not wrapped');
+    let tools: NoLoopDevice | undefined;
+    const w = await world((s) => (tools = noLoopDevice(s)).dir);
+    if (!tools) throw new Error('losetup and mount were not wrapped');
     const { s, ctl, node } = w;
     const uses = [
       { id: 'fs', cap: mountCap() },
@@ -134,10 +140,12 @@ describe('no free loop device', () => {
       // The attachment carries no in-use mark: a detach now frees the volume instead of fencing it.
       expect(digestsUnder(s.dataRoot, CATALOG_NOISE), `${id}: the catalog`).toEqual(catalog);
     }
-    expect(losetup.calls().filter((c) => c.includes('--find'))).toHaveLength(2);
+    expect(tools.losetup.calls().filter((c) => c.includes('--find'))).toHaveLength(2);
+    // The filesystem stage tried mount -o loop first, then losetup, whose reason the answer gives.
+    expect(tools.mount.calls().filter((c) => c.includes(' loop '))).toHaveLength(1);
     expect(loopsUnder(s.root)).toEqual([]);
 
-    losetup.remove();
+    tools.remove();
     for (const { id, cap } of uses) {
       const staging = stagingPath(s.kubeletDir, id);
       await node('NodeStageVolume', { volume_id: id, staging_target_path: staging, volume_capability: cap });
@@ -148,9 +156,9 @@ describe('no free loop device', () => {
   });
 
   it('FlexVolume waitforattach and mountdevice answer Failure, change nothing, and succeed once a device is free', async () => {
-    let losetup: FailingTool | undefined;
-    const w = await world((s) => (losetup = noLoopDevice(s)).dir);
-    if (!losetup) throw new Error('losetup was not wrapped');
+    let tools: NoLoopDevice | undefined;
+    const w = await world((s) => (tools = noLoopDevice(s)).dir);
+    if (!tools) throw new Error('losetup and mount were not wrapped');
     const { s } = w;
     const options = flexOptions('pv-b', { volumeId: 'b', createIfMissing: 'true', size: '32Mi', backend: 'block' });
     const global = deviceMountPath(s.kubeletDir, 'pv-b');
@@ -165,7 +173,7 @@ describe('no free loop device', () => {
     }
     expect(mountAt(global)).toBeUndefined();
 
-    losetup.remove();
+    tools.remove();
     const device = expectSuccess(await w.flex('waitforattach', '', options)).reply.device;
     expect(device).toMatch(/^\/dev\/loop\d+$/);
     expectSuccess(await w.flex('mountdevice', global, String(device), options));

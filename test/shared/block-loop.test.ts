@@ -1,0 +1,97 @@
+import { execFileSync } from 'node:child_process';
+import { closeSync, openSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { attach } from '../../shared/core/attachments.js';
+import type { Core } from '../../shared/core/core.js';
+import { stage, unstage } from '../../shared/core/staging.js';
+import { createVolume } from '../../shared/core/volumes.js';
+import { findLoopDevice } from '../../shared/loop-devices.js';
+import { mountAt } from '../../shared/mountinfo.js';
+import { nid, vid } from '../helpers/ids.js';
+import { loopsLeftUnder, loopsUnder, mountsUnder, type Scratch } from '../helpers/scratch.js';
+import { measure } from '../perf/in-process.js';
+import { useScratchCore } from './core-scratch.js';
+import { expectRejects } from './expect-error.js';
+
+// How a block volume's loop device comes and goes (shared/backends/block.ts stage and nodeDetach,
+// shared/mounter.ts mountImage): a usual stage lets mount(8) set the device up, flagged to be released
+// by the kernel at its last close, so neither stage nor unstage runs losetup. test/perf/counts.test.ts
+// counts the same for every verb; this file covers the cases around it.
+
+const MiB = 2 ** 20;
+
+let s: Scratch;
+let core: Core;
+useScratchCore((scratch, c) => {
+  s = scratch;
+  core = c;
+});
+
+const stagingPath = (pv: string) => join(s.kubeletDir, 'plugins/kubernetes.io/csi/twinvol', pv, 'globalmount');
+const autoclear = (device: string) => readFileSync(`/sys/block/${device.slice('/dev/'.length)}/loop/autoclear`, 'utf8').trim();
+
+async function blockVolume(id: string, capacityBytes = 64 * MiB) {
+  await createVolume(core, { id, backend: 'block', capacityBytes, createdBy: 'cli' });
+  await attach(core, vid(id), nid('node-a'), { readonly: false, via: 'cli' });
+}
+
+describe('a block volume staged through mount -o loop', () => {
+  it('stages with one mount(8), on a device the kernel releases at the unmount: unstage runs umount alone', async () => {
+    await blockVolume('b');
+    const staging = stagingPath('pv-b');
+    const staged = await measure(() => stage(core, vid('b'), staging, { readonly: false }));
+    expect(staged.work.spawns).toEqual(['mount']);
+    const { device } = staged.result;
+    expect(device).toMatch(/^\/dev\/loop\d+$/);
+    expect(findLoopDevice(core.catalog.imagePath('b'))).toBe(device);
+    expect(mountAt(staging)).toMatchObject({ source: device, fsType: 'ext4' });
+    expect(autoclear(device)).toBe('1');
+
+    const unstaged = await measure(() => unstage(core, staging));
+    expect(unstaged.work.spawns).toEqual(['umount']);
+    expect(mountsUnder(s.kubeletDir)).toEqual([]);
+    expect(await loopsLeftUnder(s.root)).toEqual([]);
+  });
+
+  it('leaves a device still open elsewhere at the unstage to the kernel, which releases it at that last close', async () => {
+    await blockVolume('h');
+    const staging = stagingPath('pv-h');
+    const { device } = await stage(core, vid('h'), staging, { readonly: false });
+    // Another opener, as udev's probe of a new device can be: the unmount is not the last close.
+    const fd = openSync(device, 'r');
+    try {
+      const unstaged = await measure(() => unstage(core, staging));
+      // losetup --detach of such a device would only set the flag it has (and could race its release).
+      expect(unstaged.work.spawns).toEqual(['umount']);
+      expect(mountAt(staging)).toBeUndefined();
+      expect(loopsUnder(s.root)).toEqual([device]);
+    } finally {
+      closeSync(fd);
+    }
+    expect(await loopsLeftUnder(s.root)).toEqual([]);
+  });
+
+  it('attaches a read-only stage with losetup, so that a read-write one can still mount its device, and detaches it at the unstage', async () => {
+    await blockVolume('r');
+    const staging = stagingPath('pv-r');
+    const staged = await measure(() => stage(core, vid('r'), staging, { readonly: true }));
+    expect(staged.work.spawns).toEqual(['losetup', 'mount']);
+    expect(autoclear(staged.result.device)).toBe('0');
+    expect(mountAt(staging)?.mountOptions).toContain('ro');
+    const unstaged = await measure(() => unstage(core, staging));
+    expect(unstaged.work.spawns).toEqual(['umount', 'losetup']);
+    expect(await loopsLeftUnder(s.root)).toEqual([]);
+  });
+
+  it('refuses, by name, an image another filesystem was written over, and leaves no device, mount or record', async () => {
+    // mkfs.xfs wants 300 MiB; the image is sparse, so this costs little.
+    await blockVolume('x', 320 * MiB);
+    execFileSync('mkfs.xfs', ['-q', '-f', core.catalog.imagePath('x')]);
+    const staging = stagingPath('pv-x');
+    await expectRejects(stage(core, vid('x'), staging, { readonly: false }), 'FailedPrecondition', 'volume x holds a xfs filesystem, not ext4; refusing to mount or reformat it');
+    expect(mountAt(staging)).toBeUndefined();
+    expect(await core.nodeState.listAll()).toEqual([]);
+    expect(await loopsLeftUnder(s.root)).toEqual([]);
+  });
+});
