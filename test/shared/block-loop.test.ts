@@ -8,6 +8,7 @@ import { stage, unstage } from '../../shared/core/staging.js';
 import { createVolume } from '../../shared/core/volumes.js';
 import { findLoopDevice } from '../../shared/loop-devices.js';
 import { mountAt } from '../../shared/mountinfo.js';
+import { MiB } from '../csi/helpers/requests.js';
 import { nid, vid } from '../helpers/ids.js';
 import { loopsLeftUnder, loopsUnder, mountsUnder, type Scratch } from '../helpers/scratch.js';
 import { measure } from '../perf/in-process.js';
@@ -18,8 +19,6 @@ import { expectRejects } from './expect-error.js';
 // shared/mounter.ts mountImage): a usual stage lets mount(8) set the device up, flagged to be released
 // by the kernel at its last close, so neither stage nor unstage runs losetup. test/perf/counts.test.ts
 // counts the same for every verb; this file covers the cases around it.
-
-const MiB = 2 ** 20;
 
 let s: Scratch;
 let core: Core;
