@@ -49,6 +49,13 @@ describe(`load: ${WORKERS} FlexVolume and ${WORKERS} CSI workers for ${SECONDS} 
     const wrong: string[] = [];
     let calls = 0;
     const rssBefore = rssKiB();
+    // The server's RSS every 5 s while the load runs. Each of its two threads grows its heap for
+    // a minute or so and then holds it (docs/benchmarks.md, "The service thread"): after 3 minutes
+    // it has stood anywhere from 138 to 162 MiB, from 85, and a cap on that end value failed when it
+    // happened to be read at the top. What a leak does is keep growing: so the last third of the run
+    // may not climb above the middle third.
+    const rssSeries: number[] = [];
+    const sampler = setInterval(() => rssSeries.push(rssKiB()), 5000);
 
     let starved = 0;
     /**
@@ -99,7 +106,7 @@ describe(`load: ${WORKERS} FlexVolume and ${WORKERS} CSI workers for ${SECONDS} 
         await asCo(() => csi.node('NodeUnpublishVolume', { volume_id: id, target_path: target }), 600_000);
       }
     };
-    await Promise.all([...Array.from({ length: WORKERS }, (_, w) => flexWorker(w)), ...Array.from({ length: WORKERS }, (_, w) => csiWorker(w))]);
+    await Promise.all([...Array.from({ length: WORKERS }, (_, w) => flexWorker(w)), ...Array.from({ length: WORKERS }, (_, w) => csiWorker(w))]).finally(() => clearInterval(sampler));
 
     expect(wrong.slice(0, 5)).toEqual([]);
     expect(calls).toBeGreaterThan(WORKERS * 4);
@@ -107,9 +114,15 @@ describe(`load: ${WORKERS} FlexVolume and ${WORKERS} CSI workers for ${SECONDS} 
     const pods = mountsUnder(csi.s.kubeletDir).filter((m) => m.includes('/pods/'));
     expect(pods).toEqual([]);
     expect(await loopsLeftUnder(csi.s.root)).toEqual([]);
-    // Memory: the long mode's 3 minutes of calls must not grow the server without bound.
+    // Memory: the long mode's 3 minutes of calls must not grow the server without bound. A leak of
+    // 8 KB per call, put into csi/rpc.ts to try this, climbed 84 MiB over the last minute; 2 KB
+    // would climb about 20, over what this allows.
     const rssAfter = rssKiB();
-    if (SECONDS >= 60) expect(rssAfter).toBeLessThan(rssBefore * 1.5 + 32 * 1024);
-    console.log(`load: ${calls} calls in ${SECONDS} s, ${starved} given up on a busy lock (CSI: 10 s of ABORTED; FlexVolume: a mount's "try again"); server RSS ${Math.round(rssBefore / 1024)} MiB before, ${Math.round(rssAfter / 1024)} MiB after`);
+    const third = Math.floor(rssSeries.length / 3);
+    const middle = Math.max(...rssSeries.slice(third, 2 * third));
+    const last = Math.max(...rssSeries.slice(2 * third));
+    const mib = (kib: number) => Math.round(kib / 1024);
+    console.log(`load: ${calls} calls in ${SECONDS} s, ${starved} given up on a busy lock (CSI: 10 s of ABORTED; FlexVolume: a mount's "try again"); server RSS ${mib(rssBefore)} MiB before, ${mib(rssAfter)} MiB after; every 5 s: ${rssSeries.map(mib).join(' ')}`);
+    if (SECONDS >= 60) expect(last, 'the highest RSS of the last third of the run, against the middle third').toBeLessThan(middle * 1.05 + 8 * 1024);
   });
 });
