@@ -98,21 +98,23 @@ export const blockBackend: Backend = {
     const options = [...(readonly ? ['ro'] : []), ...mountFlags];
     // XFS refuses to mount two copies with one UUID (a snapshot restored beside its origin) without nouuid.
     if (fsType === 'xfs') options.push('nouuid');
+    // The catalog knows what create made: asked for as another type, refused before a device is set up.
+    if (volume.madeFilesystem !== undefined && volume.madeFilesystem !== fsType) throw otherFilesystem(volume, volume.madeFilesystem, fsType);
     // The usual stage: the filesystem create made, nothing to grow, no device yet. mount(8) sets up the
     // device itself (shared/mounter.ts mountImage), one process instead of two. Read-only is left to
     // losetup: mount(8) would bind a read-only device, which a later read-write stage could not mount.
-    if (volume.madeFilesystem === fsType && !volume.fsResizePending && !options.includes('ro') && findLoopDevice(image) === undefined) {
+    if (volume.madeFilesystem !== undefined && !volume.fsResizePending && !options.includes('ro') && findLoopDevice(image) === undefined) {
       const mounted = await mountChecked(volume, fsType, ctx, image, () => ctx.mounter.mountImage(image, staging, { fsType, options }));
       if (mounted) return true;
     }
     const device = await this.nodeAttach(volume, ctx);
-    // The catalog knows what create made: no blkid (about 5 ms a spawn) on the way to the mount.
+    // Where the catalog knows what create made, no blkid (about 5 ms a spawn) on the way to the mount.
     const found = volume.madeFilesystem ?? (await ctx.mounter.probeFsType(device));
     if (found === undefined) {
       if (readonly) throw failedPrecondition(`volume ${volume.id} has no filesystem yet and is staged read-only: it cannot be formatted`);
       await ctx.mounter.format(device, fsType);
     } else if (found !== fsType) {
-      throw failedPrecondition(`volume ${volume.id} holds a ${found} filesystem, not ${fsType}; refusing to mount or reformat it`);
+      throw otherFilesystem(volume, found, fsType);
     }
     let grown = found === undefined || !volume.fsResizePending;
     if (!grown && !readonly) {
@@ -155,7 +157,10 @@ async function mountChecked<T>(volume: VolumeRecord, fsType: string, ctx: Backen
     return await mount();
   } catch (err) {
     const actual = volume.madeFilesystem ? await ctx.mounter.probeFsType(source).catch(() => undefined) : undefined;
-    if (actual !== undefined && actual !== fsType) throw failedPrecondition(`volume ${volume.id} holds a ${actual} filesystem, not ${fsType}; refusing to mount or reformat it`);
+    if (actual !== undefined && actual !== fsType) throw otherFilesystem(volume, actual, fsType);
     throw err;
   }
 }
+
+const otherFilesystem = (volume: VolumeRecord, actual: string, fsType: string) =>
+  failedPrecondition(`volume ${volume.id} holds a ${actual} filesystem, not ${fsType}; refusing to mount or reformat it`);

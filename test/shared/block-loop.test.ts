@@ -1,6 +1,5 @@
 import { execFileSync } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { attach } from '../../shared/core/attachments.js';
 import type { Core } from '../../shared/core/core.js';
@@ -8,7 +7,7 @@ import { stage, unstage } from '../../shared/core/staging.js';
 import { createVolume } from '../../shared/core/volumes.js';
 import { findLoopDevice } from '../../shared/loop-devices.js';
 import { mountAt } from '../../shared/mountinfo.js';
-import { MiB } from '../csi/helpers/requests.js';
+import { MiB, stagingPath as csiStagingPath } from '../csi/helpers/requests.js';
 import { nid, vid } from '../helpers/ids.js';
 import { loopsLeftUnder, loopsUnder, mountsUnder, type Scratch } from '../helpers/scratch.js';
 import { measure } from '../perf/in-process.js';
@@ -27,7 +26,7 @@ useScratchCore((scratch, c) => {
   core = c;
 });
 
-const stagingPath = (pv: string) => join(s.kubeletDir, 'plugins/kubernetes.io/csi/twinvol', pv, 'globalmount');
+const stagingPath = (pv: string) => csiStagingPath(s.kubeletDir, pv);
 const autoclear = (device: string) => readFileSync(`/sys/block/${device.slice('/dev/'.length)}/loop/autoclear`, 'utf8').trim();
 
 async function blockVolume(id: string, capacityBytes = 64 * MiB) {
@@ -92,5 +91,14 @@ describe('a block volume staged through mount -o loop', () => {
     expect(mountAt(staging)).toBeUndefined();
     expect(await core.nodeState.listAll()).toEqual([]);
     expect(await loopsLeftUnder(s.root)).toEqual([]);
+  });
+
+  it('refuses a volume asked for as another type than create made before it sets up any device', async () => {
+    await blockVolume('t');
+    // A record that says xfs over the ext4 create made (its fsType edited): nothing to attach for.
+    await core.catalog.updateVolume('t', (v) => ({ ...v, fsType: 'xfs' }));
+    const refused = await measure(() => expectRejects(stage(core, vid('t'), stagingPath('pv-t'), { readonly: false }), 'FailedPrecondition', 'volume t holds a ext4 filesystem, not xfs; refusing to mount or reformat it'));
+    expect(refused.work.spawns).toEqual([]);
+    expect(loopsUnder(s.root)).toEqual([]);
   });
 });
