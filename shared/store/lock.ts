@@ -232,9 +232,9 @@ export async function lockState(lockPath: string): Promise<'free' | 'held' | 'ab
  * The rules above, for the lock directory `st` describes. Abandoned: its holder on this host is dead
  * (its pid is gone, or now names a process started at another time), or a holder elsewhere, or one
  * that could not read its own start time, has not refreshed it for STALE_MS. (Such a holder's empty
- * start time once read as another process's: a live holder was taken over after a second.) The owner file is trusted only for the lock directory it names (the
- * inode) and once the lock is a second old, so a fresh lock is never judged by the owner file its
- * dead predecessor left.
+ * start time once read as another process's: a live holder was taken over after a second.) The
+ * owner file is trusted only for the lock directory it names (the inode) and once the lock is a
+ * second old, so a fresh lock is never judged by the owner file its dead predecessor left.
  */
 async function judge(lockPath: string, st: Stats): Promise<'held' | 'abandoned'> {
   const age = Date.now() - st.mtimeMs;
