@@ -86,11 +86,12 @@ export const unlink = fileCall(() => promisify(unlinkCb), unlinkSync);
 export const utimes = fileCall(() => promisify(utimesCb), utimesSync);
 export const writeFile = fileCall(() => promisify(writeFileCb), writeFileSync);
 
+const removeInWalk = fileCall(() => promisify(rmCb), rmSync, true);
+
 /**
  * The same calls for walking a volume's data, which may hold any number of files: never on the
  * service thread (blockingFileCallsWhile), in a FlexVolume call on its own thread as every call is.
  */
-const removeInWalk = fileCall(() => promisify(rmCb), rmSync, true);
 export const walkCalls = {
   chmod: fileCall(() => promisify(chmodCb), chmodSync, true),
   chown: fileCall(() => promisify(chownCb), chownSync, true),
