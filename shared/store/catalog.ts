@@ -8,13 +8,16 @@ import { flushDirectory, readRecord, readRecordWithStats, removeRecord, SCHEMA_V
 import { RECORD_SCHEMAS } from './record-schemas.js';
 import { heldByThisProcess, type LockOptions, lockState, withLock } from './lock.js';
 import { type Entity, WorkArea, type WorkEntry } from './work-area.js';
+import { COARSE_SETTLED_MS, hasSettled, isLocalFilesystem, nsToMs } from './filesystem.js';
 import { sha256Hex } from '../sha256.js';
 
 const LOCK_OF: Record<Entity, 'volume' | 'snapshot'> = { volumes: 'volume', snapshots: 'snapshot' };
-/** How long volumes/ must have been unchanged before a listing of it is kept (listVolumeIds). */
-const LISTING_SETTLED_MS = 2_000;
-/** How old a record's file must be before its parsed record is kept for listings (listedVolume). */
-const RECORD_SETTLED_MS = 2_000;
+/**
+ * How old a record's file must be before its parsed record is kept for listings (listedVolume): the
+ * long window on every filesystem. Reading a page's records anew costs a small file each, not the
+ * whole catalog, and a record just written stays read fresh by the calls right after it.
+ */
+const RECORD_SETTLED_MS = COARSE_SETTLED_MS;
 
 /** keptVolume: no kept record answers for this id, its file must be read. */
 const UNKNOWN = Symbol('unknown');
@@ -43,6 +46,8 @@ export class Catalog {
 
   /** volumes/ under the root, normalised once. */
   private readonly volumesDir: string;
+  /** Whether the data root is on a local filesystem, once known (shared/store/filesystem.ts). */
+  private local: boolean | undefined;
 
   constructor(readonly root: string) {
     this.work = new WorkArea(join(root, '.work'));
@@ -145,7 +150,7 @@ export class Catalog {
    * 10,000 volumes the readdir and sort cost more than the page itself, so the sorted list is kept
    * while the directory is unchanged: its inode, mtime, ctime and link count (every volume is a
    * subdirectory, so each create and delete changes the count). A listing is only kept once the
-   * directory has been still for LISTING_SETTLED_MS: a change within one timestamp tick of the
+   * directory has settled (shared/store/filesystem.ts): a change within one timestamp tick of the
    * listing cannot leave the same mtime behind. Callers must not change the array.
    */
   async listVolumeIds(): Promise<readonly string[]> {
@@ -160,8 +165,7 @@ export class Catalog {
     const key = `${st.ino}:${st.mtimeNs}:${st.ctimeNs}:${st.nlink}`;
     if (this.volumeIds?.key === key) return this.volumeIds.ids;
     const ids = await this.listNames('volumes');
-    const settled = Date.now() - Number(st.mtimeNs / 1_000_000n) > LISTING_SETTLED_MS && Date.now() - Number(st.ctimeNs / 1_000_000n) > LISTING_SETTLED_MS;
-    this.volumeIds = settled ? { key, ids } : undefined;
+    this.volumeIds = hasSettled(await this.onLocalFilesystem(), nsToMs(st.mtimeNs), nsToMs(st.ctimeNs)) ? { key, ids } : undefined;
     // Records of volumes gone from the listing are dropped, so the kept ones stay as many as the volumes.
     if (this.listed.size) {
       const present = new Set(ids);
@@ -169,6 +173,12 @@ export class Catalog {
     }
     return ids;
   }
+  /** Asked of the kernel once the data root exists (statfs), then remembered. */
+  private async onLocalFilesystem(): Promise<boolean> {
+    this.local ??= await isLocalFilesystem(this.root);
+    return this.local ?? false;
+  }
+
   listSnapshotIds(): Promise<string[]> {
     return this.listNames('snapshots');
   }

@@ -6,6 +6,7 @@ import type { MountRecord } from '../model.js';
 import { readRecord, removeRecord, writeRecord } from './json-record.js';
 import { RECORD_SCHEMAS } from './record-schemas.js';
 import { withLock } from './lock.js';
+import { RAMFS_MAGIC, TMPFS_MAGIC } from './filesystem.js';
 import { sha256Hex } from '../sha256.js';
 
 /**
@@ -136,10 +137,6 @@ export class NodeState {
     return out;
   }
 }
-
-/** statfs(2) f_type of a tmpfs and of a ramfs (linux/magic.h). */
-const TMPFS_MAGIC = 0x01021994;
-const RAMFS_MAGIC = 0x858458f6;
 
 export function pathKey(path: string): string {
   return sha256Hex(path).slice(0, 32);
