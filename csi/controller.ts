@@ -37,7 +37,7 @@ import type {
   ValidateVolumeCapabilitiesResponse,
   VolumeStatus,
 } from './csi-types.js';
-import { paginate } from './paging.js';
+import { paginate, paginateIds } from './paging.js';
 import { pluginKeys, withoutCoKeys } from './parameters.js';
 
 const CAPABILITIES: ControllerCapabilityName[] = [
@@ -195,11 +195,11 @@ const LIST_BATCH = 64;
  * between the listing of ids and the look at its record is left out.
  */
 async function listVolumesRpc(core: Core, req: ListVolumesRequest): Promise<ListVolumesResponse> {
-  const page = paginate((await core.catalog.listVolumeIds()).map((id) => ({ id })), req, 'volumes');
+  const page = paginateIds(await core.catalog.listVolumeIds(), req, 'volumes');
   const entries: ListVolumesResponse['entries'] = [];
   for (let i = 0; i < page.items.length; i += LIST_BATCH) {
     if (i) await new Promise<void>((resolve) => setImmediate(resolve));
-    const volumes = (await core.catalog.listedVolumes(page.items.slice(i, i + LIST_BATCH).map(({ id }) => id))).filter((v) => v !== undefined);
+    const volumes = (await core.catalog.listedVolumes(page.items.slice(i, i + LIST_BATCH))).filter((v) => v !== undefined);
     const statuses = await Promise.all(volumes.map((v) => statusOf(core, v)));
     volumes.forEach((v, k) => entries.push({ volume: toCsiVolume(v), status: statuses[k] }));
   }

@@ -14,13 +14,39 @@ export interface Page<T> {
  * the listing they belong to; one twinvol did not issue (or issued for the other listing) is ABORTED,
  * which tells the CO to start over.
  */
-export function paginate<T extends { id: string }>(items: readonly T[], req: ListRequest, listing: 'volumes' | 'snapshots'): Page<T> {
+export function paginate<T extends { id: string }>(items: readonly T[], req: ListRequest, listing: Listing): Page<T> {
+  return pageOf(items, (item) => item.id, req, listing);
+}
+
+/** `paginate` of bare ids: ListVolumes pages over the catalog's kept listing without a copy of it. */
+export function paginateIds(ids: readonly string[], req: ListRequest, listing: Listing): Page<string> {
+  return pageOf(ids, (id) => id, req, listing);
+}
+
+type Listing = 'volumes' | 'snapshots';
+
+/**
+ * The page is found by binary search and sliced, not filtered: a listing of 10,000 volumes is one
+ * page of 1 in a pager's first call, and mapping or copying all of it cost more than the page.
+ */
+function pageOf<T>(items: readonly T[], idOf: (item: T) => string, req: ListRequest, listing: Listing): Page<T> {
   if (!Number.isInteger(req.max_entries) || req.max_entries < 0) throw invalidArgument('max_entries must not be negative');
   const after = req.starting_token ? decodeToken(req.starting_token, listing) : undefined;
-  const rest = after === undefined ? items : items.filter((item) => item.id > after);
-  if (!req.max_entries || rest.length <= req.max_entries) return { items: [...rest], nextToken: '' };
-  const page = rest.slice(0, req.max_entries);
-  return { items: page, nextToken: encodeToken(listing, page[page.length - 1]!.id) };
+  const start = after === undefined ? 0 : firstAfter(items, idOf, after);
+  const end = req.max_entries ? Math.min(items.length, start + req.max_entries) : items.length;
+  return { items: items.slice(start, end), nextToken: end < items.length ? encodeToken(listing, idOf(items[end - 1]!)) : '' };
+}
+
+/** The index of the first item whose id sorts after `after` (items sorted by id, as `<` compares). */
+function firstAfter<T>(items: readonly T[], idOf: (item: T) => string, after: string): number {
+  let lo = 0;
+  let hi = items.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (idOf(items[mid]!) > after) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo;
 }
 
 /**

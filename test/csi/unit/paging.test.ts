@@ -1,5 +1,6 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { paginate } from '../../../csi/paging.js';
+import { paginate, paginateIds } from '../../../csi/paging.js';
 import { expectThrows } from '../../shared/expect-error.js';
 
 const items = (...ids: string[]) => ids.map((id) => ({ id }));
@@ -85,5 +86,31 @@ describe('paging: a token twinvol did not issue for this listing is ABORTED (the
   it('the refused token is quoted clipped, not echoed whole', () => {
     const err = bad(`x${'y'.repeat(10_000)}`);
     expect(err.message.length).toBeLessThan(200);
+  });
+});
+
+describe('paging: bare ids page as objects with those ids do', () => {
+  /** What a page is, said the slow way: every id after the token's, the first max_entries of them. */
+  const reference = (list: readonly string[], after: string | undefined, max: number) => {
+    const rest = after === undefined ? list : list.filter((id) => id > after);
+    return max && rest.length > max ? rest.slice(0, max) : rest;
+  };
+  const tokenAfter = (id: string) => paginateIds([id, `${id}~`], { max_entries: 1, starting_token: '' }, 'volumes').nextToken;
+
+  it('holds for any sorted listing, any page size, and a token naming any id, there or not', () => {
+    const sortedIds = fc.uniqueArray(fc.stringMatching(/^[a-z0-9-]{1,6}$/), { maxLength: 40 }).map((a) => a.sort());
+    fc.assert(
+      fc.property(sortedIds, fc.integer({ min: 0, max: 12 }), fc.option(fc.stringMatching(/^[a-z0-9-]{1,6}$/), { nil: undefined }), (list, max, after) => {
+        const token = after === undefined ? '' : tokenAfter(after);
+        const page = paginateIds(list, { max_entries: max, starting_token: token }, 'volumes');
+        const want = reference(list, after, max);
+        expect(page.items).toEqual(want);
+        expect(paginate(list.map((id) => ({ id })), { max_entries: max, starting_token: token }, 'volumes').items.map((i) => i.id)).toEqual(want);
+        // A next token exactly when something follows the page, and it names the page's last id.
+        const follows = want.length > 0 && list.indexOf(want[want.length - 1]!) < list.length - 1;
+        expect(page.nextToken).toBe(follows ? tokenAfter(want[want.length - 1]!) : '');
+      }),
+      { numRuns: 500 },
+    );
   });
 });
