@@ -94,7 +94,7 @@ export class Mounter {
     const root = await pinTarget(target);
     try {
       if (root.mountId !== made.id) throw failedPrecondition(`mount point ${target.path} changed while it was mounted`);
-      await this.exec('mount', ['--no-canonicalize', '-o', ['remount', 'bind', ...options].join(','), '--', CHILD_FD_PATH], undefined, root.handle.fd);
+      await this.exec('mount', ['--no-canonicalize', '-o', ['remount', 'bind', ...remountOptions(made.mountOptions, options)].join(','), '--', CHILD_FD_PATH], undefined, root.handle.fd);
     } finally {
       await root.handle.close();
     }
@@ -222,4 +222,29 @@ export class Mounter {
 
 export function describeMount(entry: MountEntry): string {
   return `${entry.source} (${entry.fsType}) at ${entry.mountPoint}`;
+}
+
+/** Each option that undoes another: asked for, it replaces the one the mount has. */
+const OPPOSITE = new Map([
+  ['ro', 'rw'], ['rw', 'ro'], ['nosuid', 'suid'], ['suid', 'nosuid'], ['nodev', 'dev'], ['dev', 'nodev'], ['noexec', 'exec'], ['exec', 'noexec'],
+  ['nodiratime', 'diratime'], ['diratime', 'nodiratime'],
+]);
+const ATIME = new Set(['noatime', 'relatime', 'strictatime']);
+
+/**
+ * The options of a bind's remount. The kernel sets a bind's flags to exactly those it is given, so
+ * the flags the new mount has now (inherited from the filesystem its source lies on: nosuid, nodev,
+ * noexec, the atime rule) are given again, with those asked for in place of their opposites. Given
+ * /proc/self/fd/3 rather than a path, mount(8) cannot look them up itself: a read-only publish of a
+ * directory on a nosuid,nodev,noexec filesystem once came out without all three.
+ */
+export function remountOptions(current: readonly string[], asked: readonly string[]): string[] {
+  // No atime word in mountinfo is strictatime: said, or a remount without one makes it relatime.
+  const out = current.some((o) => ATIME.has(o)) ? [...current] : [...current, 'strictatime'];
+  // In order, as mount(8) reads its -o list: a later option undoes an earlier one.
+  for (const o of asked) {
+    const undone = (x: string) => x === o || x === OPPOSITE.get(o) || (ATIME.has(o) && ATIME.has(x));
+    out.splice(0, out.length, ...out.filter((x) => !undone(x)), o);
+  }
+  return out;
 }

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -45,6 +46,16 @@ describe('Mounter.bind', () => {
       process.env.PATH = path;
     }
     expect(mountAt(target)).toBeUndefined();
+  });
+
+  it('a read-only bind keeps the flags the filesystem under its source has', async () => {
+    // mount(8) given /proc/self/fd/3 cannot look the new mount up: the remount must name them itself.
+    const fs = join(s.root, 'hardened');
+    mkdirSync(fs);
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m,nosuid,nodev,noexec', 'tmpfs', fs]);
+    mkdirSync(join(fs, 'src'));
+    await mounter.bind(join(fs, 'src'), { path: target, within: s.kubeletDir }, true);
+    expect(mountAt(target)?.mountOptions).toEqual(expect.arrayContaining(['ro', 'nosuid', 'nodev', 'noexec']));
   });
 
   it('refuses a target outside its root, and a target that is a symlink', async () => {
