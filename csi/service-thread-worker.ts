@@ -1,5 +1,5 @@
 import { parentPort } from 'node:worker_threads';
-import { asTwinvolError, blockingFileCallsWhile, errnoCode, loadConfig, type Log, spawnOffThread } from '../shared/index.js';
+import { asTwinvolError, blockingFileCallsWhile, errnoCode, loadConfig, type Log, setNativeMountPath, spawnOffThread } from '../shared/index.js';
 import { parseFlags } from './flags.js';
 import { GrpcStatus } from './grpc-status.js';
 import { createLog } from './logging.js';
@@ -39,6 +39,7 @@ export function runServiceThread(): void {
     const m = parseToService(raw);
     if (m.type === 'start') {
       unanswered = m.unanswered;
+      setNativeMountPath(m.nativeMount);
       // A call served alone makes its file calls on this thread; with others forwarded (being served,
       // or still queued behind a blocking call, which this thread cannot see), they overlap their
       // waits on libuv's threadpool (shared/fs-async.ts). Background work (sweeps) counts as alone.

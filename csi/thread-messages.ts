@@ -11,9 +11,10 @@ import type { ToolReport } from './tools.js';
 export type ToService =
   /**
    * Go: the server's argv, which the main thread has checked, and the count of calls forwarded and
-   * not yet answered (one Int32 both threads see: a call still queued for the thread counts too).
+   * not yet answered (one Int32 both threads see: a call still queued for the thread counts too),
+   * and where the mount addon is, or null for none (shared/native-mount.ts).
    */
-  | { type: 'start'; argv: string[]; unanswered: Int32Array }
+  | { type: 'start'; argv: string[]; unanswered: Int32Array; nativeMount: string | null }
   | { type: 'call'; id: number; service: string; method: string; request: unknown }
   /** A call the main thread answered itself (Probe), for the call metrics the service thread keeps. */
   | { type: 'observe'; method: string; code: string; seconds: number }
@@ -43,8 +44,11 @@ export function parseToService(v: unknown): ToService {
     if (v.type === 'observe' && typeof v.method === 'string' && typeof v.code === 'string' && typeof v.seconds === 'number')
       return { type: 'observe', method: v.method, code: v.code, seconds: v.seconds };
     if (v.type === 'stop') return { type: 'stop' };
-    if (v.type === 'start' && isStrings(v.argv) && v.unanswered instanceof Int32Array && v.unanswered.buffer instanceof SharedArrayBuffer)
-      return { type: 'start', argv: v.argv, unanswered: v.unanswered };
+    if (
+      v.type === 'start' && isStrings(v.argv) && v.unanswered instanceof Int32Array && v.unanswered.buffer instanceof SharedArrayBuffer &&
+      (v.nativeMount === null || typeof v.nativeMount === 'string')
+    )
+      return { type: 'start', argv: v.argv, unanswered: v.unanswered, nativeMount: v.nativeMount };
   }
   throw new Error(`the service thread received a message it does not know: ${JSON.stringify(v)?.slice(0, 200)}`);
 }

@@ -2,7 +2,7 @@
 // CommonJS, because kubelet runs the FlexVolume file under its bare name (no .mjs, no package.json
 // beside it) and Node only treats such a file as ESM when told to.
 import { build } from 'esbuild';
-import { appendFile, chmod, mkdir, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { appendFile, chmod, copyFile, mkdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { createHash } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
@@ -23,6 +23,8 @@ const common = {
 const importMetaShim = 'var __twinvolImportMetaUrl = require("node:url").pathToFileURL(__filename).href;';
 // --no-warnings: kubelet reads stderr as part of the reply, so Node must never print a warning there.
 const shebang = '#!/usr/bin/env -S node --no-warnings';
+/** The mount addon's name beside the CSI server (shared/native-mount.ts NATIVE_MOUNT_FILE). */
+const NATIVE_MOUNT_FILE = 'twinvol-mount.node';
 
 /**
  * Modules packed into the FlexVolume executable (see flex/packed-modules.ts): each bundled on its
@@ -163,7 +165,8 @@ const entries = [
   { in: 'flex/main.ts', out: 'dist/flex/twinvol', lean: true, trailer: packedTrailer, sea: 'dist/sea/twinvol' },
   // The CSI server's service thread is bundled on its own and carried in the server as a string
   // (csi/service-thread.ts starts it from there): each thread parses only its own code.
-  { in: 'csi/main.ts', out: 'dist/csi/twinvol-csi', sea: 'dist/sea/twinvol-csi', serviceThread: "import { runServiceThread } from './csi/service-thread-worker.ts';\nrunServiceThread();" },
+  // The mount addon goes beside it and beside its single executable (placeNativeMount).
+  { in: 'csi/main.ts', out: 'dist/csi/twinvol-csi', sea: 'dist/sea/twinvol-csi', nativeMount: true, serviceThread: "import { runServiceThread } from './csi/service-thread-worker.ts';\nrunServiceThread();" },
   { in: 'scripts/demo.ts', out: 'dist/demo.cjs' },
 ];
 const only = process.argv.slice(2);
@@ -199,6 +202,7 @@ for (const entry of entries) {
   }
   await chmod(temporary, 0o755);
   await rename(temporary, entry.out);
+  if (entry.nativeMount) await placeNativeMount([dirname(entry.out), ...(entry.sea ? [dirname(entry.sea)] : [])]);
 }
 // The same bundles as Node single executables, for hosts without Node (scripts/sea.mjs). The tests
 // run them (test/sea, the single-executable pass of test/flex): TWINVOL_NO_SEA=1 skips them for a
@@ -206,4 +210,24 @@ for (const entry of entries) {
 if (process.env.TWINVOL_NO_SEA !== '1') {
   const wanted = entries.filter((e) => e.sea && (!only.length || only.includes(e.out)));
   await Promise.all(wanted.map((e) => buildSea({ main: e.out, out: e.sea })));
+}
+
+/**
+ * Puts the mount addon that `npm ci` built (scripts/build-native.mjs, build/Release) beside the CSI
+ * server, where it looks for it (csi/service-thread.ts nativeMountBeside); a checkout without one
+ * leaves none behind either, so dist/ says what the checkout has.
+ */
+async function placeNativeMount(dirs) {
+  const built = 'build/Release/twinvol_mount.node';
+  const present = await stat(built).then(() => true, () => false);
+  for (const dir of dirs) {
+    await mkdir(dir, { recursive: true });
+    const to = `${dir}/${NATIVE_MOUNT_FILE}`;
+    if (!present) {
+      await rm(to, { force: true });
+      continue;
+    }
+    await copyFile(built, `${to}.${process.pid}.tmp`);
+    await rename(`${to}.${process.pid}.tmp`, to);
+  }
 }

@@ -2,6 +2,7 @@ import { failedPrecondition, resourceExhausted, systemErrorInOutput } from './er
 import { type MountEntry, mountAtAsync, mountsStackedAt } from './mountinfo.js';
 import { CHILD_FD_PATH, type MountTarget, type PinnedTarget, pinTarget, requireWithin, whereIs } from './pinned-target.js';
 import { CommandError, run } from './runner.js';
+import { type NativeMount, nativeMount } from './native-mount.js';
 
 /**
  * The tools that walk or copy a volume's data, and so may run for minutes on a large one. The rest
@@ -27,12 +28,14 @@ export class Mounter {
     const options = (opts.options ?? []).filter((o) => o !== 'bind');
     const pinned = await pinTarget(target);
     try {
-      // A bind has no filesystem type of its own (mount(8) refuses "-t none --bind").
-      const args = ['--no-canonicalize'];
-      if (bind) args.push('--bind');
-      else args.push(...(opts.fsType ? ['-t', opts.fsType] : []), ...(options.length ? ['-o', options.join(',')] : []));
-      // "--" ends option parsing: a source can never be read as a flag.
-      await this.exec('mount', [...args, '--', source, CHILD_FD_PATH], undefined, pinned.handle.fd);
+      if (!(bind && bindNatively(source, pinned))) {
+        // A bind has no filesystem type of its own (mount(8) refuses "-t none --bind").
+        const args = ['--no-canonicalize'];
+        if (bind) args.push('--bind');
+        else args.push(...(opts.fsType ? ['-t', opts.fsType] : []), ...(options.length ? ['-o', options.join(',')] : []));
+        // "--" ends option parsing: a source can never be read as a flag.
+        await this.exec('mount', [...args, '--', source, CHILD_FD_PATH], undefined, pinned.handle.fd);
+      }
       const made = await this.requireLanded(pinned, target);
       if (bind && options.length) {
         try {
@@ -94,7 +97,9 @@ export class Mounter {
     const root = await pinTarget(target);
     try {
       if (root.mountId !== made.id) throw failedPrecondition(`mount point ${target.path} changed while it was mounted`);
-      await this.exec('mount', ['--no-canonicalize', '-o', ['remount', 'bind', ...remountOptions(made.mountOptions, options)].join(','), '--', CHILD_FD_PATH], undefined, root.handle.fd);
+      const all = remountOptions(made.mountOptions, options);
+      if (remountNatively(all, root)) return;
+      await this.exec('mount', ['--no-canonicalize', '-o', ['remount', 'bind', ...all].join(','), '--', CHILD_FD_PATH], undefined, root.handle.fd);
     } finally {
       await root.handle.close();
     }
@@ -106,6 +111,9 @@ export class Mounter {
    */
   async unmountAll(target: string): Promise<void> {
     for (let guard = 0; guard < 16 && (await mountAtAsync(target)); guard++) {
+      // Not through a symlink put in its place: that one goes to umount(8), which says what it is.
+      const native = nativeMount();
+      if (native?.umount(target, native.UMOUNT_NOFOLLOW) === 0) continue;
       try {
         await this.exec('umount', ['--', target]);
       } catch (err) {
@@ -224,6 +232,26 @@ export function describeMount(entry: MountEntry): string {
   return `${entry.source} (${entry.fsType}) at ${entry.mountPoint}`;
 }
 
+/** The pinned object as this process sees it: mount(2) here is given the descriptor the tool gets as fd 3. */
+const ownFdPath = (pinned: PinnedTarget) => `/proc/self/fd/${pinned.handle.fd}`;
+
+/**
+ * `mount --bind` as one system call (shared/native-mount.ts): true once it is made. False leaves it
+ * to mount(8): no addon, or the call failed, and the tool then fails with its own words.
+ */
+function bindNatively(source: string, pinned: PinnedTarget): boolean {
+  const native = nativeMount();
+  return native !== undefined && native.mount(source, ownFdPath(pinned), null, native.MS_BIND, null) === 0;
+}
+
+/** `mount -o remount,bind,<options>` as one system call: false leaves it to mount(8). */
+function remountNatively(options: readonly string[], root: PinnedTarget): boolean {
+  const native = nativeMount();
+  if (!native) return false;
+  const flags = remountFlags(native, options);
+  return flags !== undefined && native.mount(null, ownFdPath(root), null, flags, null) === 0;
+}
+
 /** Each option that undoes another: asked for, it replaces the one the mount has. */
 const OPPOSITE = new Map([
   ['ro', 'rw'], ['rw', 'ro'], ['nosuid', 'suid'], ['suid', 'nosuid'], ['nodev', 'dev'], ['dev', 'nodev'], ['noexec', 'exec'], ['exec', 'noexec'],
@@ -247,4 +275,20 @@ export function remountOptions(current: readonly string[], asked: readonly strin
     out.splice(0, out.length, ...out.filter((x) => !undone(x)), o);
   }
   return out;
+}
+
+/** remountOptions as mount(2) flags; undefined for any option this does not map (mount(8) takes it). */
+export function remountFlags(native: NativeMount, options: readonly string[]): number | undefined {
+  const flag = new Map([
+    ['ro', native.MS_RDONLY], ['nosuid', native.MS_NOSUID], ['nodev', native.MS_NODEV], ['noexec', native.MS_NOEXEC], ['noatime', native.MS_NOATIME],
+    ['nodiratime', native.MS_NODIRATIME], ['relatime', native.MS_RELATIME], ['strictatime', native.MS_STRICTATIME],
+    ['rw', 0], ['suid', 0], ['dev', 0], ['exec', 0], ['diratime', 0],
+  ]);
+  let flags = native.MS_REMOUNT | native.MS_BIND;
+  for (const o of options) {
+    const f = flag.get(o);
+    if (f === undefined) return undefined;
+    flags |= f;
+  }
+  return flags;
 }

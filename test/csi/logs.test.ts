@@ -82,11 +82,14 @@ describe('at debug', () => {
       expect(c).toMatchObject({ level: 'debug', method: 'NodeStageVolume', volumeId: 'l-blk', exitCode: expect.any(Number), durationMs: expect.any(Number), failed: false });
       expect(Array.isArray(c.args)).toBe(true);
     }
-    // The unstage's own commands carry the unstage's id, not the stage's.
+    // The create's own command carries the create's id, not the stage's.
+    const [create] = rpcLines(entries, 'CreateVolume');
+    const createCommands = entries.filter((e) => e.msg === 'command' && e.requestId === create?.requestId);
+    expect(createCommands.map((c) => c.tool)).toEqual(['mkfs.ext4']);
+    expect(createCommands.every((c) => c.method === 'CreateVolume' && c.volumeId === 'l-blk')).toBe(true);
+    // The unstage's unmount is a system call (shared/native-mount.ts): no command line.
     const [unstage] = rpcLines(entries, 'NodeUnstageVolume');
-    const unstageCommands = entries.filter((e) => e.msg === 'command' && e.requestId === unstage?.requestId);
-    expect(unstageCommands.map((c) => c.tool)).toContain('umount');
-    expect(unstageCommands.every((c) => c.method === 'NodeUnstageVolume' && c.volumeId === 'l-blk')).toBe(true);
+    expect(entries.filter((e) => e.msg === 'command' && e.requestId === unstage?.requestId)).toEqual([]);
     // No trace lines at debug: the request dumps are trace only.
     expect(entries.filter((e) => e.level === 'trace')).toEqual([]);
     await csi.ctl('ControllerUnpublishVolume', { volume_id: 'l-blk', node_id: 'node-a' });

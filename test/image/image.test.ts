@@ -38,6 +38,8 @@ describe('the plugin image', () => {
     expect(spec.copies).toEqual([
       { src: 'dist/sea/twinvol-csi', dest: '/usr/local/bin/twinvol-csi' },
       { src: 'dist/sea/twinvol', dest: '/usr/local/bin/twinvol' },
+      // The mount addon, beside the server, where it looks (csi/service-thread.ts nativeMountBeside).
+      { src: 'dist/sea/twinvol-mount.node', dest: '/usr/local/bin/twinvol-mount.node' },
     ]);
     // deploy/node.yaml runs `twinvol-csi`, deploy/flex-installer.yaml `twinvol install flex`, by name.
     expect(spec.env).toContainEqual(expect.stringMatching(/^PATH=(.*:)?\/usr\/local\/bin(:|$)/));

@@ -2,6 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, truncateSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createVolume } from '../../shared/core/volumes.js';
+import { nativeMount, setNativeMountPath } from '../../shared/native-mount.js';
 import { mountAt } from '../../shared/mountinfo.js';
 import { vid } from '../helpers/ids.js';
 import { coreIn } from '../shared/core-scratch.js';
@@ -29,6 +30,11 @@ type Table = Record<string, Work>;
 const w = (spawns: string[], fsyncs: number, reads: number, locks: number): Work => ({ spawns, fsyncs, reads, locks });
 
 describe('FlexVolume: the work of each verb', () => {
+  // The FlexVolume executable has no mount addon beside it (shared/native-mount.ts): its binds and
+  // unmounts are mount(8) and umount(8).
+  beforeEach(() => setNativeMountPath(null));
+  afterEach(() => setNativeMountPath(undefined));
+
   it('of a block volume through its attachable lifecycle, and of a dir volume mounted and unmounted', async () => {
     const core = coreIn(s, 'bench');
     await createVolume(core, { id: 'vol-blk', backend: 'block', capacityBytes: 64 * MiB, createdBy: 'flex' });
@@ -61,6 +67,10 @@ describe('FlexVolume: the work of each verb', () => {
 });
 
 describe('CSI: the work of each RPC', () => {
+  it('has the mount addon that npm ci built, as the CSI server has beside it', () => {
+    expect(nativeMount(), 'build/Release/twinvol_mount.node did not load: see scripts/build-native.mjs').toBeDefined();
+  });
+
   it.each([
     ['dir', () => mountCap(), 'dir', MiB],
     ['block', () => mountCap('ext4'), 'block', 64 * MiB],
@@ -160,16 +170,17 @@ const FLEX_EXPECTED: Table = {
 /**
  * What every kind of volume does alike: the controller side and the reads. The node state is on a
  * tmpfs, so its records are written without fsync (shared/store/node-state.ts); the fsyncs left on
- * the node side are the catalog's (the volume's in-use mark).
+ * the node side are the catalog's (the volume's in-use mark). A publish's bind and an unpublish's
+ * unmount are system calls (shared/native-mount.ts): no process.
  */
 const COMMON: Table = {
   ControllerPublishVolume: w([], 1, 2, 1),
-  NodePublishVolume: w(['mount'], 0, 2, 1),
+  NodePublishVolume: w([], 0, 2, 1),
   NodeGetVolumeStats: w([], 0, 3, 0),
   Probe: w([], 0, 0, 0),
   ControllerGetVolume: w([], 0, 1, 0),
   ListVolumes: w([], 0, 1, 0),
-  NodeUnpublishVolume: w(['umount'], 0, 4, 1),
+  NodeUnpublishVolume: w([], 0, 4, 1),
   ControllerUnpublishVolume: w([], 1, 1, 1),
   DeleteVolume: w([], 0, 1, 1),
 };
@@ -179,8 +190,8 @@ const CSI_EXPECTED: Record<'dir' | 'block' | 'raw block', Table> = {
   // A dir volume's staging is its record alone: each publish binds the directory itself.
   dir: { ...COMMON, CreateVolume: w([], 2, 1, 1), NodeStageVolume: w([], 1, 2, 2), NodeUnstageVolume: w([], 1, 5, 2) },
   // The filesystem is made at create, on the image file, and the record says which: no blkid at stage.
-  // mount -o loop sets up the device and the unmount releases it: no losetup either way.
-  block: { ...COMMON, CreateVolume: w(['mkfs.ext4'], 2, 1, 1), NodeStageVolume: w(['mount'], 1, 2, 2), NodeUnstageVolume: w(['umount'], 1, 5, 2) },
+  // mount -o loop sets up the device and the unmount (a system call) releases it: no losetup either way.
+  block: { ...COMMON, CreateVolume: w(['mkfs.ext4'], 2, 1, 1), NodeStageVolume: w(['mount'], 1, 2, 2), NodeUnstageVolume: w([], 1, 5, 2) },
   // Asked for as a raw device only: no filesystem is made for it.
   'raw block': { ...COMMON, CreateVolume: w([], 2, 1, 1), NodeStageVolume: w(['losetup'], 1, 2, 2), NodeUnstageVolume: w(['losetup'], 1, 5, 2) },
 };

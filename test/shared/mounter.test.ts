@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Mounter } from '../../shared/mounter.js';
 import { isReadOnly, mountAt } from '../../shared/mountinfo.js';
+import { setNativeMountPath } from '../../shared/native-mount.js';
 import { createScratch, type Scratch } from '../helpers/scratch.js';
 import { expectRejects } from './expect-error.js';
 
@@ -32,29 +33,49 @@ describe('Mounter.bind', () => {
     expect(entry?.mountOptions).toContain('nosuid');
   });
 
-  it('a bind whose flags cannot be applied is undone, not left mounted without them', async () => {
-    // The kernel accepts nearly anything on a bind remount, so the failure is injected: a mount(8)
-    // that refuses remounts and passes every other call to the real one.
+  /** A mount(8) that refuses remounts and passes every other call to the real one, first on PATH while `fn` runs. */
+  const withRemountRefused = async (fn: () => Promise<unknown>) => {
+    // The kernel accepts nearly anything on a bind remount, so the failure is injected.
     const bin = join(s.root, 'bin');
-    mkdirSync(bin);
+    mkdirSync(bin, { recursive: true });
     writeFileSync(join(bin, 'mount'), '#!/bin/sh\ncase "$*" in *remount*) echo "remount refused" >&2; exit 32;; esac\nexec /usr/bin/mount "$@"\n', { mode: 0o755 });
     const path = process.env.PATH;
     process.env.PATH = `${bin}:${path ?? ''}`;
     try {
-      await expectRejects(mounter.bind(source, { path: target, within: s.kubeletDir }, true), 'Internal', 'remount refused');
+      await fn();
     } finally {
       process.env.PATH = path;
+    }
+  };
+
+  it('a bind whose flags cannot be applied is undone, not left mounted without them (mount(8) alone)', async () => {
+    setNativeMountPath(null);
+    try {
+      await withRemountRefused(() => expectRejects(mounter.bind(source, { path: target, within: s.kubeletDir }, true), 'Internal', 'remount refused'));
+    } finally {
+      setNativeMountPath(undefined);
     }
     expect(mountAt(target)).toBeUndefined();
   });
 
-  it('a read-only bind keeps the flags the filesystem under its source has', async () => {
+  it('a flag the system call path does not take goes to mount(8), and its failure undoes the bind made natively', async () => {
+    // nosymfollow is not among the flags shared/mounter.ts remountFlags applies itself.
+    await withRemountRefused(() => expectRejects(mounter.bind(source, { path: target, within: s.kubeletDir }, true, ['nosymfollow']), 'Internal', 'remount refused'));
+    expect(mountAt(target)).toBeUndefined();
+  });
+
+  it('a read-only bind through mount(8) keeps the flags the filesystem under its source has', async () => {
     // mount(8) given /proc/self/fd/3 cannot look the new mount up: the remount must name them itself.
     const fs = join(s.root, 'hardened');
     mkdirSync(fs);
     execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m,nosuid,nodev,noexec', 'tmpfs', fs]);
     mkdirSync(join(fs, 'src'));
-    await mounter.bind(join(fs, 'src'), { path: target, within: s.kubeletDir }, true);
+    setNativeMountPath(null);
+    try {
+      await mounter.bind(join(fs, 'src'), { path: target, within: s.kubeletDir }, true);
+    } finally {
+      setNativeMountPath(undefined);
+    }
     expect(mountAt(target)?.mountOptions).toEqual(expect.arrayContaining(['ro', 'nosuid', 'nodev', 'noexec']));
   });
 

@@ -8,7 +8,8 @@ import { parseFromService, parseToService } from '../../../csi/thread-messages.j
 describe('csi/thread-messages.ts', () => {
   it('passes every message to the service thread as it was sent', () => {
     const sent = [
-      { type: 'start', argv: ['--endpoint', 'unix:///csi.sock'], unanswered: new Int32Array(new SharedArrayBuffer(4)) },
+      { type: 'start', argv: ['--endpoint', 'unix:///csi.sock'], unanswered: new Int32Array(new SharedArrayBuffer(4)), nativeMount: '/opt/twinvol-mount.node' },
+      { type: 'start', argv: [], unanswered: new Int32Array(new SharedArrayBuffer(4)), nativeMount: null },
       { type: 'call', id: 7, service: 'Node', method: 'NodeStageVolume', request: { volume_id: 'v', secrets: { a: 'b' } } },
       { type: 'observe', method: 'Probe', code: 'OK', seconds: 0.001 },
       { type: 'stop' },
@@ -18,7 +19,7 @@ describe('csi/thread-messages.ts', () => {
 
   it('gives the service thread the very count of unanswered calls the main thread keeps, not a copy', () => {
     const unanswered = new Int32Array(new SharedArrayBuffer(4));
-    const m = parseToService(structuredClone({ type: 'start', argv: [], unanswered }));
+    const m = parseToService(structuredClone({ type: 'start', argv: [], unanswered, nativeMount: null }));
     Atomics.add(unanswered, 0, 3);
     expect(m.type === 'start' && Atomics.load(m.unanswered, 0)).toBe(3);
   });
@@ -36,7 +37,9 @@ describe('csi/thread-messages.ts', () => {
   });
 
   it.each([
-    null, 'start', { type: 'start' }, { type: 'start', argv: [1] }, { type: 'start', argv: [] }, { type: 'start', argv: [], unanswered: new Int32Array(1) },
+    null, 'start', { type: 'start' }, { type: 'start', argv: [1] }, { type: 'start', argv: [] }, { type: 'start', argv: [], unanswered: new Int32Array(1), nativeMount: null },
+    { type: 'start', argv: [], unanswered: new Int32Array(new SharedArrayBuffer(4)) },
+    { type: 'start', argv: [], unanswered: new Int32Array(new SharedArrayBuffer(4)), nativeMount: 7 },
     { type: 'call', id: '7', service: 'Node', method: 'X' },
     { type: 'call', id: 7, service: 'Node' }, { type: 'observe', method: 'Probe', code: 'OK' }, { type: 'answer', id: 1 },
   ])('refuses %j on its way to the service thread, naming it', (m) => {

@@ -1,0 +1,102 @@
+import { fileURLToPath } from 'node:url';
+
+/**
+ * mount(2) and umount2(2) from native/mount.c, built by `npm ci` (scripts/build-native.mjs) and put
+ * beside the CSI server by the build (dist/csi/twinvol-mount.node). Spawning mount(8) for a bind
+ * mount forks the whole server and execs a tool, about 2 ms each way and the busiest part of a dir
+ * volume's NodePublishVolume and NodeUnpublishVolume; the system call takes tens of microseconds.
+ *
+ * A fast path only (shared/mounter.ts): where the addon is missing (a machine that could not build
+ * it, the FlexVolume executable, a single executable without it beside), or a call fails, the same
+ * step goes through mount(8) or umount(8), whose wording every error already carries.
+ */
+export interface NativeMount {
+  /** 0, or the errno mount(2) failed with (-1: the addon answered something else). */
+  mount(source: string | null, target: string, fsType: string | null, flags: number, data: string | null): number;
+  /** 0, or the errno umount2(2) failed with. */
+  umount(target: string, flags: number): number;
+  readonly MS_RDONLY: number;
+  readonly MS_NOSUID: number;
+  readonly MS_NODEV: number;
+  readonly MS_NOEXEC: number;
+  readonly MS_NOATIME: number;
+  readonly MS_NODIRATIME: number;
+  readonly MS_RELATIME: number;
+  readonly MS_STRICTATIME: number;
+  readonly MS_REMOUNT: number;
+  readonly MS_BIND: number;
+  readonly UMOUNT_NOFOLLOW: number;
+}
+
+/** The file name the build gives the addon beside the server (scripts/build.mjs). */
+export const NATIVE_MOUNT_FILE = 'twinvol-mount.node';
+
+const FUNCTIONS = ['mount', 'umount'] as const;
+const NUMBERS = ['MS_RDONLY', 'MS_NOSUID', 'MS_NODEV', 'MS_NOEXEC', 'MS_NOATIME', 'MS_NODIRATIME', 'MS_RELATIME', 'MS_STRICTATIME', 'MS_REMOUNT', 'MS_BIND', 'UMOUNT_NOFOLLOW'] as const;
+
+type Flags = { [K in (typeof NUMBERS)[number]]: number };
+
+/** An errno as the addon answers it: anything but a small integer is a broken addon, so a failure. */
+const errnoOf = (answer: unknown): number => (Number.isInteger(answer) && (answer as number) >= 0 ? (answer as number) : -1);
+
+/** What a loaded addon exports, checked rather than trusted: a stale or foreign file is not used. */
+function parseAddon(exports: unknown): NativeMount | undefined {
+  if (typeof exports !== 'object' || exports === null) return undefined;
+  const e = new Map(Object.entries(exports));
+  const [mount, umount] = FUNCTIONS.map((f) => e.get(f));
+  if (typeof mount !== 'function' || typeof umount !== 'function') return undefined;
+  const flags: Partial<Flags> = {};
+  for (const n of NUMBERS) {
+    const value = e.get(n);
+    if (typeof value !== 'number' || !Number.isInteger(value)) return undefined;
+    flags[n] = value;
+  }
+  return {
+    ...(flags as Flags),
+    mount: (...args) => errnoOf(mount(...args)),
+    umount: (...args) => errnoOf(umount(...args)),
+  };
+}
+
+/** Where to look: set by the entry point (setNativeMountPath), else the checkout's own build. */
+let addonPath: string | null | undefined;
+let loaded: NativeMount | null | undefined;
+
+/**
+ * Tells the core where the addon is (the CSI server: beside its own file); null: mounts go through
+ * mount(8) only; undefined: the checkout's build again. Called before the first mount.
+ */
+export function setNativeMountPath(path: string | null | undefined): void {
+  addonPath = path;
+  loaded = undefined;
+}
+
+/**
+ * The checkout's build (build/Release), from this module's place in the source tree: what the tests
+ * run. In a bundle this path leads nowhere, and the entry point says where to look instead.
+ */
+function checkoutBuild(): string | undefined {
+  try {
+    return fileURLToPath(new URL('../build/Release/twinvol_mount.node', import.meta.url));
+  } catch {
+    return undefined;
+  }
+}
+
+/** The addon, loaded once; undefined where there is none. Never throws: mount(8) is always there. */
+export function nativeMount(): NativeMount | undefined {
+  if (loaded === undefined) {
+    loaded = null;
+    const path = addonPath === undefined ? checkoutBuild() : addonPath;
+    if (path) {
+      try {
+        const module = { exports: {} as unknown };
+        process.dlopen(module, path);
+        loaded = parseAddon(module.exports) ?? null;
+      } catch {
+        // Not there, or not loadable here (another architecture, another Node ABI): mount(8) it is.
+      }
+    }
+  }
+  return loaded ?? undefined;
+}

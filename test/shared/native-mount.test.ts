@@ -1,0 +1,122 @@
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { Mounter, remountFlags, remountOptions } from '../../shared/mounter.js';
+import { mountAt } from '../../shared/mountinfo.js';
+import { NATIVE_MOUNT_FILE, type NativeMount, nativeMount, setNativeMountPath } from '../../shared/native-mount.js';
+import { createScratch, type Scratch } from '../helpers/scratch.js';
+import { measure } from '../perf/in-process.js';
+
+/**
+ * The mount addon (native/mount.c, shared/native-mount.ts): binds and unmounts as system calls, the
+ * same mounts mount(8) makes, and mount(8) wherever the addon is not there. Real mounts under a
+ * scratch dir, released by cleanup whatever happens.
+ */
+let s: Scratch;
+beforeEach(() => {
+  s = createScratch('node-a');
+});
+afterEach(() => {
+  setNativeMountPath(undefined);
+  s.cleanup();
+});
+
+const mounter = new Mounter(10_000);
+const loaded = (): NativeMount => {
+  const native = nativeMount();
+  if (!native) throw new Error('build/Release/twinvol_mount.node did not load: npm ci builds it (scripts/build-native.mjs)');
+  return native;
+};
+
+/** A tmpfs mounted with `options`, holding a source dir, and a target dir under the kubelet dir. */
+function sourceOn(name: string, options: string): { source: string; target: string } {
+  const fs = join(s.root, name);
+  mkdirSync(fs);
+  execFileSync('mount', ['-t', 'tmpfs', '-o', `size=1m,${options}`, 'tmpfs', fs]);
+  const source = join(fs, 'src');
+  mkdirSync(source);
+  writeFileSync(join(source, 'f'), name);
+  const target = join(s.kubeletDir, 'pods', name, 'target');
+  mkdirSync(target, { recursive: true });
+  return { source, target };
+}
+
+describe('the mount addon', () => {
+  it('is built by npm ci, loads here, and is what the build puts beside the CSI server', () => {
+    expect(loaded().MS_BIND).toBeGreaterThan(0);
+    // test/global-setup.ts builds dist/ before the suite.
+    for (const dir of ['dist/csi', 'dist/sea']) expect(existsSync(join(dir, NATIVE_MOUNT_FILE)), dir).toBe(true);
+  });
+
+  it.each([
+    ['a source on nosuid,nodev', 'nosuid,nodev', false, []],
+    ['read-only, on nosuid,nodev', 'nosuid,nodev', true, []],
+    ['read-only with noexec, on strictatime', 'strictatime', true, ['noexec']],
+    ['read-only, on noatime,noexec', 'noatime,noexec', true, ['nosuid']],
+    ['read-write with nodev, on relatime', 'relatime', false, ['nodev']],
+  ] as const)('binds as mount(8) does, keeping the flags the filesystem under the source has: %s', async (_, fsOptions, readonly, extra) => {
+    const native = sourceOn('native', fsOptions);
+    const tool = sourceOn('tool', fsOptions);
+    const bound = await measure(() => mounter.bind(native.source, { path: native.target, within: s.kubeletDir }, readonly, extra));
+    expect(bound.work.spawns).toEqual([]);
+    setNativeMountPath(null);
+    const spawned = await measure(() => mounter.bind(tool.source, { path: tool.target, within: s.kubeletDir }, readonly, extra));
+    expect(spawned.work.spawns).toEqual(readonly || extra.length ? ['mount', 'mount'] : ['mount']);
+    const got = mountAt(native.target);
+    const want = mountAt(tool.target);
+    expect(got?.mountOptions).toEqual(want?.mountOptions);
+    // What the filesystem under the source has stays (a read-only publish once dropped nosuid, nodev, noexec).
+    for (const o of fsOptions.split(',').filter((o) => o !== 'strictatime')) expect(got?.mountOptions).toContain(o);
+    expect(got?.root).toBe('/src');
+    expect(got?.fsType).toBe(want?.fsType);
+  });
+
+  it('unmounts with no process, and leaves to umount(8) what it cannot: a path whose last part is a symlink', async () => {
+    const { source, target } = sourceOn('u', 'nosuid');
+    await mounter.bind(source, { path: target, within: s.kubeletDir }, false);
+    const unmounted = await measure(() => mounter.unmountAll(target));
+    expect(unmounted.work.spawns).toEqual([]);
+    expect(mountAt(target)).toBeUndefined();
+    // umount2 with UMOUNT_NOFOLLOW refuses a symlink; umount(8) resolves it, as it always did.
+    await mounter.bind(source, { path: target, within: s.kubeletDir }, false);
+    const link = join(s.kubeletDir, 'pods', 'u', 'link');
+    execFileSync('ln', ['-s', target, link]);
+    expect(mountAt(link)).toBeUndefined();
+    await mounter.unmountAll(target);
+    expect(mountAt(target)).toBeUndefined();
+  });
+
+  it('a path that holds no addon, or another file, means mount(8), not a failure', async () => {
+    const { source, target } = sourceOn('m', 'nosuid');
+    for (const path of [join(s.root, 'none.node'), join(s.root, 'f'), '/usr/bin/true']) {
+      writeFileSync(join(s.root, 'f'), 'not an addon');
+      setNativeMountPath(path);
+      expect(nativeMount(), path).toBeUndefined();
+      const bound = await measure(() => mounter.bind(source, { path: target, within: s.kubeletDir }, true));
+      expect(bound.work.spawns).toEqual(['mount', 'mount']);
+      await mounter.unmountAll(target);
+    }
+  });
+});
+
+describe('a bind\'s remount', () => {
+  it('gives again the flags the bind has, with those asked in place of their opposites', () => {
+    expect(remountOptions(['rw', 'nosuid', 'nodev', 'relatime'], ['ro'])).toEqual(['nosuid', 'nodev', 'relatime', 'ro']);
+    expect(remountOptions(['ro', 'noatime'], ['rw', 'suid'])).toEqual(['noatime', 'rw', 'suid']);
+    expect(remountOptions(['rw', 'noexec', 'relatime'], ['exec', 'noatime'])).toEqual(['rw', 'exec', 'noatime']);
+    // Asked in order, as mount(8) reads -o: a later option undoes an earlier one.
+    expect(remountOptions(['rw', 'relatime'], ['ro', 'noexec', 'nosuid', 'exec'])).toEqual(['relatime', 'ro', 'nosuid', 'exec']);
+    // No atime word in mountinfo is strictatime, which a remount without one would make relatime.
+    expect(remountOptions(['rw'], ['nodev'])).toEqual(['rw', 'strictatime', 'nodev']);
+    expect(remountOptions(['rw'], ['noatime', 'relatime'])).toEqual(['rw', 'relatime']);
+  });
+
+  it('as flags: each option mapped, or mount(8) for any it does not know', () => {
+    const n = loaded();
+    const base = n.MS_REMOUNT | n.MS_BIND;
+    expect(remountFlags(n, ['nosuid', 'relatime', 'ro'])).toBe(base | n.MS_NOSUID | n.MS_RELATIME | n.MS_RDONLY);
+    expect(remountFlags(n, ['rw', 'strictatime', 'nodev'])).toBe(base | n.MS_STRICTATIME | n.MS_NODEV);
+    for (const odd of ['nosymfollow', 'x-anything', 'constructor', '__proto__', 'toString']) expect(remountFlags(n, ['ro', odd]), odd).toBeUndefined();
+  });
+});
