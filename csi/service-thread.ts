@@ -1,7 +1,6 @@
 import type { sendUnaryData, ServerUnaryCall } from '@grpc/grpc-js';
-import { dirname, join } from 'node:path';
 import { Worker } from 'node:worker_threads';
-import { NATIVE_MOUNT_FILE } from '../shared/index.js';
+import { nativeMountBeside } from '../shared/index.js';
 import type { CallObserver } from './rpc.js';
 import type { ServiceTable } from './services.js';
 import { type FromService, HEARTBEAT_MS, parseFromService, type ToService } from './thread-messages.js';
@@ -94,7 +93,8 @@ export class ServiceThread {
   async start(argv: readonly string[], onFailure: (message: string) => void): Promise<this> {
     this.onFailure = onFailure;
     this.worker.ref();
-    this.post({ type: 'start', argv: [...argv], unanswered: this.unanswered, nativeMount: nativeMountBeside() });
+    // The service thread runs source text, with no file of its own to look beside: it is told.
+    this.post({ type: 'start', argv: [...argv], unanswered: this.unanswered, nativeMount: nativeMountBeside(__filename) });
     await this.serving;
     return this;
   }
@@ -181,18 +181,6 @@ export class ServiceThread {
  * throughput or more CPU per lifecycle (docs/benchmarks.md, "The service thread's young generation").
  */
 const YOUNG_GENERATION_MB = 8;
-
-/**
- * Where the build puts the mount addon: beside the server's own file (dist/csi/twinvol-csi), or beside
- * the single executable. The service thread runs source text, which has no file of its own to look
- * beside, so the main thread says. A missing file is the thread's to find out (mount(8) then), and
- * TWINVOL_NATIVE_MOUNT=off asks for mount(8) and umount(8) alone.
- */
-function nativeMountBeside(): string | null {
-  if (process.env.TWINVOL_NATIVE_MOUNT === 'off') return null;
-  const sea = process.getBuiltinModule('node:sea').isSea();
-  return join(dirname(sea ? process.execPath : __filename), NATIVE_MOUNT_FILE);
-}
 
 /** The service thread, running its program (eval: the program is a string, not a file). */
 function newWorker(): Worker {

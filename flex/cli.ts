@@ -161,6 +161,7 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
             if (typeof config === 'object') throw new UsageError(config.error);
             const r = installFlex(target, runningExecutable(), config === undefined ? undefined : { text: config, path: process.env.TWINVOL_CONFIG || DEFAULT_CONFIG_PATH });
             if (r.modules) print(`${r.modules.changed ? 'installed' : 'unchanged'}: ${r.modules.path} (the commands kubelet never runs)`);
+            if (r.addon) print(`${r.addon.changed ? 'installed' : 'unchanged'}: ${r.addon.path} (mount(2) for the driver)`);
             print(`${r.driver.changed ? 'installed' : 'unchanged'}: ${r.driver.path} (kubelet driver ${target.vendor}/twinvol)`);
             if (r.config) print(`${r.config.changed ? 'written' : 'unchanged'}: ${r.config.path}`);
           },

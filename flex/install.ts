@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { closeSync, constants, fchmodSync, fsyncSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, realpathSync, renameSync, rmdirSync, unlinkSync, writeSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join, normalize } from 'node:path';
-import { checkConfigText, type Core, errnoCode, failedPrecondition } from '../shared/index.js';
+import { checkConfigText, type Core, errnoCode, failedPrecondition, NATIVE_MOUNT_FILE } from '../shared/index.js';
 import { BESIDE_SUFFIX, isSea } from './packed-modules.js';
 
 /** kubelet's --volume-plugin-dir default: where it probes for `<vendor>~<driver>/<driver>`. */
@@ -131,6 +131,8 @@ export interface InstallResult {
   driver: Placed;
   /** The bundle's file of operator modules beside it; a single executable has none (flex/packed-modules.ts). */
   modules?: Placed;
+  /** The mount addon beside it (shared/native-mount.ts), when the running executable has one beside it. */
+  addon?: Placed;
   config?: Placed;
 }
 
@@ -146,10 +148,24 @@ export function installFlex(target: InstallTarget, source: string, config?: { te
   const besideSource = isSea() ? undefined : `${source}${BESIDE_SUFFIX}`;
   const besideTarget = `${driverPath(target)}${BESIDE_SUFFIX}`;
   const modules = besideSource ? placeFile(besideTarget, readFileSync(besideSource), 0o644) : undefined;
+  // The mount addon, if this executable has one: without it the driver mounts through mount(8).
+  const addonTarget = join(driverDir(target), NATIVE_MOUNT_FILE);
+  const addonContent = readIfPresent(join(dirname(source), NATIVE_MOUNT_FILE));
+  const addon = addonContent ? placeFile(addonTarget, addonContent, 0o755) : undefined;
   const driver = placeFile(driverPath(target), readFileSync(source), 0o755);
   if (!besideSource) removeIfPresent(besideTarget);
-  const placed = modules ? { driver, modules } : { driver };
+  if (!addonContent) removeIfPresent(addonTarget);
+  const placed = { driver, ...(modules ? { modules } : {}), ...(addon ? { addon } : {}) };
   return config ? { ...placed, config: placeFile(config.path, Buffer.from(config.text), 0o644) } : placed;
+}
+
+function readIfPresent(path: string): Buffer | undefined {
+  try {
+    return readFileSync(path);
+  } catch (err) {
+    if (errnoCode(err) === 'ENOENT') return undefined;
+    throw err;
+  }
 }
 
 /** True if `path` was there and is now gone. */
@@ -181,10 +197,11 @@ export async function uninstallFlex(core: Core, target: InstallTarget, force: bo
   const removed = removeIfPresent(path);
   // After the driver, so that a driver still in place never misses the commands kept beside it.
   removeIfPresent(`${path}${BESIDE_SUFFIX}`);
+  removeIfPresent(join(driverDir(target), NATIVE_MOUNT_FILE));
   const dir = driverDir(target);
   try {
     // Our own temporary files, left by an install that was killed, then the directory if that empties it.
-    for (const name of readdirSync(dir)) if (name.startsWith(`.${DRIVER}.`) && name.endsWith('.tmp')) unlinkSync(join(dir, name));
+    for (const name of readdirSync(dir)) if ([`.${DRIVER}.`, `.${NATIVE_MOUNT_FILE}.`].some((p) => name.startsWith(p)) && name.endsWith('.tmp')) unlinkSync(join(dir, name));
     rmdirSync(dir);
   } catch (err) {
     if (!['ENOENT', 'ENOTEMPTY', 'EEXIST'].includes(errnoCode(err) ?? '')) throw err;

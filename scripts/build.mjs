@@ -17,7 +17,7 @@ const common = {
   legalComments: 'none',
   loader: { '.proto': 'text' },
   // ESM-only dependencies read import.meta.url; in a CommonJS bundle it is rebuilt from __filename.
-  define: { 'import.meta.url': '__twinvolImportMetaUrl', __TWINVOL_PACKED_MARKER__: JSON.stringify(PACKED_MARKER), __TWINVOL_BESIDE_SUFFIX__: JSON.stringify(BESIDE_SUFFIX) },
+  define: { 'import.meta.url': '__twinvolImportMetaUrl', __TWINVOL_PACKED_MARKER__: JSON.stringify(PACKED_MARKER), __TWINVOL_BESIDE_SUFFIX__: JSON.stringify(BESIDE_SUFFIX), __TWINVOL_BUNDLED__: 'true' },
   logLevel: 'warning',
 };
 const importMetaShim = 'var __twinvolImportMetaUrl = require("node:url").pathToFileURL(__filename).href;';
@@ -162,10 +162,10 @@ async function packedTrailer(scriptBytes) {
 
 const entries = [
   // The start-up path of every kubelet call: minified, no import.meta shim, the rest packed inside.
-  { in: 'flex/main.ts', out: 'dist/flex/twinvol', lean: true, trailer: packedTrailer, sea: 'dist/sea/twinvol' },
+  { in: 'flex/main.ts', out: 'dist/flex/twinvol', lean: true, trailer: packedTrailer, sea: 'dist/sea/twinvol', nativeMount: true },
   // The CSI server's service thread is bundled on its own and carried in the server as a string
   // (csi/service-thread.ts starts it from there): each thread parses only its own code.
-  // The mount addon goes beside it and beside its single executable (placeNativeMount).
+  // The mount addon goes beside each and beside their single executables (placeNativeMount).
   { in: 'csi/main.ts', out: 'dist/csi/twinvol-csi', sea: 'dist/sea/twinvol-csi', nativeMount: true, serviceThread: "import { runServiceThread } from './csi/service-thread-worker.ts';\nrunServiceThread();" },
   { in: 'scripts/demo.ts', out: 'dist/demo.cjs' },
 ];
@@ -214,7 +214,8 @@ if (process.env.TWINVOL_NO_SEA !== '1') {
 
 /**
  * Puts the mount addon that `npm ci` built (scripts/build-native.mjs, build/Release) beside the CSI
- * server, where it looks for it (csi/service-thread.ts nativeMountBeside); a checkout without one
+ * server and the FlexVolume executable, where they look for it (shared/native-mount.ts
+ * nativeMountBeside); a checkout without one
  * leaves none behind either, so dist/ says what the checkout has.
  */
 async function placeNativeMount(dirs) {

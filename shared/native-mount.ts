@@ -1,14 +1,16 @@
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /**
  * mount(2) and umount2(2) from native/mount.c, built by `npm ci` (scripts/build-native.mjs) and put
- * beside the CSI server by the build (dist/csi/twinvol-mount.node). Spawning mount(8) for a bind
- * mount forks the whole server and execs a tool, about 2 ms each way and the busiest part of a dir
- * volume's NodePublishVolume and NodeUnpublishVolume; the system call takes tens of microseconds.
+ * beside the CSI server and the FlexVolume executable by the build (dist/csi/twinvol-mount.node,
+ * dist/flex/). Spawning mount(8) for a bind mount forks the process and execs a tool, about 2 ms each
+ * way and the busiest part of a dir volume's NodePublishVolume and NodeUnpublishVolume; the system
+ * call takes tens of microseconds.
  *
  * A fast path only (shared/mounter.ts): where the addon is missing (a machine that could not build
- * it, the FlexVolume executable, a single executable without it beside), or a call fails, the same
- * step goes through mount(8) or umount(8), whose wording every error already carries.
+ * it, an executable without it beside), or a call fails, the same step goes through mount(8) or
+ * umount(8), whose wording every error already carries.
  */
 export interface NativeMount {
   /** 0, or the errno mount(2) failed with (-1: the addon answered something else). */
@@ -56,6 +58,17 @@ function parseAddon(exports: unknown): NativeMount | undefined {
     mount: (...args) => errnoOf(mount(...args)),
     umount: (...args) => errnoOf(umount(...args)),
   };
+}
+
+/**
+ * Where an entry point's addon is: beside its own file (`file`, the bundle's __filename), or beside
+ * the single executable; null when TWINVOL_NATIVE_MOUNT=off asks for mount(8) and umount(8) alone.
+ * A missing file is found out at the first mount, which then spawns the tool.
+ */
+export function nativeMountBeside(file: string): string | null {
+  if (process.env.TWINVOL_NATIVE_MOUNT === 'off') return null;
+  const sea = process.getBuiltinModule('node:sea').isSea();
+  return join(dirname(sea ? process.execPath : file), NATIVE_MOUNT_FILE);
 }
 
 /** Where to look: set by the entry point (setNativeMountPath), else the checkout's own build. */

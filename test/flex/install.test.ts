@@ -7,6 +7,7 @@ import { collect } from '../helpers/collect.js';
 import { FLEX_BIN, flexSession, mountOptions, podNamed, runAdmin, runFlex } from '../helpers/flex-runner.js';
 import { podVolumeDir } from '../helpers/kubelet-paths.js';
 import { createScratch, type Scratch } from '../helpers/scratch.js';
+import { NATIVE_MOUNT_FILE } from '../../shared/native-mount.js';
 
 // `twinvol install flex` / `uninstall flex` (issue 11, item 2): kubelet probes its plugin directory
 // on every change and may run the driver at any moment, so the file appears whole and executable or
@@ -25,8 +26,14 @@ const targetArgs = () => ['--plugin-dir', pluginDir, '--vendor', 'acme'];
 const install = (...extra: string[]) => runAdmin(s.env, ['install', 'flex', ...targetArgs(), ...extra]);
 const uninstall = (...extra: string[]) => runAdmin(s.env, ['uninstall', 'flex', ...targetArgs(), ...extra]);
 const bundle = () => readFileSync(FLEX_BIN);
-/** What install prints for the bundle: the file of commands kubelet never runs first, then the driver (flex/install.ts). */
-const placed = (verb: string) => `${verb}: ${installed}.modules (the commands kubelet never runs)\n${verb}: ${installed} (kubelet driver acme/twinvol)\n`;
+/** The mount addon beside the installed driver (shared/native-mount.ts), copied from beside the bundle. */
+const addon = () => join(pluginDir, 'acme~twinvol', NATIVE_MOUNT_FILE);
+/**
+ * What install prints for the bundle: the file of commands kubelet never runs first, then the mount
+ * addon, then the driver (flex/install.ts).
+ */
+const placed = (verb: string, addonVerb = verb) =>
+  `${verb}: ${installed}.modules (the commands kubelet never runs)\n${addonVerb}: ${addon()} (mount(2) for the driver)\n${verb}: ${installed} (kubelet driver acme/twinvol)\n`;
 
 /** Runs an installer from a copy of the bundle at `path`: install copies the file it runs from. */
 function installFrom(path: string): Promise<number | null> {
@@ -45,7 +52,8 @@ describe('twinvol install flex', () => {
     expect(statSync(installed).mode & 0o7777).toBe(0o755);
     expect(readFileSync(`${installed}.modules`).equals(readFileSync(`${FLEX_BIN}.modules`))).toBe(true);
     expect(statSync(`${installed}.modules`).mode & 0o7777).toBe(0o644);
-    expect(readdirSync(join(pluginDir, 'acme~twinvol'))).toEqual(['twinvol', 'twinvol.modules']);
+    expect(readFileSync(addon()).equals(readFileSync(join(dirname(FLEX_BIN), NATIVE_MOUNT_FILE)))).toBe(true);
+    expect(readdirSync(join(pluginDir, 'acme~twinvol'))).toEqual(['twinvol', NATIVE_MOUNT_FILE, 'twinvol.modules']);
     // The installed copy's own CLI, whose modules are the ones installed beside it.
     expect(await collect(installed, ['--version'], { env: { PATH: '/usr/bin:/bin', ...s.env } })).toMatchObject({ code: 0, stdout: expect.stringMatching(/^twinvol \d+\.\d+\.\d+\n$/) });
     const init = await new Promise<string>((done) => {
@@ -57,7 +65,7 @@ describe('twinvol install flex', () => {
     expect(JSON.parse(init)).toEqual({ status: 'Success', capabilities: { fsGroup: false } });
   });
 
-  it('run through a symlink, installs the file the link points to, with the modules beside that file', async () => {
+  it('run through a symlink, installs the file the link points to, with the modules beside that file (and no addon, having none)', async () => {
     const real = join(s.root, 'opt/twinvol');
     mkdirSync(dirname(real), { recursive: true });
     copyFileSync(FLEX_BIN, real);
@@ -91,7 +99,7 @@ describe('twinvol install flex', () => {
     expect((await install()).stdout).toMatch(/^installed: /);
     expect(readFileSync(installed).equals(bundle())).toBe(true);
     chmodSync(installed, 0o644);
-    expect((await install()).stdout).toBe(`unchanged: ${installed}.modules (the commands kubelet never runs)\ninstalled: ${installed} (kubelet driver acme/twinvol)\n`);
+    expect((await install()).stdout).toBe(`unchanged: ${installed}.modules (the commands kubelet never runs)\nunchanged: ${addon()} (mount(2) for the driver)\ninstalled: ${installed} (kubelet driver acme/twinvol)\n`);
     expect(statSync(installed).mode & 0o7777).toBe(0o755);
   });
 

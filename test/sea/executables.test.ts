@@ -85,11 +85,12 @@ describe('the single executables under an empty environment', () => {
     // carries its own, replaces it (flex/install.ts).
     const bundle = await collect(FLEX_BUILDS.bundle, ['install', 'flex', '--plugin-dir', pluginDir, '--vendor', 'acme'], { env: { PATH: '/usr/bin:/bin', ...s.env } });
     expect(bundle.code, bundle.stderr).toBe(0);
-    expect(readdirSync(join(pluginDir, 'acme~twinvol'))).toEqual(['twinvol', 'twinvol.modules']);
+    expect(readdirSync(join(pluginDir, 'acme~twinvol'))).toEqual(['twinvol', 'twinvol-mount.node', 'twinvol.modules']);
     const r = await envI(own, ['install', 'flex', '--plugin-dir', pluginDir, '--vendor', 'acme']);
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
     const installed = join(pluginDir, 'acme~twinvol', 'twinvol');
+    // The copy has no mount addon beside it either: it brings none, and the bundle's goes (mount(8) then).
     expect(readdirSync(join(pluginDir, 'acme~twinvol'))).toEqual(['twinvol']);
     expect(spawnSync('cmp', ['-s', own, installed]).status, 'the installed file is the single executable, byte for byte').toBe(0);
     expect(await envI(installed, ['--version'])).toEqual({ code: 0, stdout: `twinvol ${pkg.version}\n`, stderr: '' });
