@@ -86,21 +86,21 @@ static void set_number(napi_env env, napi_value exports, const char *name, doubl
   napi_set_named_property(env, exports, name, v);
 }
 
+/* The flags as this system's headers define them, rather than numbers copied into TypeScript. */
+static const struct {
+  const char *name;
+  unsigned long value;
+} CONSTANTS[] = {
+    {"MS_RDONLY", MS_RDONLY},     {"MS_NOSUID", MS_NOSUID},         {"MS_NODEV", MS_NODEV},
+    {"MS_NOEXEC", MS_NOEXEC},     {"MS_NOATIME", MS_NOATIME},       {"MS_NODIRATIME", MS_NODIRATIME},
+    {"MS_RELATIME", MS_RELATIME}, {"MS_STRICTATIME", MS_STRICTATIME}, {"MS_REMOUNT", MS_REMOUNT},
+    {"MS_BIND", MS_BIND},         {"UMOUNT_NOFOLLOW", UMOUNT_NOFOLLOW},
+};
+
 /* Context-aware: the CSI server loads it on its service thread (a worker). */
 NAPI_MODULE_INIT() {
   set_function(env, exports, "mount", do_mount);
   set_function(env, exports, "umount", do_umount);
-  /* The flags as this system's headers define them, rather than numbers copied into TypeScript. */
-  set_number(env, exports, "MS_RDONLY", MS_RDONLY);
-  set_number(env, exports, "MS_NOSUID", MS_NOSUID);
-  set_number(env, exports, "MS_NODEV", MS_NODEV);
-  set_number(env, exports, "MS_NOEXEC", MS_NOEXEC);
-  set_number(env, exports, "MS_NOATIME", MS_NOATIME);
-  set_number(env, exports, "MS_NODIRATIME", MS_NODIRATIME);
-  set_number(env, exports, "MS_RELATIME", MS_RELATIME);
-  set_number(env, exports, "MS_STRICTATIME", MS_STRICTATIME);
-  set_number(env, exports, "MS_REMOUNT", MS_REMOUNT);
-  set_number(env, exports, "MS_BIND", MS_BIND);
-  set_number(env, exports, "UMOUNT_NOFOLLOW", UMOUNT_NOFOLLOW);
+  for (size_t i = 0; i < sizeof CONSTANTS / sizeof CONSTANTS[0]; i++) set_number(env, exports, CONSTANTS[i].name, (double)CONSTANTS[i].value);
   return exports;
 }
