@@ -1,8 +1,9 @@
 /*
- * mount(2) and umount2(2) for the CSI server (shared/native-mount.ts). Spawning mount(8) for a bind
- * mount costs a fork of the whole server and an exec, about 2 ms each way, where the system call
- * takes tens of microseconds. Each call answers 0 or the errno it failed with; what to do about a
- * failure (try mount(8), which words it) is decided in TypeScript. Nothing here keeps state.
+ * mount(2) and umount2(2) for the CSI server and the FlexVolume executable (shared/native-mount.ts).
+ * Spawning mount(8) for a bind mount costs a fork and an exec, about 2 ms each way, where the system
+ * call takes tens of microseconds. Each call answers 0 or the errno it failed with; what to do about
+ * a failure (try mount(8), which words it) is decided in TypeScript. Nothing here keeps state: the
+ * buffers are on the stack, so threads of one process (the CSI server's workers) may call at once.
  */
 #include <errno.h>
 #include <node_api.h>
@@ -47,7 +48,7 @@ static napi_value errno_value(napi_env env, int err) {
 static napi_value do_mount(napi_env env, napi_callback_info info) {
   size_t argc = 5;
   napi_value argv[5];
-  static char source[MAX_STRING], target[MAX_STRING], fstype[MAX_STRING], data[MAX_STRING];
+  char source[MAX_STRING], target[MAX_STRING], fstype[MAX_STRING], data[MAX_STRING];
   int has_source, has_target, has_fstype, has_data, err;
   unsigned long flags;
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 5) return errno_value(env, EINVAL);
@@ -64,7 +65,7 @@ static napi_value do_mount(napi_env env, napi_callback_info info) {
 static napi_value do_umount(napi_env env, napi_callback_info info) {
   size_t argc = 2;
   napi_value argv[2];
-  static char target[MAX_STRING];
+  char target[MAX_STRING];
   int has_target, err;
   unsigned long flags;
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 2) return errno_value(env, EINVAL);
