@@ -97,9 +97,17 @@ function filesFor(spec) {
   const files = spec.copies.map((c) => ({ from: join(REPO, bundles[c.src.split('/').pop()] ?? c.src), to: c.dest }));
   // The FlexVolume bundle's operator modules go beside it, where it reads them (flex/packed-modules.ts).
   for (const f of [...files]) if (existsSync(`${f.from}${BESIDE_SUFFIX}`)) files.push({ from: `${f.from}${BESIDE_SUFFIX}`, to: `${f.to}${BESIDE_SUFFIX}` });
-  for (const f of files) if (!existsSync(f.from)) throw new Error(`${f.from} is missing: run npm run build first`);
+  for (const f of files) if (!existsSync(f.from)) throw new Error(`${f.from} is missing: ${missingWhy(f.from)}`);
   console.error(`no ${spec.copies.map((c) => c.src).join(', ')}: packing the bundles and ${process.execPath} as /usr/local/bin/node`);
   return [...files, { from: process.execPath, to: '/usr/local/bin/node' }];
+}
+
+/** What to do about a file the image needs: the mount addon comes from npm ci, the rest from the build. */
+function missingWhy(path) {
+  if (!path.endsWith('.node')) return 'run npm run build first';
+  if (!existsSync(join(REPO, 'build/Release/twinvol_mount.node')))
+    return 'npm ci did not build the mount addon (scripts/build-native.mjs needs make, a C compiler and Node\'s headers); run it again once they are there, then npm run build';
+  return 'run npm run build first';
 }
 
 function sourceDateEpoch() {
