@@ -19,10 +19,6 @@ export async function dispatch(verb: FlexVerb, args: readonly string[], loaded?:
   // it node:child_process (shared/spawn-blocking.ts) and libuv's threads (shared/fs-async.ts).
   spawnBlockingHere();
   blockingFileCalls();
-  // Binds and unmounts as system calls, through the addon installed beside this executable (the
-  // packed dispatcher is given the executable's own __filename: flex/packed-modules.ts). Loaded only
-  // by a call that mounts. Run in-process from source (the tests), the checkout's build is used.
-  if (typeof __TWINVOL_BUNDLED__ !== 'undefined') setNativeMountPath(nativeMountBeside(__filename));
   // Not performance.now(): the global `performance` loads perf_hooks, a millisecond of a call.
   const started = process.hrtime.bigint();
   let logger: Logger | undefined;
@@ -30,6 +26,10 @@ export async function dispatch(verb: FlexVerb, args: readonly string[], loaded?:
   let reply: FlexReply;
   let code: string | undefined;
   try {
+    // Binds and unmounts as system calls, through the addon installed beside this executable (the
+    // packed dispatcher is given the executable's own __filename: flex/packed-modules.ts). Loaded only
+    // by a call that mounts. Run in-process from source (the tests), the checkout's build is used.
+    if (typeof __TWINVOL_BUNDLED__ !== 'undefined') setNativeMountPath(nativeMountBeside(__filename));
     const config = loaded ?? loadConfig();
     logger = new Logger(fileSink(`${config.stateDir}/log/flex.log`), { call: verb });
     if (args.length !== spec.arity)

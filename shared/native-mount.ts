@@ -1,5 +1,6 @@
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { invalidArgument } from './errors.js';
 
 /**
  * mount(2) and umount2(2) from native/mount.c, built by `npm ci` (scripts/build-native.mjs) and put
@@ -63,10 +64,14 @@ function parseAddon(exports: unknown): NativeMount | undefined {
 /**
  * Where an entry point's addon is: beside its own file (`file`, the bundle's __filename), or beside
  * the single executable; null when TWINVOL_NATIVE_MOUNT=off asks for mount(8) and umount(8) alone.
- * A missing file is found out at the first mount, which then spawns the tool.
+ * A missing file is found out at the first mount, which then spawns the tool. Any other value than
+ * on or off is refused: a mistyped "0" must not leave the addon in use behind the operator's back.
  */
 export function nativeMountBeside(file: string): string | null {
-  if (process.env.TWINVOL_NATIVE_MOUNT === 'off') return null;
+  const asked = process.env.TWINVOL_NATIVE_MOUNT;
+  if (asked === 'off') return null;
+  if (asked !== undefined && asked !== '' && asked !== 'on')
+    throw invalidArgument(`TWINVOL_NATIVE_MOUNT must be on or off, not ${JSON.stringify(asked.slice(0, 32))}`);
   const sea = process.getBuiltinModule('node:sea').isSea();
   return join(dirname(sea ? process.execPath : file), NATIVE_MOUNT_FILE);
 }

@@ -193,6 +193,14 @@ describe('start-up, flags and shutdown (a fresh process each)', () => {
     expect(readFileSync(w.socketPath, 'utf8')).toBe('precious');
   });
 
+  it('refuses a TWINVOL_NATIVE_MOUNT that is neither on nor off, in one line, and binds nothing', async () => {
+    const w = fresh();
+    const r = await runCsiOnce(scratchArgs(w, 'node-a'), { ...serverEnv(w), TWINVOL_NATIVE_MOUNT: '0' });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe('twinvol-csi: TWINVOL_NATIVE_MOUNT must be on or off, not "0"\n');
+    expect(existsSync(w.socketPath)).toBe(false);
+  });
+
   it('refuses to take over a socket a live server is listening on', async () => {
     const w = fresh();
     const first = await launch(w);

@@ -4,7 +4,9 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Mounter, remountFlags, remountOptions } from '../../shared/mounter.js';
 import { mountAt } from '../../shared/mountinfo.js';
-import { NATIVE_MOUNT_FILE, type NativeMount, nativeMount, setNativeMountPath } from '../../shared/native-mount.js';
+import { NATIVE_MOUNT_FILE, type NativeMount, nativeMount, nativeMountBeside, setNativeMountPath } from '../../shared/native-mount.js';
+import { expectThrows } from './expect-error.js';
+import { runFlex } from '../helpers/flex-runner.js';
 import { createScratch, type Scratch } from '../helpers/scratch.js';
 import { measure } from '../perf/in-process.js';
 
@@ -97,6 +99,31 @@ describe('the mount addon', () => {
       expect(bound.work.spawns).toEqual(['mount', 'mount']);
       await mounter.unmountAll(target);
     }
+  });
+});
+
+describe('TWINVOL_NATIVE_MOUNT', () => {
+  const withEnv = <T>(value: string | undefined, fn: () => T): T => {
+    const before = process.env.TWINVOL_NATIVE_MOUNT;
+    if (value === undefined) delete process.env.TWINVOL_NATIVE_MOUNT;
+    else process.env.TWINVOL_NATIVE_MOUNT = value;
+    try {
+      return fn();
+    } finally {
+      if (before === undefined) delete process.env.TWINVOL_NATIVE_MOUNT;
+      else process.env.TWINVOL_NATIVE_MOUNT = before;
+    }
+  };
+
+  it('on, empty or unset: the addon beside the file; off: none; anything else is refused by name', async () => {
+    for (const v of [undefined, '', 'on']) expect(withEnv(v, () => nativeMountBeside('/opt/tv/twinvol-csi')), String(v)).toBe(`/opt/tv/${NATIVE_MOUNT_FILE}`);
+    expect(withEnv('off', () => nativeMountBeside('/opt/tv/twinvol-csi'))).toBeNull();
+    for (const v of ['0', 'OFF', 'no', 'x'.repeat(100)])
+      withEnv(v, () => expectThrows(() => nativeMountBeside('/opt/tv/twinvol-csi'), 'InvalidArgument', 'TWINVOL_NATIVE_MOUNT must be on or off'));
+    // The FlexVolume executable answers such a call with a Failure reply, not a stack trace.
+    const r = await runFlex({ ...s.env, TWINVOL_NATIVE_MOUNT: 'no' }, ['getvolumename', '{"kubernetes.io/pvOrVolumeName":"pv-x","volumeId":"vx"}']);
+    expect(r.exitCode).toBe(1);
+    expect(r.reply).toEqual({ status: 'Failure', message: 'TWINVOL_NATIVE_MOUNT must be on or off, not "no"' });
   });
 });
 
