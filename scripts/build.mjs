@@ -23,7 +23,7 @@ const common = {
 const importMetaShim = 'var __twinvolImportMetaUrl = require("node:url").pathToFileURL(__filename).href;';
 // --no-warnings: kubelet reads stderr as part of the reply, so Node must never print a warning there.
 const shebang = '#!/usr/bin/env -S node --no-warnings';
-/** The mount addon's name beside the CSI server (shared/native-mount.ts NATIVE_MOUNT_FILE). */
+/** The mount addon's name beside the executables (shared/native-mount.ts NATIVE_MOUNT_FILE). */
 const NATIVE_MOUNT_FILE = 'twinvol-mount.node';
 
 /**
@@ -215,8 +215,8 @@ if (process.env.TWINVOL_NO_SEA !== '1') {
 /**
  * Puts the mount addon that `npm ci` built (scripts/build-native.mjs, build/Release) beside the CSI
  * server and the FlexVolume executable, where they look for it (shared/native-mount.ts
- * nativeMountBeside); a checkout without one
- * leaves none behind either, so dist/ says what the checkout has.
+ * nativeMountBeside); a checkout without one leaves none behind either, so dist/ says what the
+ * checkout has.
  */
 async function placeNativeMount(dirs) {
   const built = 'build/Release/twinvol_mount.node';
