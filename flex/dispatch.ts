@@ -1,12 +1,7 @@
-import {
-  asTwinvolError, blockingFileCalls, type Config, fileSink, invalidArgument, loadConfig, Logger, nativeMountBeside, openCore, setNativeMountPath, spawnBlockingHere, spawnLog,
-} from '../shared/index.js';
+import { asTwinvolError, blockingFileCalls, type Config, fileSink, invalidArgument, loadConfig, Logger, openCore, spawnBlockingHere, spawnLog } from '../shared/index.js';
 import { failure, type FlexReply } from './reply.js';
 import type { FlexVerb } from './verb-names.js';
 import { VERBS } from './verbs.js';
-
-/** Defined (true) by the build in every bundle (scripts/build.mjs); absent when run from source. */
-declare const __TWINVOL_BUNDLED__: boolean | undefined;
 
 /**
  * Runs one FlexVolume call and returns its reply. Never throws: every failure, including bad config
@@ -26,10 +21,6 @@ export async function dispatch(verb: FlexVerb, args: readonly string[], loaded?:
   let reply: FlexReply;
   let code: string | undefined;
   try {
-    // Binds and unmounts as system calls, through the addon installed beside this executable (the
-    // packed dispatcher is given the executable's own __filename: flex/packed-modules.ts). Loaded only
-    // by a call that mounts. Run in-process from source (the tests), the checkout's build is used.
-    if (typeof __TWINVOL_BUNDLED__ !== 'undefined') setNativeMountPath(nativeMountBeside(__filename));
     const config = loaded ?? loadConfig();
     logger = new Logger(fileSink(`${config.stateDir}/log/flex.log`), { call: verb });
     if (args.length !== spec.arity)

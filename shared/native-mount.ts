@@ -76,13 +76,17 @@ export function nativeMountBeside(file: string): string | null {
   return join(dirname(sea ? process.execPath : file), NATIVE_MOUNT_FILE);
 }
 
-/** Where to look: set by the entry point (setNativeMountPath), else the checkout's own build. */
+/** Defined (true) by the build in every bundle (scripts/build.mjs); absent when run from source. */
+declare const __TWINVOL_BUNDLED__: boolean | undefined;
+
+/** Where to look: set by an entry point that must say (setNativeMountPath), else `defaultPath`. */
 let addonPath: string | null | undefined;
 let loaded: NativeMount | null | undefined;
 
 /**
- * Tells the core where the addon is (the CSI server: beside its own file); null: mounts go through
- * mount(8) only; undefined: the checkout's build again. Called before the first mount.
+ * Tells the core where the addon is, for code with no file of its own to look beside (the CSI
+ * server's service thread runs source text); null: mounts go through mount(8) only; undefined: back
+ * to `defaultPath`. Called before the first mount.
  */
 export function setNativeMountPath(path: string | null | undefined): void {
   addonPath = path;
@@ -101,11 +105,23 @@ function checkoutBuild(): string | undefined {
   }
 }
 
-/** The addon, loaded once; undefined where there is none. Never throws: mount(8) is always there. */
+/**
+ * Where the addon is when no entry point said: in a bundle, beside the bundle's own file (the packed
+ * FlexVolume dispatcher and CLI are given the executable's __filename: flex/packed-modules.ts), so a
+ * FlexVolume call does nothing about it until it mounts; run from source, the checkout's build.
+ */
+function defaultPath(): string | null | undefined {
+  return typeof __TWINVOL_BUNDLED__ !== 'undefined' ? nativeMountBeside(__filename) : checkoutBuild();
+}
+
+/**
+ * The addon, loaded once; undefined where there is none (mount(8) is always there). Throws only for
+ * a TWINVOL_NATIVE_MOUNT that is neither on nor off (nativeMountBeside), and then every time.
+ */
 export function nativeMount(): NativeMount | undefined {
   if (loaded === undefined) {
+    const path = addonPath === undefined ? defaultPath() : addonPath;
     loaded = null;
-    const path = addonPath === undefined ? checkoutBuild() : addonPath;
     if (path) {
       try {
         const module = { exports: {} as unknown };

@@ -6,7 +6,8 @@ import { Mounter, remountFlags, remountOptions } from '../../shared/mounter.js';
 import { mountAt } from '../../shared/mountinfo.js';
 import { NATIVE_MOUNT_FILE, type NativeMount, nativeMount, nativeMountBeside, setNativeMountPath } from '../../shared/native-mount.js';
 import { expectThrows } from './expect-error.js';
-import { runFlex } from '../helpers/flex-runner.js';
+import { expectSuccess, mountOptions, podNamed, runCli, runFlex } from '../helpers/flex-runner.js';
+import { podVolumeDir } from '../helpers/kubelet-paths.js';
 import { createScratch, type Scratch } from '../helpers/scratch.js';
 import { measure } from '../perf/in-process.js';
 
@@ -120,10 +121,23 @@ describe('TWINVOL_NATIVE_MOUNT', () => {
     expect(withEnv('off', () => nativeMountBeside('/opt/tv/twinvol-csi'))).toBeNull();
     for (const v of ['0', 'OFF', 'no', 'x'.repeat(100)])
       withEnv(v, () => expectThrows(() => nativeMountBeside('/opt/tv/twinvol-csi'), 'InvalidArgument', 'TWINVOL_NATIVE_MOUNT must be on or off'));
-    // The FlexVolume executable answers such a call with a Failure reply, not a stack trace.
-    const r = await runFlex({ ...s.env, TWINVOL_NATIVE_MOUNT: 'no' }, ['getvolumename', '{"kubernetes.io/pvOrVolumeName":"pv-x","volumeId":"vx"}']);
+  });
+
+  it('the FlexVolume executable looks only when it mounts, and answers a bad value with a Failure, mounting nothing', async () => {
+    expect((await runCli(s.env, ['create', 'nm', '--backend', 'dir', '--size', '1Mi'])).exitCode).toBe(0);
+    const target = podVolumeDir(s.kubeletDir, 'uid-n', 'pv-nm');
+    const opts = mountOptions('pv-nm', podNamed('uid-n'), { volumeId: 'nm' });
+    const bad = { ...s.env, TWINVOL_NATIVE_MOUNT: 'no' };
+    expectSuccess(await runFlex(bad, ['getvolumename', opts]));
+    const r = await runFlex(bad, ['mount', target, opts]);
     expect(r.exitCode).toBe(1);
     expect(r.reply).toEqual({ status: 'Failure', message: 'TWINVOL_NATIVE_MOUNT must be on or off, not "no"' });
+    expect(mountAt(target)).toBeUndefined();
+    // With the variable unset the same call mounts, and its unmount leaves nothing.
+    expectSuccess(await runFlex(s.env, ['mount', target, opts]));
+    expect(mountAt(target)).toBeDefined();
+    expectSuccess(await runFlex(s.env, ['unmount', target]));
+    expect(mountAt(target)).toBeUndefined();
   });
 });
 
