@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Mounter, remountFlags, remountOptions } from '../../shared/mounter.js';
@@ -46,10 +46,10 @@ function sourceOn(name: string, options: string): { source: string; target: stri
 }
 
 describe('the mount addon', () => {
-  it('is built by npm ci, loads here, and is what the build puts beside the CSI server', () => {
+  it('is built by npm ci, loads here, and is what the build puts beside both executables', () => {
     expect(loaded().MS_BIND).toBeGreaterThan(0);
     // test/global-setup.ts builds dist/ before the suite.
-    for (const dir of ['dist/csi', 'dist/sea']) expect(existsSync(join(dir, NATIVE_MOUNT_FILE)), dir).toBe(true);
+    for (const dir of ['dist/csi', 'dist/flex', 'dist/sea']) expect(existsSync(join(dir, NATIVE_MOUNT_FILE)), dir).toBe(true);
   });
 
   it.each([
@@ -75,18 +75,17 @@ describe('the mount addon', () => {
     expect(got?.fsType).toBe(want?.fsType);
   });
 
-  it('unmounts with no process, and leaves to umount(8) what it cannot: a path whose last part is a symlink', async () => {
+  it('unmounts with no process, and never through a symlink put in the mount point\'s place', async () => {
     const { source, target } = sourceOn('u', 'nosuid');
     await mounter.bind(source, { path: target, within: s.kubeletDir }, false);
+    // umount2 with UMOUNT_NOFOLLOW refuses a path whose last part is a symlink, even to a mount point:
+    // unmountAll's fast path cannot be walked elsewhere by a link (umount(8) then answers for it).
+    const link = join(s.kubeletDir, 'pods', 'u', 'link');
+    symlinkSync(target, link);
+    expect(loaded().umount(link, loaded().UMOUNT_NOFOLLOW)).not.toBe(0);
+    expect(mountAt(target)).toBeDefined();
     const unmounted = await measure(() => mounter.unmountAll(target));
     expect(unmounted.work.spawns).toEqual([]);
-    expect(mountAt(target)).toBeUndefined();
-    // umount2 with UMOUNT_NOFOLLOW refuses a symlink; umount(8) resolves it, as it always did.
-    await mounter.bind(source, { path: target, within: s.kubeletDir }, false);
-    const link = join(s.kubeletDir, 'pods', 'u', 'link');
-    execFileSync('ln', ['-s', target, link]);
-    expect(mountAt(link)).toBeUndefined();
-    await mounter.unmountAll(target);
     expect(mountAt(target)).toBeUndefined();
   });
 
