@@ -1,6 +1,6 @@
 import { failedPrecondition, resourceExhausted, systemErrorInOutput } from './errors.js';
 import { type MountEntry, mountAtAsync, mountsStackedAt } from './mountinfo.js';
-import { CHILD_FD_PATH, type MountTarget, type PinnedTarget, pinTarget, requireWithin, whereIs } from './pinned-target.js';
+import { CHILD_FD_PATH, fdPath, type MountTarget, type PinnedTarget, pinTarget, requireWithin, whereIs } from './pinned-target.js';
 import { CommandError, run } from './runner.js';
 import { type NativeMount, nativeMount } from './native-mount.js';
 
@@ -232,16 +232,14 @@ export function describeMount(entry: MountEntry): string {
   return `${entry.source} (${entry.fsType}) at ${entry.mountPoint}`;
 }
 
-/** The pinned object as this process sees it: mount(2) here is given the descriptor the tool gets as fd 3. */
-const ownFdPath = (pinned: PinnedTarget) => `/proc/self/fd/${pinned.handle.fd}`;
-
 /**
- * `mount --bind` as one system call (shared/native-mount.ts): true once it is made. False leaves it
+ * `mount --bind` as one system call (shared/native-mount.ts), onto the descriptor the tool gets as
+ * fd 3 (shared/pinned-target.ts): true once it is made. False leaves it
  * to mount(8): no addon, or the call failed, and the tool then fails with its own words.
  */
 function bindNatively(source: string, pinned: PinnedTarget): boolean {
   const native = nativeMount();
-  return native !== undefined && native.mount(source, ownFdPath(pinned), null, native.MS_BIND, null) === 0;
+  return native !== undefined && native.mount(source, fdPath(pinned.handle), null, native.MS_BIND, null) === 0;
 }
 
 /** `mount -o remount,bind,<options>` as one system call: false leaves it to mount(8). */
@@ -249,7 +247,7 @@ function remountNatively(options: readonly string[], root: PinnedTarget): boolea
   const native = nativeMount();
   if (!native) return false;
   const flags = remountFlags(native, options);
-  return flags !== undefined && native.mount(null, ownFdPath(root), null, flags, null) === 0;
+  return flags !== undefined && native.mount(null, fdPath(root.handle), null, flags, null) === 0;
 }
 
 /** Each option that undoes another: asked for, it replaces the one the mount has. */

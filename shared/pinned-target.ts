@@ -52,8 +52,11 @@ export async function pinTarget(target: MountTarget): Promise<PinnedTarget> {
   }
 }
 
+/** An open object as this process names it: a path the kernel resolves to that very object. */
+export const fdPath = (handle: OpenFile): string => `/proc/self/fd/${handle.fd}`;
+
 /** The path the kernel gives an open object now (it follows renames). */
-export const whereIs = (handle: OpenFile): Promise<string> => readlink(`/proc/self/fd/${handle.fd}`);
+export const whereIs = (handle: OpenFile): Promise<string> => readlink(fdPath(handle));
 
 export async function requireWithin(real: string, target: MountTarget): Promise<void> {
   const root = await realpath(target.within).catch(() => target.within);
