@@ -2,7 +2,7 @@ import { stat } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { basename } from 'node:path';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { BACKEND_KINDS, type Core, type SpawnRecord, type VolumeRecord } from '../shared/index.js';
+import { BACKEND_KINDS, type Core, type SpawnRecord, type SystemCallRecord, type VolumeRecord } from '../shared/index.js';
 import type { ListenAddress } from './flags.js';
 import type { CallObserver } from './rpc.js';
 
@@ -33,6 +33,8 @@ export class Metrics {
   private readonly commands: Counter<'tool'>;
   private readonly commandFailures: Counter<'tool'>;
   private readonly commandSeconds: Histogram<'tool'>;
+  private readonly systemCalls: Counter<'call'>;
+  private readonly systemCallFailures: Counter<'call'>;
   private volumes: VolumeCounter | undefined;
 
   constructor() {
@@ -42,6 +44,9 @@ export class Metrics {
     this.commands = new Counter({ name: 'twinvol_commands_total', help: 'External commands run (mount, losetup, mkfs.ext4, ...) and FlexVolume driver calls, by tool', labelNames: ['tool'], registers });
     this.commandFailures = new Counter({ name: 'twinvol_command_failures_total', help: 'External commands that failed (an exit code not among their answers, a deadline, a start failure), by tool', labelNames: ['tool'], registers });
     this.commandSeconds = new Histogram({ name: 'twinvol_command_duration_seconds', help: 'Time an external command ran, by tool', labelNames: ['tool'], buckets: SECONDS_BUCKETS, registers });
+    // Not histograms: a bind or an unmount takes tens of microseconds, below any bucket worth keeping.
+    this.systemCalls = new Counter({ name: 'twinvol_system_calls_total', help: 'Mounts made and undone as system calls rather than with mount(8) and umount(8) (the mount addon), by call', labelNames: ['call'], registers });
+    this.systemCallFailures = new Counter({ name: 'twinvol_system_call_failures_total', help: 'System calls that failed, each then retried with the tool (counted as a command), by call', labelNames: ['call'], registers });
     const metrics = this;
     new Gauge({
       name: 'twinvol_volumes',
@@ -83,6 +88,12 @@ export class Metrics {
     this.commands.inc({ tool });
     if (record.failed) this.commandFailures.inc({ tool });
     this.commandSeconds.observe({ tool }, record.durationMs / 1000);
+  };
+
+  /** Mounts made as system calls, by shared/native-mount.ts as each returns (observeSystemCalls). */
+  readonly observeSystemCall = (record: SystemCallRecord): void => {
+    this.systemCalls.inc({ call: record.call });
+    if (record.error !== undefined) this.systemCallFailures.inc({ call: record.call });
   };
 
   /** The catalog the volume gauge counts, once the server has opened it. */

@@ -1,5 +1,5 @@
 import type { UntypedServiceImplementation } from '@grpc/grpc-js';
-import { type Config, type Core, DEFAULT_PLUGIN_DIR, ExecVolumes, type Log, observeSpawns, openCore, parseDriverName, registerNode, sweepAbandonedWork, thawAbandonedFreezes } from '../shared/index.js';
+import { type Config, type Core, DEFAULT_PLUGIN_DIR, ExecVolumes, type Log, observeSpawns, observeSystemCalls, openCore, parseDriverName, registerNode, sweepAbandonedWork, thawAbandonedFreezes } from '../shared/index.js';
 import { type ServiceContext, servesController, servesNode, type Settings } from './context.js';
 import { controllerService } from './controller.js';
 import type { CsiService } from './definition.js';
@@ -78,10 +78,15 @@ export async function openServices({ settings, config, log, exec, metrics }: Ser
   const flex = flexPortOf(exec, config, log);
   const ctx: ServiceContext = { core: openCore(config, { flex: flex.volumes }), rpc: new Rpc(log, metrics?.observeCall), settings };
   metrics?.countVolumesOf(ctx.core);
-  // Every external command: a debug line (within a call, it carries the call's ids: csi/logging-scope.ts) and its metrics.
-  const stopObserving = observeSpawns((r) => {
+  // Every external command, and every mount made as a system call instead: a debug line (within a
+  // call, it carries the call's ids: csi/logging-scope.ts) and its metrics.
+  const stopSpawns = observeSpawns((r) => {
     log.debug('command', { tool: r.command, args: r.args, exitCode: r.exitCode, durationMs: Math.round(r.durationMs), failed: r.failed });
     metrics?.observeCommand(r);
+  });
+  const stopSystemCalls = observeSystemCalls((r) => {
+    log.debug('system call', { ...r, durationMs: Number(r.durationMs.toFixed(3)) });
+    metrics?.observeSystemCall(r);
   });
   await sweepWork(ctx.core, log);
   // ControllerPublishVolume to a node that never registered is NOT_FOUND: a node server makes its node
@@ -103,5 +108,12 @@ export async function openServices({ settings, config, log, exec, metrics }: Ser
     if (!exec?.only) services.GroupController = groupControllerService(ctx);
   }
   if (servesNode(settings.mode)) services.Node = execService.node(nodeService(ctx));
-  return { services, tools, close: stopObserving };
+  return {
+    services,
+    tools,
+    close: () => {
+      stopSpawns();
+      stopSystemCalls();
+    },
+  };
 }

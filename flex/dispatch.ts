@@ -1,4 +1,4 @@
-import { asTwinvolError, blockingFileCalls, type Config, fileSink, invalidArgument, loadConfig, Logger, openCore, spawnBlockingHere, spawnLog } from '../shared/index.js';
+import { asTwinvolError, blockingFileCalls, type Config, fileSink, invalidArgument, loadConfig, Logger, openCore, spawnBlockingHere, spawnLog, systemCallLog } from '../shared/index.js';
 import { failure, type FlexReply } from './reply.js';
 import type { FlexVerb } from './verb-names.js';
 import { VERBS } from './verbs.js';
@@ -39,6 +39,8 @@ export async function dispatch(verb: FlexVerb, args: readonly string[], loaded?:
     message: reply.message,
     durationMs: Number((process.hrtime.bigint() - started) / 1_000_000n),
     spawns: spawnLog().map((s) => `${s.command}:${s.exitCode}:${Math.round(s.durationMs)}ms`),
+    // Mounts made without a process (shared/native-mount.ts): a failed one names its errno, then the tool's spawn follows.
+    systemCalls: systemCallLog().map((c) => `${c.call}:${c.error ?? 0}:${c.durationMs.toFixed(2)}ms`),
   });
   return reply;
 }

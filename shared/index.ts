@@ -33,7 +33,7 @@ export { observeSpawns, run, type SpawnRecord, spawnLog, toolEnv } from './runne
 export { spawnBlockingHere } from './spawn-blocking.js';
 export { blockingFileCalls, blockingFileCallsWhile } from './fs-async.js';
 export { spawnOffThread } from './spawn-thread.js';
-export { NATIVE_MOUNT_FILE, nativeMount, nativeMountBeside, setNativeMountPath } from './native-mount.js';
+export { NATIVE_MOUNT_FILE, nativeMount, nativeMountBeside, observeSystemCalls, type SystemCallRecord, setNativeMountPath, systemCallLog } from './native-mount.js';
 export { type MountEntry, mountAt, readMounts } from './mountinfo.js';
 
 // The model, ids and input validation.

@@ -2,7 +2,7 @@ import { failedPrecondition, resourceExhausted, systemErrorInOutput } from './er
 import { type MountEntry, mountAtAsync, mountsStackedAt } from './mountinfo.js';
 import { CHILD_FD_PATH, fdPath, type MountTarget, type PinnedTarget, pinTarget, requireWithin, whereIs } from './pinned-target.js';
 import { CommandError, run } from './runner.js';
-import { type NativeMount, nativeMount } from './native-mount.js';
+import { callNatively, type NativeMount, nativeMount } from './native-mount.js';
 
 /**
  * The tools that walk or copy a volume's data, and so may run for minutes on a large one. The rest
@@ -28,7 +28,7 @@ export class Mounter {
     const options = (opts.options ?? []).filter((o) => o !== 'bind');
     const pinned = await pinTarget(target);
     try {
-      if (!(bind && bindNatively(source, pinned))) {
+      if (!(bind && bindNatively(source, pinned, target))) {
         // A bind has no filesystem type of its own (mount(8) refuses "-t none --bind").
         const args = ['--no-canonicalize'];
         if (bind) args.push('--bind');
@@ -98,7 +98,7 @@ export class Mounter {
     try {
       if (root.mountId !== made.id) throw failedPrecondition(`mount point ${target.path} changed while it was mounted`);
       const all = remountOptions(made.mountOptions, options);
-      if (remountNatively(all, root)) return;
+      if (remountNatively(all, root, target)) return;
       await this.exec('mount', ['--no-canonicalize', '-o', ['remount', 'bind', ...all].join(','), '--', CHILD_FD_PATH], undefined, root.handle.fd);
     } finally {
       await root.handle.close();
@@ -113,7 +113,7 @@ export class Mounter {
     for (let guard = 0; guard < 16 && (await mountAtAsync(target)); guard++) {
       // Not through a symlink put in its place: that one goes to umount(8), which says what it is.
       const native = nativeMount();
-      if (native?.umount(target, native.UMOUNT_NOFOLLOW) === 0) continue;
+      if (native && callNatively({ call: 'umount2', target, options: ['nofollow'] }, () => native.umount(target, native.UMOUNT_NOFOLLOW))) continue;
       try {
         await this.exec('umount', ['--', target]);
       } catch (err) {
@@ -237,17 +237,19 @@ export function describeMount(entry: MountEntry): string {
  * fd 3 (shared/pinned-target.ts): true once it is made. False leaves it
  * to mount(8): no addon, or the call failed, and the tool then fails with its own words.
  */
-function bindNatively(source: string, pinned: PinnedTarget): boolean {
+function bindNatively(source: string, pinned: PinnedTarget, target: MountTarget): boolean {
   const native = nativeMount();
-  return native !== undefined && native.mount(source, fdPath(pinned.handle), null, native.MS_BIND, null) === 0;
+  if (!native) return false;
+  return callNatively({ call: 'mount', source, target: target.path, options: ['bind'] }, () => native.mount(source, fdPath(pinned.handle), null, native.MS_BIND, null));
 }
 
 /** `mount -o remount,bind,<options>` as one system call: false leaves it to mount(8). */
-function remountNatively(options: readonly string[], root: PinnedTarget): boolean {
+function remountNatively(options: readonly string[], root: PinnedTarget, target: MountTarget): boolean {
   const native = nativeMount();
   if (!native) return false;
   const flags = remountFlags(native, options);
-  return flags !== undefined && native.mount(null, fdPath(root.handle), null, flags, null) === 0;
+  if (flags === undefined) return false;
+  return callNatively({ call: 'mount', target: target.path, options: ['remount', 'bind', ...options] }, () => native.mount(null, fdPath(root.handle), null, flags, null));
 }
 
 /** Each option that undoes another: asked for, it replaces the one the mount has. */

@@ -1,6 +1,9 @@
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { getSystemErrorName } from 'node:util';
 import { invalidArgument } from './errors.js';
+import { RecordLog } from './record-log.js';
+import { SPAWN_LOG_LIMIT } from './runner.js';
 
 /**
  * mount(2) and umount2(2) from native/mount.c, built by `npm ci` (scripts/build-native.mjs) and put
@@ -133,4 +136,45 @@ export function nativeMount(): NativeMount | undefined {
     }
   }
   return loaded ?? undefined;
+}
+
+/**
+ * One mount made or undone as a system call, kept and told like a spawned tool (shared/runner.ts
+ * recordSpawn) so the CSI server's debug log and metrics, and the FlexVolume call's log line, still
+ * show every mount a call made, though no process ran.
+ */
+export interface SystemCallRecord {
+  call: 'mount' | 'umount2';
+  /** A bind's source. */
+  source?: string;
+  /** The path as the caller named it, not the pinned descriptor's /proc/self/fd path the call was given. */
+  target: string;
+  /** mount(8)'s words for the flags (bind, remount, ro, ...; nofollow for umount2). */
+  options: readonly string[];
+  /** Absent on success; else the errno's name, and mount(8) or umount(8) takes the step (recorded as a command). */
+  error?: string;
+  durationMs: number;
+}
+
+const systemCalls = new RecordLog<SystemCallRecord>(SPAWN_LOG_LIMIT);
+
+/** The latest system calls this process made (as many as shared/runner.ts keeps spawns), in order. */
+export function systemCallLog(): readonly SystemCallRecord[] {
+  return systemCalls.latest();
+}
+
+export function observeSystemCalls(observer: (record: SystemCallRecord) => void): () => void {
+  return systemCalls.observe(observer);
+}
+
+/** Makes one call of the addon's (`invoke` answers an errno) and records it: true when it succeeded. */
+export function callNatively(what: Omit<SystemCallRecord, 'error' | 'durationMs'>, invoke: () => number): boolean {
+  // process.hrtime, not performance, as in shared/runner.ts: the global loads perf_hooks.
+  const started = process.hrtime.bigint();
+  const errno = invoke();
+  const durationMs = Number(process.hrtime.bigint() - started) / 1e6;
+  // -1 is the addon answering something that is no errno (errnoOf above).
+  const error = errno === 0 ? undefined : errno > 0 ? getSystemErrorName(-errno) : 'no errno';
+  systemCalls.add({ ...what, ...(error === undefined ? {} : { error }), durationMs });
+  return errno === 0;
 }

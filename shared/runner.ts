@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { internal, TwinvolError } from './errors.js';
+import { RecordLog } from './record-log.js';
 
 /** One external command as it ran: what `compare` and the benchmarks count and time. */
 export interface SpawnRecord {
@@ -26,23 +27,17 @@ export interface RunOptions {
   lengthy?: boolean;
 }
 
-type Observer = (record: SpawnRecord) => void;
-const observers = new Set<Observer>();
-const spawned: SpawnRecord[] = [];
-/**
- * A FlexVolume call spawns a handful of tools and logs them all (flex/dispatch.ts); a CSI server runs
- * for months and spawns on every stage, so the log keeps only the latest: observers see every spawn.
- */
+/** How many spawns the log keeps (shared/record-log.ts says why only the latest): observers see every one. */
 export const SPAWN_LOG_LIMIT = 256;
+const spawns = new RecordLog<SpawnRecord>(SPAWN_LOG_LIMIT);
 
 /** The latest spawns this process made (at most SPAWN_LOG_LIMIT), in order. */
 export function spawnLog(): readonly SpawnRecord[] {
-  return spawned;
+  return spawns.latest();
 }
 
-export function observeSpawns(observer: Observer): () => void {
-  observers.add(observer);
-  return () => observers.delete(observer);
+export function observeSpawns(observer: (record: SpawnRecord) => void): () => void {
+  return spawns.observe(observer);
 }
 
 /**
@@ -51,9 +46,7 @@ export function observeSpawns(observer: Observer): () => void {
  * outside this runner (shared/backends/exec-run.ts), is recorded by shared/backends/exec-driver.ts.
  */
 export function recordSpawn(record: SpawnRecord): void {
-  spawned.push(record);
-  if (spawned.length > SPAWN_LOG_LIMIT) spawned.splice(0, spawned.length - SPAWN_LOG_LIMIT);
-  for (const observer of observers) observer(record);
+  spawns.add(record);
 }
 
 /** kubelet runs drivers with a plain PATH; the tools we need live in the sbin directories. */

@@ -63,7 +63,7 @@ describe('at debug', () => {
     }
   });
 
-  it('every command a block stage runs is a line with the stage\'s method, request id and volume id', async () => {
+  it('every command a block stage runs, and every system call, is a line with the stage\'s method, request id and volume id', async () => {
     const cap = mountCap('ext4');
     await csi.ctl('CreateVolume', { name: 'l-blk', volume_capabilities: [cap], capacity_range: size(32 * MiB), parameters: { backend: 'block' } });
     await csi.ctl('ControllerPublishVolume', { volume_id: 'l-blk', node_id: 'node-a', volume_capability: cap });
@@ -87,9 +87,15 @@ describe('at debug', () => {
     const createCommands = entries.filter((e) => e.msg === 'command' && e.requestId === create?.requestId);
     expect(createCommands.map((c) => c.tool)).toEqual(['mkfs.ext4']);
     expect(createCommands.every((c) => c.method === 'CreateVolume' && c.volumeId === 'l-blk')).toBe(true);
-    // The unstage's unmount is a system call (shared/native-mount.ts): no command line.
+    // The unstage's unmount is a system call (shared/native-mount.ts): no command line, a system call
+    // line in its place, with the call's ids and the staging path (not a /proc/self/fd path).
     const [unstage] = rpcLines(entries, 'NodeUnstageVolume');
     expect(entries.filter((e) => e.msg === 'command' && e.requestId === unstage?.requestId)).toEqual([]);
+    const calls = entries.filter((e) => e.msg === 'system call' && e.requestId === unstage?.requestId);
+    expect(calls).toEqual([
+      expect.objectContaining({ level: 'debug', method: 'NodeUnstageVolume', volumeId: 'l-blk', call: 'umount2', target: staging, options: ['nofollow'], durationMs: expect.any(Number) }),
+    ]);
+    expect(calls[0]).not.toHaveProperty('error');
     // No trace lines at debug: the request dumps are trace only.
     expect(entries.filter((e) => e.level === 'trace')).toEqual([]);
     await csi.ctl('ControllerUnpublishVolume', { volume_id: 'l-blk', node_id: 'node-a' });

@@ -68,6 +68,9 @@ describe('metrics after real calls', () => {
     for (const tool of ['mkfs.ext4', 'mount']) expect(ran[`{tool="${tool}"}`], tool).toBeGreaterThan(0);
     expect(growth(before, after, 'twinvol_command_duration_seconds_count')).toEqual(ran);
     expect(growth(attached, after, 'twinvol_commands_total')).toEqual({ '{tool="mount"}': 1 });
+    // The publish's bind, counted as what it is; it did not fail over to mount(8).
+    expect(growth(before, after, 'twinvol_system_calls_total')).toEqual({ '{call="mount"}': 1 });
+    expect(growth(before, after, 'twinvol_system_call_failures_total')).toEqual({});
     // None failed. (A create that formats skips blkid at stage, so the "an okExitCode is no failure"
     // rule, blkid's 2, is checked in test/shared/runner.test.ts, not here.)
     expect(growth(before, after, 'twinvol_command_failures_total')).toEqual({});

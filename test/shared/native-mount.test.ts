@@ -1,10 +1,10 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Mounter, remountFlags, remountOptions } from '../../shared/mounter.js';
 import { mountAt } from '../../shared/mountinfo.js';
-import { NATIVE_MOUNT_FILE, type NativeMount, nativeMount, nativeMountBeside, setNativeMountPath } from '../../shared/native-mount.js';
+import { callNatively, NATIVE_MOUNT_FILE, type NativeMount, nativeMount, nativeMountBeside, observeSystemCalls, type SystemCallRecord, setNativeMountPath, systemCallLog } from '../../shared/native-mount.js';
 import { expectThrows } from './expect-error.js';
 import { expectSuccess, mountOptions, podNamed, runCli, runFlex } from '../helpers/flex-runner.js';
 import { podVolumeDir } from '../helpers/kubelet-paths.js';
@@ -89,6 +89,31 @@ describe('the mount addon', () => {
     expect(mountAt(target)).toBeUndefined();
   });
 
+  it('records each call as a spawned tool is recorded: the target by its path, mount(8)\'s words, a failure\'s errno by name', async () => {
+    const { source, target } = sourceOn('r', 'nosuid');
+    const seen: SystemCallRecord[] = [];
+    const stop = observeSystemCalls((r) => seen.push(r));
+    try {
+      await mounter.bind(source, { path: target, within: s.kubeletDir }, true, ['noexec']);
+      await mounter.unmountAll(target);
+      // Nothing is mounted there any more: the kernel says EINVAL, and the record says so.
+      const native = loaded();
+      expect(callNatively({ call: 'umount2', target, options: [] }, () => native.umount(target, 0))).toBe(false);
+      setNativeMountPath(null);
+      await mounter.bind(source, { path: target, within: s.kubeletDir }, false);
+      await mounter.unmountAll(target);
+    } finally {
+      stop();
+    }
+    expect(seen.map(({ durationMs, ...r }) => (expect(durationMs).toBeGreaterThanOrEqual(0), r))).toEqual([
+      { call: 'mount', source, target, options: ['bind'] },
+      { call: 'mount', target, options: ['remount', 'bind', 'nosuid', 'relatime', 'ro', 'noexec'] },
+      { call: 'umount2', target, options: ['nofollow'] },
+      { call: 'umount2', target, options: [], error: 'EINVAL' },
+    ]);
+    expect(systemCallLog().slice(-4)).toEqual(seen);
+  });
+
   it('a path that holds no addon, or another file, means mount(8), not a failure', async () => {
     const { source, target } = sourceOn('m', 'nosuid');
     for (const path of [join(s.root, 'none.node'), join(s.root, 'f'), '/usr/bin/true']) {
@@ -137,6 +162,12 @@ describe('TWINVOL_NATIVE_MOUNT', () => {
     expect(mountAt(target)).toBeDefined();
     expectSuccess(await runFlex(s.env, ['unmount', target]));
     expect(mountAt(target)).toBeUndefined();
+    // Each call's log line names the system calls it made in place of the tools it no longer spawns.
+    const lines = readFileSync(join(s.stateDir, 'log/flex.log'), 'utf8').trimEnd().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines.slice(-2)).toEqual([
+      expect.objectContaining({ call: 'mount', status: 'Success', spawns: [], systemCalls: [expect.stringMatching(/^mount:0:\d+\.\d\dms$/)] }),
+      expect.objectContaining({ call: 'unmount', status: 'Success', spawns: [], systemCalls: [expect.stringMatching(/^umount2:0:\d+\.\d\dms$/)] }),
+    ]);
   });
 });
 
