@@ -13,15 +13,18 @@ import { loadConfig } from '../../shared/config.js';
 import { openCore } from '../../shared/core/core.js';
 import { registerNode } from '../../shared/core/nodes.js';
 import { Logger } from '../../shared/log.js';
+import { observeSystemCalls } from '../../shared/native-mount.js';
 import { observeSpawns } from '../../shared/runner.js';
 import { storeCounts } from '../../shared/store/json-record.js';
 import type { Scratch } from '../helpers/scratch.js';
 import { nid } from '../helpers/ids.js';
 import { PROTO_PATH } from '../csi/helpers/client.js';
 
-/** The work one call did: the tools it spawned (by name, in order), fsyncs, record reads and locks. */
+/** The work one call did: the tools it spawned and the mounts it made as system calls (by name, in order), fsyncs, record reads and locks. */
 export interface Work {
   spawns: string[];
+  /** A failed one as `call!ERRNO` (the tool that then took the step is among the spawns). */
+  systemCalls: string[];
   fsyncs: number;
   reads: number;
   locks: number;
@@ -29,17 +32,18 @@ export interface Work {
 
 /**
  * Runs `fn` and counts what it did through the store's counters (shared/store/json-record.ts) and the
- * runner's spawn observers (shared/runner.ts): in-process, so nothing but the call itself is counted.
+ * runner's spawn observers (shared/runner.ts) and the mount addon's (shared/native-mount.ts): in-process, so nothing but the call itself is counted.
  */
 export async function measure<T>(fn: () => Promise<T>): Promise<{ result: T; work: Work }> {
   const spawns: string[] = [];
-  const stop = observeSpawns((r) => spawns.push(r.command));
+  const systemCalls: string[] = [];
+  const stops = [observeSpawns((r) => spawns.push(r.command)), observeSystemCalls((r) => systemCalls.push(r.error ? `${r.call}!${r.error}` : r.call))];
   const before = { ...storeCounts };
   try {
     const result = await fn();
-    return { result, work: { spawns, fsyncs: storeCounts.fsyncs - before.fsyncs, reads: storeCounts.reads - before.reads, locks: storeCounts.locks - before.locks } };
+    return { result, work: { spawns, systemCalls, fsyncs: storeCounts.fsyncs - before.fsyncs, reads: storeCounts.reads - before.reads, locks: storeCounts.locks - before.locks } };
   } finally {
-    stop();
+    for (const stop of stops) stop();
   }
 }
 
