@@ -52,7 +52,7 @@ export interface CompareReport {
 export const METHOD: CompareReport['method'] = {
   latency: 'wall-clock ms per step and round. FlexVolume: from spawning the executable to its exit, once per call, start-up included, as kubelet waits for it. CSI: from sending the request to the reply, over the unix socket to the already running server.',
   processes: 'processes started per step and round. FlexVolume: 1 per call (the executable) + the tools it ran. CSI: the tools the server ran (the server itself is long-lived).',
-  tools: "counted by the same PATH shim in front of both models (one extra sh per tool run, in both); the FlexVolume executable's own log line must agree (flexLogAgrees). Tools run by those tools (mount helpers) are not counted.",
+  tools: "counted by the same PATH shim in front of both models (one extra sh per tool run, in both); the FlexVolume executable's own log line must agree (flexLogAgrees). Tools run by those tools (mount helpers) are not counted, nor are binds and unmounts made as system calls through the mount addon, which run no process (both models make them alike; the FlexVolume log line lists them as systemCalls, the CSI server's debug log as system call lines).",
   state: 'after publish and expand: /proc/self/mountinfo and stat of the staging and pod paths of each model, loop devices named by their backing file, volume names made neutral.',
   order: 'each model has its own volume per backend, reused every round; odd rounds run FlexVolume first, even rounds CSI first.',
 };
