@@ -1,14 +1,23 @@
 /*
- * mount(2) and umount2(2) for the CSI server and the FlexVolume executable (shared/native-mount.ts).
+ * mount(2) and umount2(2) for the CSI server and the FlexVolume executable (shared/native-mount.ts),
+ * and statx(2)'s answer to "is this path the root of a mount" (shared/mountinfo.ts isMountPoint).
  * Spawning mount(8) for a bind mount costs a fork and an exec, about 2 ms each way, where the system
  * call takes tens of microseconds. Each call answers 0 or the errno it failed with; what to do about
  * a failure (try mount(8), which words it) is decided in TypeScript. Nothing here keeps state: the
  * buffers are on the stack, so threads of one process (the CSI server's workers) may call at once.
  */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <node_api.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
+
+/* Linux 5.8; older headers lack the name, and an older kernel leaves it out of stx_attributes_mask. */
+#ifndef STATX_ATTR_MOUNT_ROOT
+#define STATX_ATTR_MOUNT_ROOT 0x00002000
+#endif
 
 #define MAX_STRING 4096
 
@@ -75,6 +84,25 @@ static napi_value do_umount(napi_env env, napi_callback_info info) {
   return errno_value(env, 0);
 }
 
+/*
+ * mountRoot(path): 1 when the path (its last part not followed) is the root of a mount, 0 when not,
+ * or a negative errno: -EOPNOTSUPP when this kernel does not say (before 5.8). AT_STATX_DONT_SYNC:
+ * a network filesystem answers from its cache rather than asking a server that may be gone.
+ */
+static napi_value do_mount_root(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  char path[MAX_STRING];
+  int has_path, err;
+  struct statx stx;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 1) return errno_value(env, -EINVAL);
+  if ((err = string_arg(env, argv[0], path, &has_path))) return errno_value(env, -err);
+  if (!has_path) return errno_value(env, -EINVAL);
+  if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_STATX_DONT_SYNC, STATX_TYPE, &stx) != 0) return errno_value(env, -errno);
+  if (!(stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT)) return errno_value(env, -EOPNOTSUPP);
+  return errno_value(env, (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT) ? 1 : 0);
+}
+
 static void set_function(napi_env env, napi_value exports, const char *name, napi_callback fn) {
   napi_value f;
   napi_create_function(env, name, NAPI_AUTO_LENGTH, fn, NULL, &f);
@@ -102,6 +130,7 @@ static const struct {
 NAPI_MODULE_INIT() {
   set_function(env, exports, "mount", do_mount);
   set_function(env, exports, "umount", do_umount);
+  set_function(env, exports, "mountRoot", do_mount_root);
   for (size_t i = 0; i < sizeof CONSTANTS / sizeof CONSTANTS[0]; i++) set_number(env, exports, CONSTANTS[i].name, (double)CONSTANTS[i].value);
   return exports;
 }

@@ -21,6 +21,11 @@ export interface NativeMount {
   mount(source: string | null, target: string, fsType: string | null, flags: number, data: string | null): number;
   /** 0, or the errno umount2(2) failed with. */
   umount(target: string, flags: number): number;
+  /**
+   * statx(2)'s STATX_ATTR_MOUNT_ROOT of the path, its last part not followed: true or false, or
+   * undefined when it cannot say (the call failed, a kernel before 5.8, an addon built before it had this).
+   */
+  mountRoot(path: string): boolean | undefined;
   readonly MS_RDONLY: number;
   readonly MS_NOSUID: number;
   readonly MS_NODEV: number;
@@ -45,12 +50,18 @@ type Flags = { [K in (typeof NUMBERS)[number]]: number };
 /** An errno as the addon answers it: anything but a small integer is a broken addon, so a failure. */
 const errnoOf = (answer: unknown): number => (Number.isInteger(answer) && (answer as number) >= 0 ? (answer as number) : -1);
 
+/** native/mount.c's mountRoot answers 1, 0, or a negative errno: only the first two say anything. */
+const rootAnswer = (answer: unknown): boolean | undefined => (answer === 1 ? true : answer === 0 ? false : undefined);
+
 /** What a loaded addon exports, checked rather than trusted: a stale or foreign file is not used. */
 function parseAddon(exports: unknown): NativeMount | undefined {
   if (typeof exports !== 'object' || exports === null) return undefined;
   const e = new Map(Object.entries(exports));
   const [mount, umount] = FUNCTIONS.map((f) => e.get(f));
   if (typeof mount !== 'function' || typeof umount !== 'function') return undefined;
+  // Optional: an addon left beside an older executable has no such function, and still mounts.
+  const root = e.get('mountRoot');
+  const mountRoot = typeof root === 'function' ? (path: string) => rootAnswer(root(path)) : () => undefined;
   const flags: Partial<Flags> = {};
   for (const n of NUMBERS) {
     const value = e.get(n);
@@ -61,6 +72,7 @@ function parseAddon(exports: unknown): NativeMount | undefined {
     ...(flags as Flags),
     mount: (...args) => errnoOf(mount(...args)),
     umount: (...args) => errnoOf(umount(...args)),
+    mountRoot,
   };
 }
 

@@ -114,6 +114,18 @@ describe('the mount addon', () => {
     expect(systemCallLog().slice(-4)).toEqual(seen);
   });
 
+  it('tells whether a path is a mount\'s root, without following its last part; cannot say for a path that is not there', () => {
+    const { source, target } = sourceOn('root', 'nosuid');
+    const native = loaded();
+    expect(native.mountRoot(join(s.root, 'root'))).toBe(true);
+    expect(native.mountRoot(source)).toBe(false);
+    const link = join(s.root, 'link');
+    symlinkSync(join(s.root, 'root'), link);
+    expect(native.mountRoot(link)).toBe(false);
+    expect(native.mountRoot(join(s.root, 'missing'))).toBeUndefined();
+    expect(native.mountRoot(target)).toBe(false);
+  });
+
   it('a path that holds no addon, or another file, means mount(8), not a failure', async () => {
     const { source, target } = sourceOn('m', 'nosuid');
     for (const path of [join(s.root, 'none.node'), join(s.root, 'f'), '/usr/bin/true']) {
