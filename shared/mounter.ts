@@ -1,5 +1,5 @@
 import { failedPrecondition, resourceExhausted, systemErrorInOutput } from './errors.js';
-import { type MountEntry, mountAtAsync, mountsStackedAt } from './mountinfo.js';
+import { isMountPointAsync, type MountEntry, mountsStackedAt } from './mountinfo.js';
 import { CHILD_FD_PATH, fdPath, type MountTarget, type PinnedTarget, pinTarget, requireWithin, whereIs } from './pinned-target.js';
 import { CommandError, run } from './runner.js';
 import { callNatively, type NativeMount, nativeMount } from './native-mount.js';
@@ -110,7 +110,7 @@ export class Mounter {
    * forced and then detached lazily, as kubelet's own mounter does, rather than reported.
    */
   async unmountAll(target: string): Promise<void> {
-    for (let guard = 0; guard < 16 && (await mountAtAsync(target)); guard++) {
+    for (let guard = 0; guard < 16 && (await isMountPointAsync(target)); guard++) {
       // Not through a symlink put in its place: that one goes to umount(8), which says what it is.
       const native = nativeMount();
       if (native && callNatively({ call: 'umount2', target, options: ['nofollow'] }, () => native.umount(target, native.UMOUNT_NOFOLLOW))) continue;
@@ -118,7 +118,7 @@ export class Mounter {
         await this.exec('umount', ['--', target]);
       } catch (err) {
         if (!(err instanceof CommandError)) throw err;
-        if (!(await mountAtAsync(target))) return;
+        if (!(await isMountPointAsync(target))) return;
         if (/busy/i.test(err.result.stderr)) throw failedPrecondition(`${target} is busy: ${err.result.stderr.trim()}`);
         await this.exec('umount', ['-f', '-l', '--', target]);
       }

@@ -1,5 +1,7 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, realpathSync } from 'node:fs';
 import { readFile } from './fs-async.js';
+import { errnoCode } from './errors.js';
+import { nativeMount } from './native-mount.js';
 
 /** One line of /proc/self/mountinfo, the kernel's own account of what is mounted where. */
 export interface MountEntry {
@@ -52,29 +54,80 @@ export function readMounts(): MountEntry[] {
 
 const MOUNTINFO = '/proc/self/mountinfo';
 
+/**
+ * Reads of the kernel's mount table by this process, which the counts tests assert per call
+ * (test/perf/counts.test.ts): the kernel writes the whole table out for each, about 1.25 ms on a
+ * node with 1,000 mounts (docs/benchmarks.md), however little of it the caller wants.
+ */
+export const mountTableCounts = { reads: 0 };
+
 function readMountInfo(): string {
+  mountTableCounts.reads++;
   return readFileSync(MOUNTINFO, 'utf8');
 }
 
 /**
+ * Whether `path` is a mount's root, asked of the kernel for that path alone (statx through the mount
+ * addon, shared/native-mount.ts) rather than by reading the whole table; undefined where it cannot
+ * say, and the table answers. Only for a path that is its own real path: the table names mount
+ * points by their real paths, so a path through a symlink, which the table never holds, is left to
+ * it and keeps its answer. A path that does not exist has nothing mounted on it. Any other failure
+ * (no addon, TWINVOL_NATIVE_MOUNT=off or invalid, a kernel before 5.8) leaves it to the table too.
+ */
+function kernelSaysMountRoot(path: string): boolean | undefined {
+  let native: ReturnType<typeof nativeMount>;
+  try {
+    native = nativeMount();
+  } catch {
+    // A bad TWINVOL_NATIVE_MOUNT is refused by the call that mounts (shared/mounter.ts), not here.
+    return undefined;
+  }
+  if (!native) return undefined;
+  try {
+    if (realpathSync.native(path) !== path) return undefined;
+  } catch (err) {
+    // Nothing is mounted where no path leads (a publish's target before it is made, say); any
+    // other failure (a stale network mount's ESTALE, a dead FUSE daemon's ENOTCONN) is the table's.
+    return errnoCode(err) === 'ENOENT' ? false : undefined;
+  }
+  return native.mountRoot(path);
+}
+
+/**
+ * Whether something is mounted at `path`: mountAt(path) !== undefined, without reading the table when
+ * the kernel can say for the one path (kernelSaysMountRoot). The one difference: a mount hidden by a
+ * later mount over a directory above it is still in the table, but no longer at the path.
+ */
+export function isMountPoint(path: string): boolean {
+  return kernelSaysMountRoot(path) ?? mountsStackedAt(path).length > 0;
+}
+
+/**
  * The mount visible at `path` (the last one stacked there), if any: looked up in `mounts`, or in the
- * kernel's table read now.
+ * kernel's table read now, once the kernel has not said for the one path that nothing is mounted
+ * there (kernelSaysMountRoot).
  */
 export function mountAt(path: string, mounts?: readonly MountEntry[]): MountEntry | undefined {
-  if (!mounts) return mountsStackedAt(path).at(-1);
+  if (!mounts) return kernelSaysMountRoot(path) === false ? undefined : mountsStackedAt(path).at(-1);
   for (let i = mounts.length - 1; i >= 0; i--) if (mounts[i]?.mountPoint === path) return mounts[i];
   return undefined;
 }
 
 /**
- * mountAt, with the table read on libuv's threadpool. Reading the table waits for the kernel while
- * a mount or unmount is in progress on the node; right after an umount that wait was long enough to
- * matter: under 16 lifecycles in flight, unmountAll's reads were 280 ms of the CSI server's 7.3 s
- * of busy main thread (3.8%), one of them 15 ms in a single task, while the other look-ups together
- * took 250 ms. For a caller that has other work to wait for, such as a server's next request.
+ * isMountPoint, with the table, when it must be read, read on libuv's threadpool. Reading the table
+ * waits for the kernel while a mount or unmount is in progress on the node; right after an umount
+ * that wait was long enough to matter: under 16 lifecycles in flight, unmountAll's reads were 280 ms
+ * of the CSI server's 7.3 s of busy main thread (3.8%), one of them 15 ms in a single task, while the
+ * other look-ups together took 250 ms. statx walks the one path and takes no such wait. For a caller
+ * that has other work to wait for, such as a server's next request.
  */
-export async function mountAtAsync(path: string): Promise<MountEntry | undefined> {
-  return mountsStackedAt(path, await readFile(MOUNTINFO, 'utf8')).at(-1);
+export async function isMountPointAsync(path: string): Promise<boolean> {
+  return kernelSaysMountRoot(path) ?? (await stackedAtAsync(path)).length > 0;
+}
+
+async function stackedAtAsync(path: string): Promise<MountEntry[]> {
+  mountTableCounts.reads++;
+  return mountsStackedAt(path, await readFile(MOUNTINFO, 'utf8'));
 }
 
 /**

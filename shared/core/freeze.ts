@@ -1,7 +1,7 @@
 import { backendFor } from '../backends/index.js';
 import { internal } from '../errors.js';
 import type { MountRecord, VolumeRecord } from '../model.js';
-import { mountAt } from '../mountinfo.js';
+import { isMountPoint } from '../mountinfo.js';
 import type { Core } from './core.js';
 
 /**
@@ -33,7 +33,7 @@ async function stagingsToFreeze(core: Core, volumes: readonly VolumeRecord[]): P
     if (!backendFor(volume.backend).makesFilesystem) continue;
     const stagings = (await core.nodeState.listForVolume(volume.id)).filter((r) => r.kind === 'stage' && !r.block);
     // One filesystem is mounted once per node (shared/core/staging.ts): the first live staging is it.
-    const live = stagings.find((r) => mountAt(r.path));
+    const live = stagings.find((r) => isMountPoint(r.path));
     if (live) out.push(live);
   }
   return out;
@@ -72,7 +72,7 @@ async function thawIfFrozen(core: Core, path: string): Promise<void> {
 export async function thawAbandonedFreezes(core: Core): Promise<string[]> {
   const thawed: string[] = [];
   for (const { record, clear } of await core.nodeState.frozen()) {
-    if (record && mountAt(record.path)) {
+    if (record && isMountPoint(record.path)) {
       await thawIfFrozen(core, record.path);
       thawed.push(record.path);
     }

@@ -2,7 +2,7 @@ import { close, lstat, mkdir, open, readdir, realpath, rmdir, stat, unlink } fro
 import { dirname } from 'node:path';
 import { errnoCode, failedPrecondition, invalidArgument } from '../errors.js';
 import { describeMount } from '../mounter.js';
-import { mountAt, readMounts } from '../mountinfo.js';
+import { isMountPoint, mountAt, readMounts } from '../mountinfo.js';
 import { validatePathUnder } from '../validate.js';
 import type { Core } from './core.js';
 
@@ -129,5 +129,5 @@ export function foreignMountAt(path: string): string | undefined {
  * from cleaning up the pod, and nothing is reachable through it to be lost.
  */
 export async function unmountIfDead(core: Core, path: string): Promise<void> {
-  if (mountAt(path) && (await isStaleMount(path))) await core.mounter.unmountAll(path);
+  if (isMountPoint(path) && (await isStaleMount(path))) await core.mounter.unmountAll(path);
 }

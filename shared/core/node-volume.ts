@@ -2,7 +2,7 @@ import { statfs } from '../fs-async.js';
 import { backendFor } from '../backends/index.js';
 import { errnoCode, failedPrecondition, invalidArgument, notFound } from '../errors.js';
 import type { MountRecord, VolumeRecord } from '../model.js';
-import { mountAt } from '../mountinfo.js';
+import { isMountPoint } from '../mountinfo.js';
 import { validateVolumeId, type VolumeId } from '../validate.js';
 import type { Core } from './core.js';
 import { isStaleError } from './mount-target.js';
@@ -29,7 +29,7 @@ export async function volumeStats(core: Core, id: VolumeId, volumePath: string):
   // nothing is mounted at its path, so the mount table is not read for it.
   const stagedDirectory = record.recordOnly ? backendFor(volume.backend).stagedDirectory?.(volume, core) : undefined;
   const path = stagedDirectory ?? record.path;
-  if (!stagedDirectory && !mountAt(path)) return { ...ZERO, abnormal: true, message: `${path} is recorded as mounted but the kernel has no mount there` };
+  if (!stagedDirectory && !isMountPoint(path)) return { ...ZERO, abnormal: true, message: `${path} is recorded as mounted but the kernel has no mount there` };
   if (record.block) {
     return { ...ZERO, totalBytes: volume.capacityBytes, abnormal: false, message: 'raw block device' };
   }
@@ -83,7 +83,7 @@ export async function expandOnNode(core: Core, id: VolumeId, volumePath?: string
     if (volumePath !== undefined) recordAt(records, id, volumePath);
     const backend = backendFor(volume.backend);
     if (!backend.expandsOnNode) return volume;
-    const staged = records.find((r) => r.kind === 'stage' && !r.block && mountAt(r.path));
+    const staged = records.find((r) => r.kind === 'stage' && !r.block && isMountPoint(r.path));
     if (!staged) {
       // Raw block use: only the device grows; the pod owns whatever is on it.
       if (!backend.attachedDevice(volume, core)) throw failedPrecondition(`volume ${id} is not staged on this node`);

@@ -4,7 +4,7 @@ import { alreadyExists, failedPrecondition } from '../errors.js';
 import { applyFsGroup } from '../fs-group.js';
 import type { MountRecord, Origin, VolumeRecord } from '../model.js';
 import { describeMount } from '../mounter.js';
-import { mountAt } from '../mountinfo.js';
+import { isMountPoint, mountAt } from '../mountinfo.js';
 import { SCHEMA_VERSION } from '../store/json-record.js';
 import { validateVolumeId, type VolumeId } from '../validate.js';
 import { type AccessRequest, requireAccess } from './access.js';
@@ -140,7 +140,7 @@ async function bindFromStaging(core: Core, volume: VolumeRecord, target: string,
   if (!staging) throw failedPrecondition(`volume ${id}: its ${volume.backend} backend did not mount ${target} itself, and nothing is staged on this node to bind from`);
   const source = opts.block ? backendFor(volume.backend).attachedDevice(volume, core) : staging.path;
   if (!source) throw failedPrecondition(`volume ${id} has no device on this node; stage it first`);
-  if (!opts.block && !mountAt(staging.path)) throw failedPrecondition(`volume ${id} is not mounted at its staging path ${staging.path}; stage it again`);
+  if (!opts.block && !isMountPoint(staging.path)) throw failedPrecondition(`volume ${id} is not mounted at its staging path ${staging.path}; stage it again`);
   const bindFlags = bindFlagsFor(opts.mountFlags ?? [], staging.mountFlags, opts.readonly);
   await core.mounter.bind(source, { path: target, within: core.config.kubeletDir }, opts.readonly, bindFlags);
 }
@@ -184,7 +184,7 @@ async function ensureFsGroup(core: Core, record: MountRecord, opts: PublishOptio
 
 /** SINGLE_NODE_SINGLE_WRITER: one live publish of the volume on this node, whatever asked for the others. */
 async function requireNoOtherPublish(core: Core, id: string, target: string): Promise<void> {
-  const other = (await core.nodeState.listForVolume(id)).find((m) => m.kind === 'publish' && m.path !== target && mountAt(m.path));
+  const other = (await core.nodeState.listForVolume(id)).find((m) => m.kind === 'publish' && m.path !== target && isMountPoint(m.path));
   if (other) throw failedPrecondition(`volume ${id} is single-writer and already published at ${other.path}`);
 }
 
@@ -235,7 +235,7 @@ export async function unpublish(core: Core, targetPath: string, opts: TeardownOp
     // A backend that publishes itself unpublishes itself; "declined" (or a mount it left) the core takes off.
     const volume = await core.catalog.getVolume(record.volumeId);
     const backend = volume && backendFor(volume.backend);
-    if (volume && backend?.unpublish && mountAt(target)) await backend.unpublish(volume, target, core);
+    if (volume && backend?.unpublish && isMountPoint(target)) await backend.unpublish(volume, target, core);
     await core.mounter.unmountAll(target);
     await core.nodeState.remove(record);
     const left = await removeMountPoint(target);

@@ -2,7 +2,7 @@ import { backendFor } from '../backends/index.js';
 import { alreadyExists, failedPrecondition, invalidArgument } from '../errors.js';
 import type { MountRecord, Origin, VolumeRecord } from '../model.js';
 import { describeMount } from '../mounter.js';
-import { mountAt } from '../mountinfo.js';
+import { isMountPoint, mountAt } from '../mountinfo.js';
 import { SCHEMA_VERSION } from '../store/json-record.js';
 import { validateVolumeId, type VolumeId } from '../validate.js';
 import { type AccessRequest, requireAccess } from './access.js';
@@ -117,7 +117,7 @@ export async function stageLocked(core: Core, id: VolumeId, path: string, opts: 
     // otherwise this call undoes all it made, the in-use mark included. A record that could not be
     // written (a full state dir) or a device that could not be had (no free loop device) once left
     // that mark behind: with no staging for an unstage to find, a detach then fenced the volume.
-    const setUp = opts.block ? backend.attachedDevice(volume, core) !== undefined : !recordOnly && mountAt(path) !== undefined;
+    const setUp = opts.block ? backend.attachedDevice(volume, core) !== undefined : !recordOnly && isMountPoint(path);
     if (!setUp) await dropStaging(core, { volumeId: id, path, implicit: opts.implicit }, attachedByThisCall).catch(() => undefined);
     throw err;
   }
@@ -208,7 +208,7 @@ export async function unstageLocked(core: Core, record: MountRecord): Promise<vo
   // A backend that stages itself unstages itself; "declined" (or a mount it left) the core takes off.
   const volume = await core.catalog.getVolume(record.volumeId);
   const backend = volume && backendFor(volume.backend);
-  if (volume && backend?.unstage && mountAt(record.path)) await backend.unstage(volume, record.path, core);
+  if (volume && backend?.unstage && isMountPoint(record.path)) await backend.unstage(volume, record.path, core);
   await core.mounter.unmountAll(record.path);
   await dropStaging(core, record, Boolean(record.implicit), { volume });
 }
@@ -221,7 +221,7 @@ async function liveUsersOf(core: Core, stagingRecord: MountRecord): Promise<Moun
   const live: MountRecord[] = [];
   for (const r of await core.nodeState.listForVolume(stagingRecord.volumeId)) {
     if (r.kind !== 'publish' || r.stagingPath !== stagingRecord.path) continue;
-    if (mountAt(r.path)) live.push(r);
+    if (isMountPoint(r.path)) live.push(r);
     else await core.nodeState.remove(r);
   }
   return live;

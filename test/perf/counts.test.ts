@@ -27,7 +27,7 @@ beforeEach(() => {
 afterEach(() => s.cleanup());
 
 type Table = Record<string, Work>;
-const w = (spawns: string[], systemCalls: string[], fsyncs: number, reads: number, locks: number): Work => ({ spawns, systemCalls, fsyncs, reads, locks });
+const w = (spawns: string[], systemCalls: string[], fsyncs: number, reads: number, locks: number, mountTableReads: number): Work => ({ spawns, systemCalls, fsyncs, reads, mountTableReads, locks });
 
 describe('FlexVolume: the work of each verb', () => {
   it('of a block volume through its attachable lifecycle, and of a dir volume mounted and unmounted', async () => {
@@ -126,7 +126,7 @@ describe('CSI: the work of each RPC', () => {
       const staging = stagingPath(disk.kubeletDir, 'on-disk');
       await csi.call('Controller', 'ControllerPublishVolume', { volume_id: 'on-disk', node_id: 'bench', volume_capability: mountCap() });
       const { work } = await measure(() => csi.call('Node', 'NodeStageVolume', { volume_id: 'on-disk', staging_target_path: staging, volume_capability: mountCap() }));
-      expect(work).toEqual(w([], [], 2, 2, 2));
+      expect(work).toEqual(w([], [], 2, 2, 2, 0));
       await csi.call('Node', 'NodeUnstageVolume', { volume_id: 'on-disk', staging_target_path: staging });
     } finally {
       disk.cleanup();
@@ -139,29 +139,29 @@ describe('CSI: the work of each RPC', () => {
     const csi = await inProcessCsi(s);
     const { result, work } = await measure(() => csi.call('Controller', 'ListVolumes', { max_entries: 5 }));
     expect((result as { entries: unknown[] }).entries).toHaveLength(5);
-    expect(work).toEqual(w([], [], 0, 5, 0));
+    expect(work).toEqual(w([], [], 0, 5, 0, 0));
   });
 });
 
 // Binds and unmounts are system calls (shared/native-mount.ts): the tools left are losetup for the
 // attach step and mount(8) for a filesystem on a loop device.
 const FLEX_EXPECTED: Table = {
-  getvolumename: w([], [], 0, 1, 0),
-  isattached: w([], [], 0, 1, 0),
-  attach: w([], [], 3, 5, 2),
-  waitforattach: w(['losetup'], [], 0, 2, 1),
-  'mountdevice (first)': w(['mount'], [], 1, 4, 2),
-  mount: w([], ['mount'], 0, 4, 1),
-  unmount: w([], ['umount2'], 0, 4, 1),
-  unmountdevice: w(['losetup'], ['umount2'], 1, 6, 2),
+  getvolumename: w([], [], 0, 1, 0, 0),
+  isattached: w([], [], 0, 1, 0, 0),
+  attach: w([], [], 3, 5, 2, 0),
+  waitforattach: w(['losetup'], [], 0, 2, 1, 0),
+  'mountdevice (first)': w(['mount'], [], 1, 4, 2, 1),
+  mount: w([], ['mount'], 0, 4, 1, 1),
+  unmount: w([], ['umount2'], 0, 4, 1, 0),
+  unmountdevice: w(['losetup'], ['umount2'], 1, 6, 2, 0),
   // unmountdevice let the device go: mount(8) sets up the next one itself, and the kernel releases it
   // at the unmount (shared/mounter.ts mountImage).
-  'mountdevice (again)': w(['mount'], [], 1, 4, 2),
-  'unmountdevice (again)': w([], ['umount2'], 1, 6, 2),
-  detach: w([], [], 1, 2, 1),
+  'mountdevice (again)': w(['mount'], [], 1, 4, 2, 1),
+  'unmountdevice (again)': w([], ['umount2'], 1, 6, 2, 0),
+  detach: w([], [], 1, 2, 1, 0),
   // A dir volume binds its directory straight onto the pod's target: no staging to mount or unmount.
-  'mount (dir volume)': w([], ['mount'], 2, 4, 2),
-  'unmount (dir volume)': w([], ['umount2'], 1, 4, 2),
+  'mount (dir volume)': w([], ['mount'], 2, 4, 2, 1),
+  'unmount (dir volume)': w([], ['umount2'], 1, 4, 2, 0),
 };
 
 /**
@@ -171,24 +171,27 @@ const FLEX_EXPECTED: Table = {
  * unmount are one system call each (shared/native-mount.ts), counted as such: no process.
  */
 const COMMON: Table = {
-  ControllerPublishVolume: w([], [], 1, 2, 1),
-  NodePublishVolume: w([], ['mount'], 0, 2, 1),
-  NodeGetVolumeStats: w([], [], 0, 3, 0),
-  Probe: w([], [], 0, 0, 0),
-  ControllerGetVolume: w([], [], 0, 1, 0),
-  ListVolumes: w([], [], 0, 1, 0),
-  NodeUnpublishVolume: w([], ['umount2'], 0, 4, 1),
-  ControllerUnpublishVolume: w([], [], 1, 1, 1),
-  DeleteVolume: w([], [], 0, 1, 1),
+  ControllerPublishVolume: w([], [], 1, 2, 1, 0),
+  NodePublishVolume: w([], ['mount'], 0, 2, 1, 1),
+  NodeGetVolumeStats: w([], [], 0, 3, 0, 0),
+  Probe: w([], [], 0, 0, 0, 0),
+  ControllerGetVolume: w([], [], 0, 1, 0, 0),
+  ListVolumes: w([], [], 0, 1, 0, 0),
+  NodeUnpublishVolume: w([], ['umount2'], 0, 4, 1, 0),
+  ControllerUnpublishVolume: w([], [], 1, 1, 1, 0),
+  DeleteVolume: w([], [], 0, 1, 1, 0),
 };
 
+// The one read of the mount table left in a lifecycle is the check, after each mount made, that it
+// sits on the pinned target (shared/mounter.ts requireLanded needs the mount's parent); whether
+// something is mounted at a path is asked of the kernel for that path (shared/mountinfo.ts isMountPoint).
 // CreateVolume fsyncs the record and then volumes/, which the volume was renamed into: the create is durable once answered.
 const CSI_EXPECTED: Record<'dir' | 'block' | 'raw block', Table> = {
   // A dir volume's staging is its record alone: each publish binds the directory itself.
-  dir: { ...COMMON, CreateVolume: w([], [], 2, 1, 1), NodeStageVolume: w([], [], 1, 2, 2), NodeUnstageVolume: w([], [], 1, 5, 2) },
+  dir: { ...COMMON, CreateVolume: w([], [], 2, 1, 1, 0), NodeStageVolume: w([], [], 1, 2, 2, 0), NodeUnstageVolume: w([], [], 1, 5, 2, 0) },
   // The filesystem is made at create, on the image file, and the record says which: no blkid at stage.
   // mount -o loop sets up the device and the unmount (a system call) releases it: no losetup either way.
-  block: { ...COMMON, CreateVolume: w(['mkfs.ext4'], [], 2, 1, 1), NodeStageVolume: w(['mount'], [], 1, 2, 2), NodeUnstageVolume: w([], ['umount2'], 1, 5, 2) },
+  block: { ...COMMON, CreateVolume: w(['mkfs.ext4'], [], 2, 1, 1, 0), NodeStageVolume: w(['mount'], [], 1, 2, 2, 1), NodeUnstageVolume: w([], ['umount2'], 1, 5, 2, 0) },
   // Asked for as a raw device only: no filesystem is made for it.
-  'raw block': { ...COMMON, CreateVolume: w([], [], 2, 1, 1), NodeStageVolume: w(['losetup'], [], 1, 2, 2), NodeUnstageVolume: w(['losetup'], [], 1, 5, 2) },
+  'raw block': { ...COMMON, CreateVolume: w([], [], 2, 1, 1, 0), NodeStageVolume: w(['losetup'], [], 1, 2, 2, 0), NodeUnstageVolume: w(['losetup'], [], 1, 5, 2, 0) },
 };

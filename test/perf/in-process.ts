@@ -13,6 +13,7 @@ import { loadConfig } from '../../shared/config.js';
 import { openCore } from '../../shared/core/core.js';
 import { registerNode } from '../../shared/core/nodes.js';
 import { Logger } from '../../shared/log.js';
+import { mountTableCounts } from '../../shared/mountinfo.js';
 import { observeSystemCalls } from '../../shared/native-mount.js';
 import { observeSpawns } from '../../shared/runner.js';
 import { storeCounts } from '../../shared/store/json-record.js';
@@ -27,6 +28,8 @@ export interface Work {
   systemCalls: string[];
   fsyncs: number;
   reads: number;
+  /** Reads of /proc/self/mountinfo (shared/mountinfo.ts), whose cost grows with the node's mounts. */
+  mountTableReads: number;
   locks: number;
 }
 
@@ -39,9 +42,10 @@ export async function measure<T>(fn: () => Promise<T>): Promise<{ result: T; wor
   const systemCalls: string[] = [];
   const stops = [observeSpawns((r) => spawns.push(r.command)), observeSystemCalls((r) => systemCalls.push(r.error ? `${r.call}!${r.error}` : r.call))];
   const before = { ...storeCounts };
+  const tableReadsBefore = mountTableCounts.reads;
   try {
     const result = await fn();
-    return { result, work: { spawns, systemCalls, fsyncs: storeCounts.fsyncs - before.fsyncs, reads: storeCounts.reads - before.reads, locks: storeCounts.locks - before.locks } };
+    return { result, work: { spawns, systemCalls, fsyncs: storeCounts.fsyncs - before.fsyncs, reads: storeCounts.reads - before.reads, mountTableReads: mountTableCounts.reads - tableReadsBefore, locks: storeCounts.locks - before.locks } };
   } finally {
     for (const stop of stops) stop();
   }

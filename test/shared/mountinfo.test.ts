@@ -1,9 +1,10 @@
 import { execFileSync } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { isReadOnly, mountAt, mountsStackedAt, parseMountInfo, readMounts } from '../../shared/mountinfo.js';
+import { isMountPoint, isReadOnly, mountAt, mountsStackedAt, mountTableCounts, parseMountInfo, readMounts } from '../../shared/mountinfo.js';
+import { setNativeMountPath } from '../../shared/native-mount.js';
 import { createScratch, type Scratch } from '../helpers/scratch.js';
 
 const ROOT_LINE = '22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw,errors=remount-ro';
@@ -129,5 +130,81 @@ describe('readMounts on this machine', () => {
     expect(entry?.superOptions).toContain('size=1024k');
     execFileSync('umount', [target]);
     expect(mountAt(target)).toBeUndefined();
+  });
+});
+
+describe('isMountPoint: the kernel asked about one path (statx through the mount addon), the table where it cannot say', () => {
+  let s: Scratch;
+  beforeEach(() => {
+    s = createScratch();
+  });
+  afterEach(() => {
+    setNativeMountPath(undefined);
+    s.cleanup();
+  });
+
+  /** The answer, and how many times the whole table was read for it. */
+  const asked = (path: string) => {
+    const before = mountTableCounts.reads;
+    const answer = isMountPoint(path);
+    return { answer, tableReads: mountTableCounts.reads - before };
+  };
+
+  /** A tmpfs, a bind of a directory on the same filesystem as its source (same st_dev), a plain dir, a missing path, and symlinks. */
+  function world() {
+    const tmpfs = join(s.root, 'tmpfs');
+    const bound = join(s.root, 'bound');
+    const plain = join(s.root, 'plain');
+    for (const d of [tmpfs, bound, plain]) mkdirSync(d);
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'twinvol-probe', tmpfs]);
+    execFileSync('mount', ['--bind', plain, bound]);
+    symlinkSync(tmpfs, join(s.root, 'link-to-mount'));
+    symlinkSync(s.root, join(s.root, 'link-to-root'));
+    return {
+      [tmpfs]: true,
+      [bound]: true,
+      [plain]: false,
+      [join(s.root, 'missing')]: false,
+      [join(s.root, 'missing', 'deeper')]: false,
+      // Neither is a mount point the table holds, and neither is a mount point to the kernel's
+      // table either: the first is a symlink, the second a path through one.
+      [join(s.root, 'link-to-mount')]: false,
+      [join(s.root, 'link-to-root', 'tmpfs')]: false,
+    };
+  }
+
+  it('answers as the table does, for mounts, plain and missing paths and symlinks, reading it only for a path through a symlink', () => {
+    const cases = world();
+    for (const [path, want] of Object.entries(cases)) {
+      const viaKernel = asked(path);
+      expect(viaKernel.answer, path).toBe(want);
+      expect(mountsStackedAt(path).length > 0, path).toBe(want);
+      expect(viaKernel.tableReads, path).toBe(path.includes('link-') ? 1 : 0);
+    }
+    // Without the addon (TWINVOL_NATIVE_MOUNT=off), the table answers every one, the same.
+    setNativeMountPath(null);
+    for (const [path, want] of Object.entries(cases)) expect(asked(path), path).toEqual({ answer: want, tableReads: 1 });
+  });
+
+  it('mountAt reads the table only when the kernel has not said nothing is there', () => {
+    world();
+    const tmpfs = join(s.root, 'tmpfs');
+    const before = mountTableCounts.reads;
+    expect(mountAt(join(s.root, 'plain'))).toBeUndefined();
+    expect(mountAt(join(s.root, 'missing'))).toBeUndefined();
+    expect(mountTableCounts.reads - before).toBe(0);
+    expect(mountAt(tmpfs)).toMatchObject({ mountPoint: tmpfs, source: 'twinvol-probe' });
+    expect(mountTableCounts.reads - before).toBe(1);
+  });
+
+  it('a mount hidden by a later mount over a directory above it is in the table, but not at the path', () => {
+    const outer = join(s.root, 'outer');
+    const inner = join(outer, 'inner');
+    mkdirSync(inner, { recursive: true });
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'twinvol-hidden', inner]);
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'twinvol-over', outer]);
+    // What a pod or a tool reaches at the path is the upper tmpfs, where inner does not exist.
+    expect(mountsStackedAt(inner).map((m) => m.source)).toEqual(['twinvol-hidden']);
+    expect(asked(inner)).toEqual({ answer: false, tableReads: 0 });
   });
 });
