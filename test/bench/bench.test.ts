@@ -40,6 +40,7 @@ const EXPECTED = [
   'scale.throughput.16.probed',
   'scale.probe-under-load',
   'scale.probe-under-load.bare',
+  'scale.mounts.lifecycle',
   'csi.rss.growth',
 ];
 /** The rows against the Go reference driver, there only when the run is given one (scripts/bench/csi-reference.mjs). */
