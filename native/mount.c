@@ -70,16 +70,22 @@ static napi_value do_mount(napi_env env, napi_callback_info info) {
   return errno_value(env, 0);
 }
 
+/* The call's `want` arguments, the first a path (required) copied into path: 0, or an errno. */
+static int args_with_path(napi_env env, napi_callback_info info, size_t want, napi_value *argv, char *path) {
+  size_t argc = want;
+  int present, err;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != want) return EINVAL;
+  if ((err = string_arg(env, argv[0], path, &present))) return err;
+  return present ? 0 : EINVAL;
+}
+
 /* umount(target, flags) */
 static napi_value do_umount(napi_env env, napi_callback_info info) {
-  size_t argc = 2;
   napi_value argv[2];
   char target[MAX_STRING];
-  int has_target, err;
+  int err;
   unsigned long flags;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 2) return errno_value(env, EINVAL);
-  if ((err = string_arg(env, argv[0], target, &has_target)) || (err = flags_arg(env, argv[1], &flags))) return errno_value(env, err);
-  if (!has_target) return errno_value(env, EINVAL);
+  if ((err = args_with_path(env, info, 2, argv, target)) || (err = flags_arg(env, argv[1], &flags))) return errno_value(env, err);
   if (umount2(target, (int)flags) != 0) return errno_value(env, errno);
   return errno_value(env, 0);
 }
@@ -90,14 +96,11 @@ static napi_value do_umount(napi_env env, napi_callback_info info) {
  * a network filesystem answers from its cache rather than asking a server that may be gone.
  */
 static napi_value do_mount_root(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
   napi_value argv[1];
   char path[MAX_STRING];
-  int has_path, err;
+  int err;
   struct statx stx;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 1) return errno_value(env, -EINVAL);
-  if ((err = string_arg(env, argv[0], path, &has_path))) return errno_value(env, -err);
-  if (!has_path) return errno_value(env, -EINVAL);
+  if ((err = args_with_path(env, info, 1, argv, path))) return errno_value(env, -err);
   if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_STATX_DONT_SYNC, STATX_TYPE, &stx) != 0) return errno_value(env, -errno);
   if (!(stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT)) return errno_value(env, -EOPNOTSUPP);
   return errno_value(env, (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT) ? 1 : 0);
