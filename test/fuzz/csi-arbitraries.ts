@@ -113,7 +113,13 @@ function leaves(v: unknown): string[] {
   if (typeof v !== 'object' || v === null) return [];
   return Object.entries(v).flatMap(([k, x]) => [...leaves(k), ...leaves(x)]);
 }
-const id = (name: string, extra: string[] = []) => field(name, () => hostileName, extra);
+/**
+ * An id field. Besides the field's name, a refusal may name what the id identifies followed by the
+ * id itself ("snapshot O does not exist" for snapshot_id "O"), however short the id: leaves() leaves
+ * out one-character values, which would match almost any message on their own.
+ */
+const id = (name: string, extra: string[] = []): Field => (w) =>
+  field(name, () => hostileName, extra)(w).map((m) => ({ ...m, names: [...m.names, `${name.replace(/_id$/, '').replaceAll('_', ' ')} ${String(m.value)}`] }));
 /**
  * A create's name: a name an earlier run created with another spec is ALREADY_EXISTS, and the message
  * names the id the name stands for (shared/names.ts), which need not quote the name itself.
