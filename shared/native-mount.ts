@@ -54,7 +54,7 @@ const errnoOf = (answer: unknown): number => (Number.isInteger(answer) && (answe
 const rootAnswer = (answer: unknown): boolean | undefined => (answer === 1 ? true : answer === 0 ? false : undefined);
 
 /** What a loaded addon exports, checked rather than trusted: a stale or foreign file is not used. */
-function parseAddon(exports: unknown): NativeMount | undefined {
+export function parseAddon(exports: unknown): NativeMount | undefined {
   if (typeof exports !== 'object' || exports === null) return undefined;
   const e = new Map(Object.entries(exports));
   const [mount, umount] = FUNCTIONS.map((f) => e.get(f));

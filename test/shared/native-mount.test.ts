@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Mounter, remountFlags, remountOptions } from '../../shared/mounter.js';
 import { mountAt } from '../../shared/mountinfo.js';
-import { callNatively, NATIVE_MOUNT_FILE, type NativeMount, nativeMount, nativeMountBeside, observeSystemCalls, type SystemCallRecord, setNativeMountPath, systemCallLog } from '../../shared/native-mount.js';
+import { callNatively, NATIVE_MOUNT_FILE, type NativeMount, nativeMount, nativeMountBeside, observeSystemCalls, parseAddon, type SystemCallRecord, setNativeMountPath, systemCallLog } from '../../shared/native-mount.js';
 import { expectThrows } from './expect-error.js';
 import { expectSuccess, mountOptions, podNamed, runCli, runFlex } from '../helpers/flex-runner.js';
 import { podVolumeDir } from '../helpers/kubelet-paths.js';
@@ -124,6 +124,20 @@ describe('the mount addon', () => {
     expect(native.mountRoot(link)).toBe(false);
     expect(native.mountRoot(join(s.root, 'missing'))).toBeUndefined();
     expect(native.mountRoot(target)).toBe(false);
+  });
+
+  it('reads an addon\'s exports rather than trusting them: mountRoot is optional, and only 1 or 0 says anything', () => {
+    const native = loaded();
+    const flags = Object.fromEntries(Object.entries(native).filter(([, v]) => typeof v === 'number'));
+    const withRoot = (mountRoot?: (path: string) => unknown) => parseAddon({ ...flags, mount: () => 0, umount: () => 0, ...(mountRoot ? { mountRoot } : {}) });
+    // An addon built before mountRoot existed (left beside an older executable) still mounts.
+    const old = withRoot();
+    expect(old?.mount(null, '/x', null, 0, null)).toBe(0);
+    expect(old?.mountRoot('/')).toBeUndefined();
+    // A kernel before 5.8 answers -EOPNOTSUPP, a failed statx another negative errno: the table decides.
+    expect([1, 0, -95, -2, 2, '1', null].map((answer) => withRoot(() => answer)?.mountRoot('/'))).toEqual([true, false, undefined, undefined, undefined, undefined, undefined]);
+    expect(parseAddon({ ...flags, mount: () => 0 })).toBeUndefined();
+    expect(parseAddon({ ...flags, mount: () => 0, umount: () => 0, MS_BIND: '4096' })).toBeUndefined();
   });
 
   it('a path that holds no addon, or another file, means mount(8), not a failure', async () => {
