@@ -22,8 +22,8 @@ export const FINE_SETTLED_MS = 100;
 export const COARSE_SETTLED_MS = 2_000;
 
 /** statfs(2) f_type values (linux/magic.h). */
-export const TMPFS_MAGIC = 0x01021994;
-export const RAMFS_MAGIC = 0x858458f6;
+const TMPFS_MAGIC = 0x01021994;
+const RAMFS_MAGIC = 0x858458f6;
 const EXT4_MAGIC = 0xef53; // ext2, ext3 and ext4 alike
 const XFS_MAGIC = 0x58465342;
 const BTRFS_MAGIC = 0x9123683e;
@@ -33,17 +33,26 @@ const ZFS_MAGIC = 0x2fc12fc1;
 
 const LOCAL_FILESYSTEMS: ReadonlySet<number> = new Set([EXT4_MAGIC, XFS_MAGIC, BTRFS_MAGIC, TMPFS_MAGIC, RAMFS_MAGIC, OVERLAYFS_MAGIC, F2FS_MAGIC, ZFS_MAGIC]);
 
+/** Filesystems whose content a reboot clears, as it clears the mounts node state describes. */
+const VOLATILE_FILESYSTEMS: ReadonlySet<number> = new Set([TMPFS_MAGIC, RAMFS_MAGIC]);
+
 /**
- * Whether `path` is on a filesystem of this host whose times this host's clock stamps: undefined
- * while the path does not exist (ask again later), false for anything else unknown.
+ * Whether `path` lies on a filesystem of one of `types` (statfs): undefined while the path does not
+ * exist (ask again later), false for any other failure.
  */
-export async function isLocalFilesystem(path: string): Promise<boolean | undefined> {
+async function filesystemAmong(path: string, types: ReadonlySet<number>): Promise<boolean | undefined> {
   try {
-    return LOCAL_FILESYSTEMS.has((await statfs(path)).type);
+    return types.has((await statfs(path)).type);
   } catch (err) {
     return errnoCode(err) === 'ENOENT' ? undefined : false;
   }
 }
+
+/** Whether `path` is on a filesystem of this host whose times this host's clock stamps (filesystemAmong). */
+export const isLocalFilesystem = (path: string): Promise<boolean | undefined> => filesystemAmong(path, LOCAL_FILESYSTEMS);
+
+/** Whether `path` is on a tmpfs or a ramfs, where an fsync keeps nothing a reboot would not clear (filesystemAmong). */
+export const isVolatileFilesystem = (path: string): Promise<boolean | undefined> => filesystemAmong(path, VOLATILE_FILESYSTEMS);
 
 /** Whether a time in milliseconds (as node:fs gives mtimeMs) has a fraction of a second. */
 function hasSubsecond(ms: number): boolean {

@@ -1,12 +1,12 @@
 import { readdirSync } from 'node:fs';
-import { mkdir, readdir, rm, statfs, writeFile } from '../fs-async.js';
+import { mkdir, readdir, rm, writeFile } from '../fs-async.js';
 import { join } from 'node:path';
 import { errnoCode } from '../errors.js';
 import type { MountRecord } from '../model.js';
 import { readRecord, removeRecord, writeRecord } from './json-record.js';
 import { RECORD_SCHEMAS } from './record-schemas.js';
 import { withLock } from './lock.js';
-import { RAMFS_MAGIC, TMPFS_MAGIC } from './filesystem.js';
+import { isVolatileFilesystem } from './filesystem.js';
 import { sha256Hex } from '../sha256.js';
 
 /**
@@ -26,16 +26,8 @@ export class NodeState {
    * A state dir not made yet is asked again next time; anything else unknown keeps the fsync.
    */
   private async onTmpfs(): Promise<boolean> {
-    if (this.volatile === undefined) {
-      try {
-        const { type } = await statfs(this.root);
-        this.volatile = type === TMPFS_MAGIC || type === RAMFS_MAGIC;
-      } catch (err) {
-        if (errnoCode(err) === 'ENOENT') return false;
-        this.volatile = false;
-      }
-    }
-    return this.volatile;
+    this.volatile ??= await isVolatileFilesystem(this.root);
+    return this.volatile ?? false;
   }
 
   private get mountsDir(): string {

@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { COARSE_SETTLED_MS, FINE_SETTLED_MS, hasSettled, isLocalFilesystem, nsToMs, settleWindowMs } from '../../shared/store/filesystem.js';
+import { COARSE_SETTLED_MS, FINE_SETTLED_MS, hasSettled, isLocalFilesystem, isVolatileFilesystem, nsToMs, settleWindowMs } from '../../shared/store/filesystem.js';
 import { createScratch, type Scratch } from '../helpers/scratch.js';
 
 /** When a listing of a directory may be kept (shared/store/filesystem.ts), and what the kernel says of a filesystem. */
@@ -38,7 +38,7 @@ describe('the settle window', () => {
   });
 });
 
-describe('isLocalFilesystem', () => {
+describe('isLocalFilesystem and isVolatileFilesystem', () => {
   let s: Scratch;
   beforeEach(() => {
     s = createScratch();
@@ -55,5 +55,15 @@ describe('isLocalFilesystem', () => {
     // procfs is no place for a data root: what is not known to keep this host's times is not local.
     expect(await isLocalFilesystem('/proc')).toBe(false);
     expect(await isLocalFilesystem(join(s.root, 'not-yet'))).toBeUndefined();
+  });
+
+  it('isVolatileFilesystem: a tmpfs is, the disk and procfs are not, a path not made yet is asked again', async () => {
+    const tmpfs = join(s.root, 'tmpfs');
+    mkdirSync(tmpfs);
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', tmpfs]);
+    expect(await isVolatileFilesystem(tmpfs)).toBe(true);
+    expect(await isVolatileFilesystem(s.root)).toBe(false);
+    expect(await isVolatileFilesystem('/proc')).toBe(false);
+    expect(await isVolatileFilesystem(join(s.root, 'not-yet'))).toBeUndefined();
   });
 });
