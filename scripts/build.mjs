@@ -8,6 +8,7 @@ import { createRequire } from 'node:module';
 import { dirname } from 'node:path';
 import zlib, { brotliCompressSync } from 'node:zlib';
 import { BESIDE_SUFFIX, buildSea, PACKED_MARKER } from './sea.mjs';
+import { BUILT_ADDON, NATIVE_MOUNT_FILE } from './addon-files.mjs';
 
 const common = {
   bundle: true,
@@ -23,8 +24,6 @@ const common = {
 const importMetaShim = 'var __twinvolImportMetaUrl = require("node:url").pathToFileURL(__filename).href;';
 // --no-warnings: kubelet reads stderr as part of the reply, so Node must never print a warning there.
 const shebang = '#!/usr/bin/env -S node --no-warnings';
-/** The mount addon's name beside the executables (shared/native-mount.ts NATIVE_MOUNT_FILE). */
-const NATIVE_MOUNT_FILE = 'twinvol-mount.node';
 
 /**
  * Modules packed into the FlexVolume executable (see flex/packed-modules.ts): each bundled on its
@@ -219,8 +218,7 @@ if (process.env.TWINVOL_NO_SEA !== '1') {
  * checkout has.
  */
 async function placeNativeMount(dirs) {
-  const built = 'build/Release/twinvol_mount.node';
-  const present = await stat(built).then(() => true, () => false);
+  const present = await stat(BUILT_ADDON).then(() => true, () => false);
   for (const dir of dirs) {
     await mkdir(dir, { recursive: true });
     const to = `${dir}/${NATIVE_MOUNT_FILE}`;
@@ -228,7 +226,7 @@ async function placeNativeMount(dirs) {
       await rm(to, { force: true });
       continue;
     }
-    await copyFile(built, `${to}.${process.pid}.tmp`);
+    await copyFile(BUILT_ADDON, `${to}.${process.pid}.tmp`);
     await rename(`${to}.${process.pid}.tmp`, to);
   }
 }

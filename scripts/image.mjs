@@ -14,6 +14,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { BESIDE_SUFFIX } from './sea.mjs';
+import { BUILT_ADDON } from './addon-files.mjs';
 
 const REPO = resolve(import.meta.dirname, '..');
 const CONTAINERFILE = join(REPO, 'deploy/image/Containerfile');
@@ -105,7 +106,7 @@ function filesFor(spec) {
 /** What to do about a file the image needs: the mount addon comes from npm ci, the rest from the build. */
 function missingWhy(path) {
   if (!path.endsWith('.node')) return 'run npm run build first';
-  if (!existsSync(join(REPO, 'build/Release/twinvol_mount.node')))
+  if (!existsSync(join(REPO, BUILT_ADDON)))
     return 'npm ci did not build the mount addon (scripts/build-native.mjs needs make, a C compiler and Node\'s headers); run it again once they are there, then npm run build';
   return 'run npm run build first';
 }

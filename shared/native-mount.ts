@@ -6,7 +6,7 @@ import { RecordLog } from './record-log.js';
 import { SPAWN_LOG_LIMIT } from './runner.js';
 
 /**
- * mount(2) and umount2(2) from native/mount.c, built by `npm ci` (scripts/build-native.mjs) and put
+ * mount(2), umount2(2) and statx(2)'s mount-root bit (shared/mountinfo.ts) from native/mount.c, built by `npm ci` (scripts/build-native.mjs) and put
  * beside the CSI server and the FlexVolume executable by the build (dist/csi/twinvol-mount.node,
  * dist/flex/). Spawning mount(8) for a bind mount forks the process and execs a tool, about 2 ms each
  * way and the busiest part of a dir volume's NodePublishVolume and NodeUnpublishVolume; the system
@@ -59,7 +59,7 @@ export function parseAddon(exports: unknown): NativeMount | undefined {
   const e = new Map(Object.entries(exports));
   const [mount, umount] = FUNCTIONS.map((f) => e.get(f));
   if (typeof mount !== 'function' || typeof umount !== 'function') return undefined;
-  // Optional: an addon left beside an older executable has no such function, and still mounts.
+  // Optional: an addon an older install left beside a newer executable has no such function, and still mounts.
   const root = e.get('mountRoot');
   const mountRoot = typeof root === 'function' ? (path: string) => rootAnswer(root(path)) : () => undefined;
   const flags: Partial<Flags> = {};

@@ -8,11 +8,12 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { NATIVE_MOUNT_FILE } from '../addon-files.mjs';
 import { CSI_BIN, interleaved, launch, lifecycles, makeScratch, median, progress, row } from './lib.mjs';
 
 /** The addon beside the server (scripts/build.mjs puts it there), or undefined. */
 function addon() {
-  const path = join(CSI_BIN, '..', 'twinvol-mount.node');
+  const path = join(CSI_BIN, '..', NATIVE_MOUNT_FILE);
   if (!existsSync(path)) return undefined;
   const module = { exports: {} };
   process.dlopen(module, path);
