@@ -14,7 +14,8 @@ import { flexCall, inProcessCsi, measure, type Work } from './in-process.js';
 
 /**
  * The work each FlexVolume verb and CSI RPC does, counted rather than timed, so a regression shows
- * without a clock: the tools spawned, fsyncs, record reads and locks (test/perf/in-process.ts). The
+ * without a clock: the tools spawned, the mounts made as system calls, fsyncs, record reads, locks
+ * and reads of the kernel's mount table (test/perf/in-process.ts), in that order in each row. The
  * node state lives on a tmpfs, as in production (docs/architecture.md, State). Each table is today's
  * counts; lowering one is a change to this file, raising one is a regression to explain.
  */
@@ -27,7 +28,8 @@ beforeEach(() => {
 afterEach(() => s.cleanup());
 
 type Table = Record<string, Work>;
-const w = (spawns: string[], systemCalls: string[], fsyncs: number, reads: number, locks: number, mountTableReads: number): Work => ({ spawns, systemCalls, fsyncs, reads, mountTableReads, locks });
+/** One row: w(spawns, system calls, fsyncs, record reads, locks, mount table reads). */
+const w = (spawns: string[], systemCalls: string[], fsyncs: number, reads: number, locks: number, mountTableReads: number): Work => ({ spawns, systemCalls, fsyncs, reads, locks, mountTableReads });
 
 describe('FlexVolume: the work of each verb', () => {
   it('of a block volume through its attachable lifecycle, and of a dir volume mounted and unmounted', async () => {
