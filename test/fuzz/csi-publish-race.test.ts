@@ -1,4 +1,4 @@
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -7,6 +7,7 @@ import { outcome } from '../csi/helpers/client.js';
 import { useCsiServer } from '../csi/helpers/fixture.js';
 import { type ReadyVolume, stagedVolume } from '../csi/helpers/pod-mount.js';
 import { mountCap } from '../csi/helpers/requests.js';
+import { startFlipper, stopFlipper } from '../helpers/flipper.js';
 
 /**
  * The mount race of test/shared/mount-race.test.ts, through the CSI server: NodePublishVolume of a
@@ -21,30 +22,8 @@ const MARKER = 'volume-marker';
 
 const csi = useCsiServer({ nodeId: 'node-a' });
 let flipper: ChildProcess | undefined;
-
-/** Ends the flipper (a process group: its shell and the sleep it may be in) and waits for it. */
-async function stopFlipper(): Promise<void> {
-  const f = flipper;
-  flipper = undefined;
-  if (!f?.pid || f.exitCode !== null || f.signalCode !== null) return;
-  const exited = new Promise((r) => f.once('exit', r));
-  process.kill(-f.pid, 'SIGKILL');
-  await exited;
-}
 // Registered after the fixture's hooks, so it runs before them: the flipper goes before the cleanup.
-afterAll(stopFlipper);
-
-/**
- * The attacker, in its own process: make the target a directory, then replace it with a prepared
- * symlink to `outside` (rename(2) cannot put a symlink over a directory, so the directory goes first and
- * the symlink is renamed into its place in one step), then remove the link. A step that fails (the
- * directory is mounted on, or not empty) is skipped; the loop goes on until it is killed.
- */
-function startFlipper(target: string, outside: string): ChildProcess {
-  const dir = dirname(target);
-  const script = `cd '${dir}' || exit 1; while :; do mkdir mount 2>/dev/null; sleep 0.001; rmdir mount 2>/dev/null && ln -sfn '${outside}' .link && mv -T .link mount; sleep 0.001; rm -f mount 2>/dev/null; done`;
-  return spawn('sh', ['-c', script], { stdio: 'ignore', detached: true });
-}
+afterAll(() => stopFlipper(flipper));
 
 let outside: string;
 const volumes: { name: string; v: ReadyVolume; id: string }[] = [];
@@ -86,7 +65,8 @@ describe('NodePublishVolume while the target flips between a directory and a sym
         for (const m of readMounts().filter((e) => e.mountPoint === target)) execFileSync('umount', ['-l', '--', m.mountPoint]);
         if (escapes.length) break;
       }
-      await stopFlipper();
+      await stopFlipper(flipper);
+      flipper = undefined;
     }
     console.log(`publish race: ${JSON.stringify(counts)}\n${[...samples].join('\n')}`);
     expect(escapes).toEqual([]);

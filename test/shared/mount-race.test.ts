@@ -1,9 +1,10 @@
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Mounter } from '../../shared/mounter.js';
 import { readMounts } from '../../shared/mountinfo.js';
+import { startFlipper, stopFlipper } from '../helpers/flipper.js';
 import { createScratch, type Scratch } from '../helpers/scratch.js';
 
 // Issue 8, defect 4: a target swapped for a symlink between the check and the mount landed the mount
@@ -16,8 +17,9 @@ let flipper: ChildProcess | undefined;
 beforeEach(() => {
   s = createScratch('node-a');
 });
-afterEach(() => {
-  flipper?.kill('SIGKILL');
+afterEach(async () => {
+  await stopFlipper(flipper);
+  flipper = undefined;
   s.cleanup();
 });
 
@@ -32,7 +34,7 @@ describe('a mount target flipped between a directory and a symlink while mounts 
     mkdirSync(pod, { recursive: true });
     writeFileSync(join(source, 'secret'), 'x');
     // The attacker: a loop that keeps replacing the target with a link to outside and back.
-    flipper = spawn('sh', ['-c', `cd '${pod}' && while :; do mkdir target; sleep 0.001; rmdir target && ln -s '${outside}' target; sleep 0.001; rm -f target; done`], { stdio: 'ignore' });
+    flipper = startFlipper(target, outside);
 
     // This suite's binds only: mountinfo names a bind by its path inside its filesystem, which ends with
     // the scratch dir's own name and "source" (other suites running beside this one bind "source" dirs too).
@@ -50,7 +52,6 @@ describe('a mount target flipped between a directory and a symlink while mounts 
         execFileSync('umount', ['-l', '--', m.mountPoint]);
       }
     }
-    flipper.kill('SIGKILL');
     expect(escaped).toBe(0);
     // The race was real: some tries found a directory and mounted, some were refused.
     expect(landed).toBeGreaterThan(0);
