@@ -1,6 +1,7 @@
 /*
  * mount(2) and umount2(2) for the CSI server and the FlexVolume executable (shared/native-mount.ts),
- * and statx(2)'s answer to "is this path the root of a mount" (shared/mountinfo.ts isMountPoint).
+ * statx(2)'s answer to "is this path the root of a mount" (shared/mountinfo.ts isMountPoint), and
+ * statx(2) with statmount(2) for "which mount is on top at this path" (shared/mountinfo.ts topMountAt).
  * Spawning mount(8) for a bind mount costs a fork and an exec, about 2 ms each way, where the system
  * call takes tens of microseconds. Each call answers 0 or the errno it failed with; what to do about
  * a failure (try mount(8), which words it) is decided in TypeScript. Nothing here keeps state: the
@@ -12,12 +13,51 @@
 #include <node_api.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <stdint.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 /* Linux 5.8; older headers lack the name, and an older kernel leaves it out of stx_attributes_mask. */
 #ifndef STATX_ATTR_MOUNT_ROOT
 #define STATX_ATTR_MOUNT_ROOT 0x00002000
 #endif
+
+/*
+ * Linux 6.8: statx's 64-bit mount id that is never reused, and statmount(2), which answers for one
+ * mount by that id. This system's headers may predate both, so the kernel's ABI is spelt here: the
+ * request (MNT_ID_REQ_SIZE_VER0) and the fixed head of struct statmount, whose strings start at byte
+ * 512. 457 is statmount's number on x86-64 and arm64 (the unified table); elsewhere it is not called.
+ */
+#ifndef STATX_MNT_ID_UNIQUE
+#define STATX_MNT_ID_UNIQUE 0x00004000U
+#endif
+#define TV_STATMOUNT_MNT_BASIC 0x00000002U
+#define TV_STATMOUNT_MNT_POINT 0x00000010U
+#if defined(__x86_64__) || defined(__aarch64__)
+#define TV_NR_STATMOUNT 457
+#endif
+
+struct tv_mnt_id_req {
+  uint32_t size;
+  uint32_t spare;
+  uint64_t mnt_id;
+  uint64_t param;
+};
+
+struct tv_statmount_head {
+  uint32_t size;
+  uint32_t spare1;
+  uint64_t mask;
+  uint32_t sb_dev_major, sb_dev_minor;
+  uint64_t sb_magic;
+  uint32_t sb_flags, fs_type;
+  uint64_t mnt_id, mnt_parent_id;
+  uint32_t mnt_id_old, mnt_parent_id_old;
+  uint64_t mnt_attr, mnt_propagation, mnt_peer_group, mnt_master, propagate_from;
+  uint32_t mnt_root, mnt_point;
+  uint64_t spare2[50];
+};
 
 #define MAX_STRING 4096
 
@@ -106,6 +146,49 @@ static napi_value do_mount_root(napi_env env, napi_callback_info info) {
   return errno_value(env, (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT) ? 1 : 0);
 }
 
+/*
+ * topMount(path): the mount on top at the path (its last part not followed), as
+ * { id, parentId, mountPoint } with mountinfo's ids and the mount point as the kernel writes it; or a
+ * negative errno: -EOPNOTSUPP or -ENOSYS where this kernel cannot say (before 6.8), -EPERM where a
+ * seccomp filter refuses statmount. When the path is no mount's root, the answer is the mount it lies
+ * on, whose mount point is another path: the caller compares.
+ */
+static napi_value do_top_mount(napi_env env, napi_callback_info info) {
+  napi_value argv[1], out, v;
+  char path[MAX_STRING];
+  int err;
+  struct statx stx;
+  if ((err = args_with_path(env, info, 1, argv, path))) return errno_value(env, -err);
+#ifndef TV_NR_STATMOUNT
+  return errno_value(env, -ENOSYS);
+#else
+  if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_STATX_DONT_SYNC, STATX_MNT_ID_UNIQUE, &stx) != 0) return errno_value(env, -errno);
+  if (!(stx.stx_mask & STATX_MNT_ID_UNIQUE)) return errno_value(env, -EOPNOTSUPP);
+  struct tv_mnt_id_req req = {sizeof req, 0, stx.stx_mnt_id, TV_STATMOUNT_MNT_BASIC | TV_STATMOUNT_MNT_POINT};
+  /* The head, then the mount point's text: a path is at most PATH_MAX (4096) with its NUL. */
+  union {
+    struct tv_statmount_head head;
+    char bytes[sizeof(struct tv_statmount_head) + MAX_STRING + 64];
+  } buf;
+  memset(&buf.head, 0, sizeof buf.head);
+  if (syscall(TV_NR_STATMOUNT, &req, &buf, sizeof buf, 0) != 0) return errno_value(env, -errno);
+  const uint64_t want = TV_STATMOUNT_MNT_BASIC | TV_STATMOUNT_MNT_POINT;
+  size_t strings = sizeof buf.head, end = buf.head.size < sizeof buf ? buf.head.size : sizeof buf;
+  if ((buf.head.mask & want) != want || end <= strings || buf.head.mnt_point >= end - strings) return errno_value(env, -EOPNOTSUPP);
+  const char *point = buf.bytes + strings + buf.head.mnt_point;
+  size_t length = strnlen(point, end - strings - buf.head.mnt_point);
+  if (length == end - strings - buf.head.mnt_point) return errno_value(env, -EOPNOTSUPP);
+  napi_create_object(env, &out);
+  napi_create_uint32(env, buf.head.mnt_id_old, &v);
+  napi_set_named_property(env, out, "id", v);
+  napi_create_uint32(env, buf.head.mnt_parent_id_old, &v);
+  napi_set_named_property(env, out, "parentId", v);
+  napi_create_string_utf8(env, point, length, &v);
+  napi_set_named_property(env, out, "mountPoint", v);
+  return out;
+#endif
+}
+
 static void set_function(napi_env env, napi_value exports, const char *name, napi_callback fn) {
   napi_value f;
   napi_create_function(env, name, NAPI_AUTO_LENGTH, fn, NULL, &f);
@@ -134,6 +217,7 @@ NAPI_MODULE_INIT() {
   set_function(env, exports, "mount", do_mount);
   set_function(env, exports, "umount", do_umount);
   set_function(env, exports, "mountRoot", do_mount_root);
+  set_function(env, exports, "topMount", do_top_mount);
   for (size_t i = 0; i < sizeof CONSTANTS / sizeof CONSTANTS[0]; i++) set_number(env, exports, CONSTANTS[i].name, (double)CONSTANTS[i].value);
   return exports;
 }

@@ -6,7 +6,7 @@ import { RecordLog } from './record-log.js';
 import { SPAWN_LOG_LIMIT } from './runner.js';
 
 /**
- * mount(2), umount2(2) and statx(2)'s mount-root bit (shared/mountinfo.ts) from native/mount.c, built by `npm ci` (scripts/build-native.mjs) and put
+ * mount(2), umount2(2), statx(2)'s mount-root bit and statmount(2) (shared/mountinfo.ts) from native/mount.c, built by `npm ci` (scripts/build-native.mjs) and put
  * beside the CSI server and the FlexVolume executable by the build (dist/csi/twinvol-mount.node,
  * dist/flex/). Spawning mount(8) for a bind mount forks the process and execs a tool, about 2 ms each
  * way and the busiest part of a dir volume's NodePublishVolume and NodeUnpublishVolume; the system
@@ -26,6 +26,12 @@ export interface NativeMount {
    * undefined when it cannot say (the call failed, a kernel before 5.8, an addon built before it had this).
    */
   mountRoot(path: string): boolean | undefined;
+  /**
+   * The mount on top at the path (its last part not followed), from statx(2)'s unique mount id and
+   * statmount(2); where the path is no mount's root, the mount it lies on. Undefined when it cannot
+   * say (a kernel before 6.8, statmount refused by a seccomp filter, an addon built before it had this).
+   */
+  topMount(path: string): MountIds | undefined;
   readonly MS_RDONLY: number;
   readonly MS_NOSUID: number;
   readonly MS_NODEV: number;
@@ -37,6 +43,13 @@ export interface NativeMount {
   readonly MS_REMOUNT: number;
   readonly MS_BIND: number;
   readonly UMOUNT_NOFOLLOW: number;
+}
+
+/** A mount as /proc/self/mountinfo names it: its id, its parent's id, and where it is mounted. */
+export interface MountIds {
+  id: number;
+  parentId: number;
+  mountPoint: string;
 }
 
 /** The file name the build gives the addon beside the server (scripts/build.mjs). */
@@ -53,6 +66,14 @@ const errnoOf = (answer: unknown): number => (Number.isInteger(answer) && (answe
 /** native/mount.c's mountRoot answers 1, 0, or a negative errno: only the first two say anything. */
 const rootAnswer = (answer: unknown): boolean | undefined => (answer === 1 ? true : answer === 0 ? false : undefined);
 
+/** native/mount.c's topMount answers an object of two ids and a path, or a negative errno (undefined). */
+function topMountAnswer(answer: unknown): MountIds | undefined {
+  if (typeof answer !== 'object' || answer === null) return undefined;
+  const { id, parentId, mountPoint } = answer as Record<string, unknown>;
+  const isId = (n: unknown): n is number => Number.isInteger(n) && (n as number) >= 0;
+  return isId(id) && isId(parentId) && typeof mountPoint === 'string' ? { id, parentId, mountPoint } : undefined;
+}
+
 /** What a loaded addon exports, checked rather than trusted: a stale or foreign file is not used. */
 export function parseAddon(exports: unknown): NativeMount | undefined {
   if (typeof exports !== 'object' || exports === null) return undefined;
@@ -62,6 +83,8 @@ export function parseAddon(exports: unknown): NativeMount | undefined {
   // Optional: an addon an older install left beside a newer executable has no such function, and still mounts.
   const root = e.get('mountRoot');
   const mountRoot = typeof root === 'function' ? (path: string) => rootAnswer(root(path)) : () => undefined;
+  const top = e.get('topMount');
+  const topMount = typeof top === 'function' ? (path: string) => topMountAnswer(top(path)) : () => undefined;
   const flags: Partial<Flags> = {};
   for (const n of NUMBERS) {
     const value = e.get(n);
@@ -73,6 +96,7 @@ export function parseAddon(exports: unknown): NativeMount | undefined {
     mount: (...args) => errnoOf(mount(...args)),
     umount: (...args) => errnoOf(umount(...args)),
     mountRoot,
+    topMount,
   };
 }
 

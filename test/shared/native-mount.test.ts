@@ -140,6 +140,23 @@ describe('the mount addon', () => {
     expect(parseAddon({ ...flags, mount: () => 0, umount: () => 0, MS_BIND: '4096' })).toBeUndefined();
   });
 
+  it('names the mount on top at a path; topMount is optional, and only two ids and a path say anything', () => {
+    const { source } = sourceOn('top', 'nosuid');
+    const native = loaded();
+    const root = join(s.root, 'top');
+    const entry = mountAt(root);
+    expect(native.topMount(root)).toEqual({ id: entry?.id, parentId: entry?.parentId, mountPoint: root });
+    // Inside the mount, not its root: the answer is the mount the path lies on.
+    expect(native.topMount(source)?.mountPoint).toBe(root);
+    expect(native.topMount(join(s.root, 'missing'))).toBeUndefined();
+    const flags = Object.fromEntries(Object.entries(native).filter(([, v]) => typeof v === 'number'));
+    const withTop = (topMount?: (path: string) => unknown) => parseAddon({ ...flags, mount: () => 0, umount: () => 0, ...(topMount ? { topMount } : {}) });
+    expect(withTop()?.topMount('/')).toBeUndefined();
+    // A kernel before 6.8 answers -EOPNOTSUPP or -ENOSYS, a seccomp filter -EPERM: the table decides.
+    const answers = [{ id: 1, parentId: 0, mountPoint: '/' }, -95, -38, -1, null, { id: '1', parentId: 0, mountPoint: '/' }, { id: 1, parentId: -1, mountPoint: '/' }, { id: 1, parentId: 0 }];
+    expect(answers.map((answer) => withTop(() => answer)?.topMount('/'))).toEqual([{ id: 1, parentId: 0, mountPoint: '/' }, ...answers.slice(1).map(() => undefined)]);
+  });
+
   it('a path that holds no addon, or another file, means mount(8), not a failure', async () => {
     const { source, target } = sourceOn('m', 'nosuid');
     for (const path of [join(s.root, 'none.node'), join(s.root, 'f'), '/usr/bin/true']) {
