@@ -1,8 +1,8 @@
 import { failedPrecondition, resourceExhausted, systemErrorInOutput } from './errors.js';
-import { isMountPointAsync, type MountEntry, mountsStackedAt } from './mountinfo.js';
+import { isMountPointAsync, type MountEntry, mountsStackedAt, topMountAt } from './mountinfo.js';
 import { CHILD_FD_PATH, fdPath, type MountTarget, type PinnedTarget, pinTarget, requireWithin, whereIs } from './pinned-target.js';
 import { CommandError, run } from './runner.js';
-import { callNatively, type NativeMount, nativeMount } from './native-mount.js';
+import { callNatively, type MountIds, type NativeMount, nativeMount } from './native-mount.js';
 
 /**
  * The tools that walk or copy a volume's data, and so may run for minutes on a large one. The rest
@@ -77,11 +77,14 @@ export class Mounter {
 
   /**
    * The new mount must sit on the pinned object, under the root, even if a directory above it was
-   * renamed while the mount was made; otherwise it is undone.
+   * renamed while the mount was made; otherwise it is undone. The kernel is asked for the one mount on
+   * top (topMountAt) before the whole table is read: only when that is not the new mount (something
+   * was stacked on it since, or the kernel cannot say) is the table searched, as it always was.
    */
-  private async requireLanded(pinned: PinnedTarget, target: MountTarget): Promise<MountEntry> {
+  private async requireLanded(pinned: PinnedTarget, target: MountTarget): Promise<MountIds> {
     const now = await whereIs(pinned.handle);
-    const made = mountsStackedAt(now).reverse().find((m) => m.parentId === pinned.mountId);
+    const top = topMountAt(now);
+    const made = top?.parentId === pinned.mountId ? top : mountsStackedAt(now).reverse().find((m) => m.parentId === pinned.mountId);
     if (!made) throw failedPrecondition(`the mount onto ${target.path} did not appear where it was made (${now.slice(0, 256)})`);
     try {
       await requireWithin(now, target);
@@ -92,12 +95,17 @@ export class Mounter {
     return made;
   }
 
-  /** Applies flags to a bind just made: the target is opened again, and must be the new mount's root. */
-  private async remountBind(made: MountEntry, target: MountTarget, options: readonly string[]): Promise<void> {
+  /**
+   * Applies flags to a bind just made: the target is opened again, and must be the new mount's root.
+   * The flags it has, which a remount must repeat, are read from the table in the words
+   * remountOptions works in: only a bind with options (a read-only publish) pays that read.
+   */
+  private async remountBind(made: MountIds, target: MountTarget, options: readonly string[]): Promise<void> {
     const root = await pinTarget(target);
     try {
-      if (root.mountId !== made.id) throw failedPrecondition(`mount point ${target.path} changed while it was mounted`);
-      const all = remountOptions(made.mountOptions, options);
+      const current = root.mountId === made.id ? mountsStackedAt(made.mountPoint).find((m) => m.id === made.id) : undefined;
+      if (!current) throw failedPrecondition(`mount point ${target.path} changed while it was mounted`);
+      const all = remountOptions(current.mountOptions, options);
       if (remountNatively(all, root, target)) return;
       await this.exec('mount', ['--no-canonicalize', '-o', ['remount', 'bind', ...all].join(','), '--', CHILD_FD_PATH], undefined, root.handle.fd);
     } finally {

@@ -1,7 +1,7 @@
 import { readFileSync, realpathSync } from 'node:fs';
 import { readFile } from './fs-async.js';
 import { errnoCode } from './errors.js';
-import { nativeMount } from './native-mount.js';
+import { type MountIds, type NativeMount, nativeMount } from './native-mount.js';
 
 /** One line of /proc/self/mountinfo, the kernel's own account of what is mounted where. */
 export interface MountEntry {
@@ -66,6 +66,15 @@ function readMountInfo(): string {
   return readFileSync(MOUNTINFO, 'utf8');
 }
 
+/** The addon, for a question only: a bad TWINVOL_NATIVE_MOUNT is refused by the call that mounts (shared/mounter.ts), not here. */
+function addonToAsk(): NativeMount | undefined {
+  try {
+    return nativeMount();
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * Whether `path` is a mount's root, asked of the kernel for that path alone (statx through the mount
  * addon, shared/native-mount.ts) rather than by reading the whole table; undefined where it cannot
@@ -75,13 +84,7 @@ function readMountInfo(): string {
  * (no addon, TWINVOL_NATIVE_MOUNT=off or invalid, a kernel before 5.8) leaves it to the table too.
  */
 function kernelSaysMountRoot(path: string): boolean | undefined {
-  let native: ReturnType<typeof nativeMount>;
-  try {
-    native = nativeMount();
-  } catch {
-    // A bad TWINVOL_NATIVE_MOUNT is refused by the call that mounts (shared/mounter.ts), not here.
-    return undefined;
-  }
+  const native = addonToAsk();
   if (!native) return undefined;
   try {
     if (realpathSync.native(path) !== path) return undefined;
@@ -91,6 +94,17 @@ function kernelSaysMountRoot(path: string): boolean | undefined {
     return errnoCode(err) === 'ENOENT' ? false : undefined;
   }
   return native.mountRoot(path);
+}
+
+/**
+ * The mount on top at `path`, with the ids and mount point the table gives it, asked of the kernel for that one mount (statx and statmount, Linux 6.8) without reading the table;
+ * undefined when nothing is mounted at `path`, or when the kernel cannot say, and then the caller
+ * reads the table. statmount names the mount point as the table does (symlinks resolved), so a path
+ * through a symlink finds a mount point that differs, and is left to the table like one with nothing.
+ */
+export function topMountAt(path: string): MountIds | undefined {
+  const top = addonToAsk()?.topMount(path);
+  return top?.mountPoint === path ? top : undefined;
 }
 
 /**

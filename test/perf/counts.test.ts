@@ -68,6 +68,26 @@ describe('CSI: the work of each RPC', () => {
     expect(nativeMount(), 'build/Release/twinvol_mount.node did not load: see scripts/build-native.mjs').toBeDefined();
   });
 
+  it('runs on a kernel that names the mount on top at a path (statmount, Linux 6.8), which the counts below assume', () => {
+    expect(nativeMount()?.topMount('/proc'), 'without statmount each mount made reads the table once more').toMatchObject({ mountPoint: '/proc' });
+  });
+
+  it('of a read-only publish: one read of the mount table, for the flags its remount repeats', async () => {
+    const csi = await inProcessCsi(s);
+    const id = 'read-only';
+    const staging = stagingPath(s.kubeletDir, id);
+    const target = targetPath(s.kubeletDir, 'pod-ro', id);
+    await csi.call('Controller', 'CreateVolume', { name: id, capacity_range: size(MiB), volume_capabilities: [mountCap()], parameters: { backend: 'dir' } });
+    await csi.call('Controller', 'ControllerPublishVolume', { volume_id: id, node_id: 'bench', volume_capability: mountCap() });
+    await csi.call('Node', 'NodeStageVolume', { volume_id: id, staging_target_path: staging, volume_capability: mountCap() });
+    const publish = { volume_id: id, staging_target_path: staging, target_path: target, volume_capability: mountCap(), readonly: true };
+    const { work } = await measure(() => csi.call('Node', 'NodePublishVolume', publish));
+    expect(work).toEqual(w([], ['mount', 'mount'], 0, 2, 1, 1));
+    expect(mountAt(target)?.mountOptions).toContain('ro');
+    await csi.call('Node', 'NodeUnpublishVolume', { volume_id: id, target_path: target });
+    await csi.call('Node', 'NodeUnstageVolume', { volume_id: id, staging_target_path: staging });
+  });
+
   it.each([
     ['dir', () => mountCap(), 'dir', MiB],
     ['block', () => mountCap('ext4'), 'block', 64 * MiB],
@@ -152,17 +172,17 @@ const FLEX_EXPECTED: Table = {
   isattached: w([], [], 0, 1, 0, 0),
   attach: w([], [], 3, 5, 2, 0),
   waitforattach: w(['losetup'], [], 0, 2, 1, 0),
-  'mountdevice (first)': w(['mount'], [], 1, 4, 2, 1),
-  mount: w([], ['mount'], 0, 4, 1, 1),
+  'mountdevice (first)': w(['mount'], [], 1, 4, 2, 0),
+  mount: w([], ['mount'], 0, 4, 1, 0),
   unmount: w([], ['umount2'], 0, 4, 1, 0),
   unmountdevice: w(['losetup'], ['umount2'], 1, 6, 2, 0),
   // unmountdevice let the device go: mount(8) sets up the next one itself, and the kernel releases it
   // at the unmount (shared/mounter.ts mountImage).
-  'mountdevice (again)': w(['mount'], [], 1, 4, 2, 1),
+  'mountdevice (again)': w(['mount'], [], 1, 4, 2, 0),
   'unmountdevice (again)': w([], ['umount2'], 1, 6, 2, 0),
   detach: w([], [], 1, 2, 1, 0),
   // A dir volume binds its directory straight onto the pod's target: no staging to mount or unmount.
-  'mount (dir volume)': w([], ['mount'], 2, 4, 2, 1),
+  'mount (dir volume)': w([], ['mount'], 2, 4, 2, 0),
   'unmount (dir volume)': w([], ['umount2'], 1, 4, 2, 0),
 };
 
@@ -174,7 +194,7 @@ const FLEX_EXPECTED: Table = {
  */
 const COMMON: Table = {
   ControllerPublishVolume: w([], [], 1, 2, 1, 0),
-  NodePublishVolume: w([], ['mount'], 0, 2, 1, 1),
+  NodePublishVolume: w([], ['mount'], 0, 2, 1, 0),
   NodeGetVolumeStats: w([], [], 0, 3, 0, 0),
   Probe: w([], [], 0, 0, 0, 0),
   ControllerGetVolume: w([], [], 0, 1, 0, 0),
@@ -184,16 +204,17 @@ const COMMON: Table = {
   DeleteVolume: w([], [], 0, 1, 1, 0),
 };
 
-// The one read of the mount table left in a lifecycle is the check, after each mount made, that it
-// sits on the pinned target (shared/mounter.ts requireLanded needs the mount's parent); whether
-// something is mounted at a path is asked of the kernel for that path (shared/mountinfo.ts isMountPoint).
+// No call of a lifecycle reads the mount table: whether something is mounted at a path, and which
+// mount a mount just made is and what it sits on (shared/mounter.ts requireLanded), are asked of the
+// kernel for that one path (shared/mountinfo.ts isMountPoint, topMountAt). A read-only publish reads
+// it once, for the flags its remount repeats (the test above).
 // CreateVolume fsyncs the record and then volumes/, which the volume was renamed into: the create is durable once answered.
 const CSI_EXPECTED: Record<'dir' | 'block' | 'raw block', Table> = {
   // A dir volume's staging is its record alone: each publish binds the directory itself.
   dir: { ...COMMON, CreateVolume: w([], [], 2, 1, 1, 0), NodeStageVolume: w([], [], 1, 2, 2, 0), NodeUnstageVolume: w([], [], 1, 5, 2, 0) },
   // The filesystem is made at create, on the image file, and the record says which: no blkid at stage.
   // mount -o loop sets up the device and the unmount (a system call) releases it: no losetup either way.
-  block: { ...COMMON, CreateVolume: w(['mkfs.ext4'], [], 2, 1, 1, 0), NodeStageVolume: w(['mount'], [], 1, 2, 2, 1), NodeUnstageVolume: w([], ['umount2'], 1, 5, 2, 0) },
+  block: { ...COMMON, CreateVolume: w(['mkfs.ext4'], [], 2, 1, 1, 0), NodeStageVolume: w(['mount'], [], 1, 2, 2, 0), NodeUnstageVolume: w([], ['umount2'], 1, 5, 2, 0) },
   // Asked for as a raw device only: no filesystem is made for it.
   'raw block': { ...COMMON, CreateVolume: w([], [], 2, 1, 1, 0), NodeStageVolume: w(['losetup'], [], 1, 2, 2, 0), NodeUnstageVolume: w(['losetup'], [], 1, 5, 2, 0) },
 };

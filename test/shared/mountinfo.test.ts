@@ -3,7 +3,7 @@ import { mkdirSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { isMountPoint, isReadOnly, mountAt, mountsStackedAt, mountTableCounts, parseMountInfo, readMounts } from '../../shared/mountinfo.js';
+import { isMountPoint, isReadOnly, mountAt, mountsStackedAt, mountTableCounts, parseMountInfo, readMounts, topMountAt } from '../../shared/mountinfo.js';
 import { setNativeMountPath } from '../../shared/native-mount.js';
 import { createScratch, type Scratch } from '../helpers/scratch.js';
 
@@ -195,6 +195,31 @@ describe('isMountPoint: the kernel asked about one path (statx through the mount
     expect(mountTableCounts.reads - before).toBe(0);
     expect(mountAt(tmpfs)).toMatchObject({ mountPoint: tmpfs, source: 'twinvol-probe' });
     expect(mountTableCounts.reads - before).toBe(1);
+  });
+
+  it('topMountAt names the mount on top as the table does, without reading it, and nothing where the table has nothing', () => {
+    const cases = world();
+    const tmpfs = join(s.root, 'tmpfs');
+    // A second mount stacked on the first: the top is the later one, whose parent is the first.
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'twinvol-stacked', tmpfs]);
+    const tableTop = (path: string) => {
+      const top = mountsStackedAt(path).at(-1);
+      return top && { id: top.id, parentId: top.parentId, mountPoint: top.mountPoint };
+    };
+    expect(mountsStackedAt(tmpfs)).toHaveLength(2);
+    for (const path of Object.keys(cases)) {
+      const want = tableTop(path);
+      const before = mountTableCounts.reads;
+      const got = topMountAt(path);
+      expect(mountTableCounts.reads - before, path).toBe(0);
+      // A symlink, or a path through one, is no mount point in the table: the kernel's answer for it
+      // names another path, and is not taken.
+      expect(got, path).toEqual(want);
+    }
+    expect(topMountAt(tmpfs)?.parentId).toBe(mountsStackedAt(tmpfs)[0]?.id);
+    // Without the addon there is no answer, and the caller reads the table.
+    setNativeMountPath(null);
+    expect(topMountAt(tmpfs)).toBeUndefined();
   });
 
   it('a mount hidden by a later mount over a directory above it is in the table, but not at the path', () => {
