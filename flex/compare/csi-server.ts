@@ -36,7 +36,24 @@ export interface PrivateCsiOptions {
   env: Record<string, string>;
   /** How long it may take to answer Probe ready. */
   startMs?: number;
+  /**
+   * Keep the server's JSON log lines for systemCallsOf: the server is started with --log-level debug,
+   * where each mount it makes or undoes as a system call has a line.
+   */
+  keepLog?: boolean;
 }
+
+/** The fields of a log line of twinvol-csi (csi/logging.ts) that systemCallsOf reads. */
+interface LogLine {
+  msg?: unknown;
+  method?: unknown;
+  requestId?: unknown;
+  call?: unknown;
+  error?: unknown;
+}
+
+/** Lines kept for systemCallsOf at most: the oldest go first, so a caller that never asks costs bounded memory. */
+const KEPT_LINES = 10_000;
 
 /**
  * A twinvol-csi on a unix socket, called as the CSI sidecars and kubelet call it: one gRPC client per
@@ -47,18 +64,23 @@ export interface PrivateCsiOptions {
 export class PrivateCsi {
   private readonly clients = new Map<CsiService, Record<string, Unary> & Closable>();
   private readonly stderr: string[] = [];
+  /** Log lines not yet read by systemCallsOf; undefined unless started with keepLog. */
+  private readonly kept: LogLine[] | undefined;
   private readonly exited: Promise<void>;
 
   private constructor(
     private readonly socketPath: string,
     private readonly child?: ChildProcess,
+    keepLog = false,
   ) {
+    this.kept = keepLog ? [] : undefined;
     let partial = '';
     child?.stderr?.on('data', (d: Buffer) => {
       const parts = (partial + d.toString()).split('\n');
       partial = parts.pop() ?? '';
       this.stderr.push(...parts);
       if (this.stderr.length > 200) this.stderr.splice(0, this.stderr.length - 200);
+      if (this.kept) for (const line of parts) this.keep(line);
     });
     this.exited = child ? new Promise((done) => child.once('exit', () => done())) : Promise.resolve();
   }
@@ -78,8 +100,9 @@ export class PrivateCsi {
   /** Starts the server and waits (a readiness poll with a deadline) until Probe answers ready. */
   static async start(o: PrivateCsiOptions): Promise<PrivateCsi> {
     mkdirSync(dirname(o.socketPath), { recursive: true });
-    const child = spawn(o.bin, ['--endpoint', `unix://${o.socketPath}`, '--node-id', o.nodeId, ...o.args], { cwd: '/', env: o.env, stdio: ['ignore', 'ignore', 'pipe'] });
-    const csi = new PrivateCsi(o.socketPath, child);
+    const logLevel = o.keepLog ? ['--log-level', 'debug'] : [];
+    const child = spawn(o.bin, ['--endpoint', `unix://${o.socketPath}`, '--node-id', o.nodeId, ...logLevel, ...o.args], { cwd: '/', env: o.env, stdio: ['ignore', 'ignore', 'pipe'] });
+    const csi = new PrivateCsi(o.socketPath, child, o.keepLog);
     const spawned = new Promise<void>((done, fail) => {
       child.once('spawn', () => done());
       child.once('error', fail);
@@ -113,6 +136,43 @@ export class PrivateCsi {
       }
       if (performance.now() > until) throw new Error(`${what} did not answer Probe ready: ${this.child ? this.lastLines() : last}`);
       await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  private keep(text: string): void {
+    const kept = this.kept;
+    if (!kept || !text.startsWith('{')) return;
+    try {
+      const line: unknown = JSON.parse(text);
+      if (typeof line === 'object' && line !== null) kept.push(line);
+    } catch {
+      return;
+    }
+    if (kept.length > KEPT_LINES) kept.splice(0, kept.length - KEPT_LINES);
+  }
+
+  /**
+   * The mounts the server made or undid as system calls in its latest call of `method` (`mount`,
+   * `umount2`; one the kernel refused as `mount:EINVAL`), from its debug log. Each line of a call
+   * carries the call's request id, and the call's own `rpc` line comes last: the thread that ran the
+   * call wrote them all, in order, before the reply left (csi/rpc.ts), though this process may read
+   * the reply first. So this waits, up to `deadlineMs`, for that rpc line, and takes the system call
+   * lines of its request id; the lines up to it are then dropped. Only for a server started with keepLog.
+   */
+  async systemCallsOf(method: string, deadlineMs = 10_000): Promise<string[]> {
+    const kept = this.kept;
+    if (!kept) throw new Error('systemCallsOf needs a server started with keepLog');
+    const until = performance.now() + deadlineMs;
+    for (;;) {
+      const end = kept.findIndex((l) => l.msg === 'rpc' && l.method === method);
+      const rpc = kept[end];
+      if (rpc) {
+        const calls = kept.slice(0, end).filter((l) => l.msg === 'system call' && l.requestId === rpc.requestId);
+        kept.splice(0, end + 1);
+        return calls.map((l) => (typeof l.error === 'string' ? `${String(l.call)}:${l.error}` : String(l.call)));
+      }
+      if (performance.now() > until) throw new Error(`twinvol-csi logged no rpc line for ${method} within ${deadlineMs} ms: ${this.lastLines()}`);
+      await new Promise((r) => setTimeout(r, 2));
     }
   }
 

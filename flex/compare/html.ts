@@ -1,4 +1,4 @@
-import type { BackendReport, CompareReport, ModelStep } from './report.js';
+import { type BackendReport, type CompareReport, type ModelStep, workNames } from './report.js';
 
 /**
  * The report as one self-contained HTML page: inline CSS, an inline SVG bar chart per backend (median
@@ -42,7 +42,7 @@ function backendSection(b: BackendReport): string {
     : '<p class="ok">No difference in the resulting state (device, filesystem, mount options, ownership, read-only, size).</p>';
   return `<h2>${esc(b.backend)} volume (${esc(b.volume.fsType || 'no fsType')}, ${b.volume.sizeBytes / 2 ** 20} MiB)</h2>
 ${chart(b)}
-<table><tr><th>step</th><th>model</th><th>calls</th><th>median ms</th><th>p95 ms</th><th>processes (median)</th><th>tools run (all rounds)</th></tr>
+<table><tr><th>step</th><th>model</th><th>calls</th><th>median ms</th><th>p95 ms</th><th>processes (median)</th><th>tools run and system calls (all rounds)</th></tr>
 ${rows.join('\n')}</table>
 ${diffs}`;
 }
@@ -50,7 +50,7 @@ ${diffs}`;
 function cells(m: ModelStep): string {
   if (!m.supported || !m.latencyMs) return `<td colspan="5">${esc(m.note ?? 'not supported')}</td>`;
   const procs = [...m.processes].sort((a, b) => a - b)[Math.floor(m.processes.length / 2)] ?? 0;
-  const tools = Object.entries(m.tools).map(([t, n]) => `${t}&times;${n}`).join(' ') || '-';
+  const tools = workNames(m).map(([t, n]) => `${esc(t)}&times;${n}`).join(' ') || '-';
   const failed = m.failedRounds ? `<br><span class="bad">failed in ${m.failedRounds} rounds: ${esc(m.errors.join(' | '))}</span>` : '';
   return `<td>${esc(m.calls.join(', '))}${failed}</td><td class="n">${m.latencyMs.median.toFixed(1)}</td><td class="n">${m.latencyMs.p95.toFixed(1)}</td><td class="n">${procs}</td><td>${tools}</td>`;
 }

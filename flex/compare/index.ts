@@ -107,6 +107,7 @@ export async function runCompare(o: CompareOptions): Promise<CompareReport> {
       nodeId: NODE,
       args: ['--data-root', scratch.dataRoot, '--state-dir', scratch.stateDir, '--kubelet-dir', scratch.kubeletDir],
       env: { PATH: path, TWINVOL_CONFIG: scratch.env.TWINVOL_CONFIG ?? '' },
+      keepLog: true,
     });
     const csiStartMs = performance.now() - started;
     tools.take();

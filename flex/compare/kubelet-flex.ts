@@ -67,13 +67,25 @@ export async function runFlex(bin: string, env: Record<string, string>, argv: re
   return done;
 }
 
+/** What a FlexVolume call did by the executable's own account: the tools it ran, and the mounts it made or undid as system calls. */
+export interface LoggedWork {
+  spawns: string[];
+  /** `mount`, `umount2`; a call the kernel refused as `mount:EINVAL` (the tool then took the step, and is among the spawns). */
+  systemCalls: string[];
+}
+
 /**
- * The tools the executable's last log line says it ran (`<stateDir>/log/flex.log`, one JSON line per
- * call with `call` and `spawns: ["tool:exit:ms", ...]`), checked to be the line of `verb`.
+ * What the executable's last log line (`<stateDir>/log/flex.log`, one JSON line per call) says the
+ * call did, checked to be the line of `verb`: `spawns: ["tool:exit:ms", ...]` and
+ * `systemCalls: ["call:errno-or-0:ms", ...]` (flex/dispatch.ts).
  */
-export function loggedSpawns(stateDir: string, verb: string): string[] {
+export function loggedWork(stateDir: string, verb: string): LoggedWork {
   const lines = readFileSync(join(stateDir, 'log/flex.log'), 'utf8').trimEnd().split('\n');
-  const last = JSON.parse(lines[lines.length - 1] ?? '{}') as { call?: string; spawns?: unknown };
+  const last = JSON.parse(lines[lines.length - 1] ?? '{}') as { call?: string; spawns?: unknown; systemCalls?: unknown };
   if (last.call !== verb) throw new Error(`the FlexVolume log's last line is for ${String(last.call)}, not ${verb}`);
-  return Array.isArray(last.spawns) ? last.spawns.map((s) => String(s).split(':')[0] ?? '') : [];
+  const fields = (list: unknown) => (Array.isArray(list) ? list.map((s) => String(s).split(':')) : []);
+  return {
+    spawns: fields(last.spawns).map(([tool]) => tool ?? ''),
+    systemCalls: fields(last.systemCalls).map(([call, error]) => (error === undefined || error === '0' ? (call ?? '') : `${call ?? ''}:${error}`)),
+  };
 }

@@ -1,5 +1,5 @@
 import type { Difference, VolumeState } from './state.js';
-import { type CompareBackend, type Model, NOT_IN_PROTOCOL, type RoundResult, type StepName, STEPS } from './workload.js';
+import { type CallSample, type CompareBackend, type Model, NOT_IN_PROTOCOL, type RoundResult, type StepName, STEPS } from './workload.js';
 
 /** One step of one model over all rounds. */
 export interface ModelStep {
@@ -14,6 +14,8 @@ export interface ModelStep {
   processes: number[];
   /** How often each tool ran, over all rounds. */
   tools: Record<string, number>;
+  /** How often each mount was made or undone as a system call (mount, umount2), over all rounds: no process ran for these. */
+  systemCalls: Record<string, number>;
   /** Rounds in which a call of the step failed (only expansion may), and the distinct messages. */
   failedRounds: number;
   errors: string[];
@@ -52,7 +54,7 @@ export interface CompareReport {
 export const METHOD: CompareReport['method'] = {
   latency: 'wall-clock ms per step and round. FlexVolume: from spawning the executable to its exit, once per call, start-up included, as kubelet waits for it. CSI: from sending the request to the reply, over the unix socket to the already running server.',
   processes: 'processes started per step and round. FlexVolume: 1 per call (the executable) + the tools it ran. CSI: the tools the server ran (the server itself is long-lived).',
-  tools: "counted by the same PATH shim in front of both models (one extra sh per tool run, in both); the FlexVolume executable's own log line must agree (flexLogAgrees). Tools run by those tools (mount helpers) are not counted, nor are binds and unmounts made as system calls through the mount addon, which run no process (both models make them alike; the FlexVolume log line lists them as systemCalls, the CSI server's debug log as system call lines).",
+  tools: "counted by the same PATH shim in front of both models (one extra sh per tool run, in both); the FlexVolume executable's own log line must agree (flexLogAgrees). Tools run by those tools (mount helpers) are not counted. Binds and unmounts made as system calls through the mount addon run no process, so the shim cannot see them: they are listed as mount(2) and umount2(2), from the FlexVolume executable's log line (systemCalls) and from the CSI server's debug log (its system call lines, by request id; the server runs at --log-level debug here, which costs it a few log lines per call).",
   state: 'after publish and expand: /proc/self/mountinfo and stat of the staging and pod paths of each model, loop devices named by their backing file, volume names made neutral.',
   order: 'each model has its own volume per backend, reused every round; odd rounds run FlexVolume first, even rounds CSI first.',
 };
@@ -79,8 +81,11 @@ export function modelSteps(model: Model, rounds: readonly RoundResult[]): Record
     const note = NOT_IN_PROTOCOL[step]?.[model];
     const ran = perRound.some((calls) => calls.length);
     const calls = [...new Set(perRound.flat().map((c) => c.call))];
-    const tools: Record<string, number> = {};
-    for (const c of perRound.flat()) for (const t of c.tools) tools[t] = (tools[t] ?? 0) + 1;
+    const tally = (names: (c: CallSample) => readonly string[]) => {
+      const out: Record<string, number> = {};
+      for (const c of perRound.flat()) for (const n of names(c)) out[n] = (out[n] ?? 0) + 1;
+      return out;
+    };
     const ms = perRound.map((calls) => round1(calls.reduce((sum, c) => sum + c.ms, 0)));
     out[step] = {
       supported: ran,
@@ -88,7 +93,8 @@ export function modelSteps(model: Model, rounds: readonly RoundResult[]): Record
       calls,
       latencyMs: ran ? { median: round1(median(ms)), p95: round1(p95(ms)), rounds: ms } : null,
       processes: ran ? perRound.map((calls) => calls.reduce((n, c) => n + c.tools.length + (model === 'flex' ? 1 : 0), 0)) : [],
-      tools,
+      tools: tally((c) => c.tools),
+      systemCalls: tally((c) => c.systemCalls),
       failedRounds: perRound.filter((calls) => calls.some((c) => c.error !== undefined)).length,
       errors: [...new Set(perRound.flat().flatMap((c) => (c.error === undefined ? [] : [c.error])))],
     };
@@ -99,16 +105,23 @@ export function modelSteps(model: Model, rounds: readonly RoundResult[]): Record
 const pad = (s: string, n: number) => (s.length >= n ? s : s + ' '.repeat(n - s.length));
 const lpad = (s: string, n: number) => (s.length >= n ? s : ' '.repeat(n - s.length) + s);
 
-function toolText(tools: Record<string, number>, rounds: number): string {
-  const names = Object.entries(tools).map(([t, n]) => (n === rounds ? t : `${t} x${round1(n / rounds)}`));
+/** The tools, then the system calls as `name(2)`, each with how often it ran per round when not once. */
+function toolText(m: ModelStep, rounds: number): string {
+  const names = workNames(m).map(([t, n]) => (n === rounds ? t : `${t} x${round1(n / rounds)}`));
   return names.length ? names.join(' ') : '-';
+}
+
+/** A step's tools and system calls (`mount(2)`, a refused one `mount(2):EINVAL`), with how often each ran over all rounds. */
+export function workNames(m: ModelStep): [string, number][] {
+  const calls = Object.entries(m.systemCalls).map(([c, n]): [string, number] => [c.replace(/^([a-z0-9]+)/, '$1(2)'), n]);
+  return [...Object.entries(m.tools), ...calls];
 }
 
 /** The report as a terminal table, one block per backend, then the differences. */
 export function formatCompareTable(report: CompareReport): string {
   const lines = [
     `twinvol compare: ${report.rounds} round${report.rounds === 1 ? '' : 's'} per backend on node ${report.node}; twinvol-csi ready in ${round1(report.csiStartMs)} ms`,
-    'latency: ms per step (median, p95); procs: processes started per step (median); tools: what ran, per round',
+    'latency: ms per step (median, p95); procs: processes started per step (median); tools: what ran, per round; name(2): a mount made or undone as a system call, no process',
   ];
   for (const b of report.backends) {
     const size = `${b.volume.sizeBytes / 2 ** 20}Mi`;
@@ -123,7 +136,7 @@ export function formatCompareTable(report: CompareReport): string {
           continue;
         }
         lines.push(
-          `${pad(first, 10)} ${pad(model, 5)} ${pad(m.calls.join(', '), 42)} ${lpad(m.latencyMs.median.toFixed(1), 8)} ${lpad(m.latencyMs.p95.toFixed(1), 8)} ${lpad(String(median(m.processes)), 5)}  ${toolText(m.tools, report.rounds)}`,
+          `${pad(first, 10)} ${pad(model, 5)} ${pad(m.calls.join(', '), 42)} ${lpad(m.latencyMs.median.toFixed(1), 8)} ${lpad(m.latencyMs.p95.toFixed(1), 8)} ${lpad(String(median(m.processes)), 5)}  ${toolText(m, report.rounds)}`,
         );
         if (m.failedRounds) lines.push(`${pad('', 16)} failed in ${m.failedRounds} of ${report.rounds} rounds: ${m.errors.join(' | ')}`);
       }

@@ -3,7 +3,7 @@ import { dirname, join } from 'node:path';
 import { type Core, csiGlobalMountPath, csiPodMountPath, type ExecVolume, flexArgv, flexGlobalMountPath, flexPodVolumePath, mountsOf, parseDriverName, validateVolumeId } from '../../shared/index.js';
 import type { ScratchWorld } from '../scratch-world.js';
 import type { Message, PrivateCsi } from './csi-server.js';
-import { callFlex, loggedSpawns } from './kubelet-flex.js';
+import { callFlex, loggedWork } from './kubelet-flex.js';
 import { type Neutral, type VolumeState, volumeState } from './state.js';
 import type { ToolCounter } from './tool-count.js';
 
@@ -19,6 +19,11 @@ export interface CallSample {
   ms: number;
   /** The tools it ran, by the PATH shim (tool-count.ts). */
   tools: string[];
+  /**
+   * Mounts made or undone as system calls (the mount addon), which the shim cannot see: FlexVolume's
+   * by its own log line, the CSI server's by its debug log (csi-server.ts systemCallsOf).
+   */
+  systemCalls: string[];
   /** FlexVolume only: the tools the executable's own log line lists. */
   logged?: string[];
   /** A call allowed to fail (expansion: the host may refuse online growth) that did, with its message. */
@@ -105,7 +110,8 @@ export async function flexRound(w: Workbench, v: VolumeSpec, round: number): Pro
   const call = async (step: StepName, verb: string, args: readonly string[]) => {
     w.signal?.throwIfAborted();
     const r = await callFlex(w.flexBin, w.flexEnv, verb, args);
-    const sample: CallSample = { call: verb, ms: r.ms, tools: w.tools.take(), logged: loggedSpawns(w.scratch.stateDir, verb) };
+    const logged = loggedWork(w.scratch.stateDir, verb);
+    const sample: CallSample = { call: verb, ms: r.ms, tools: w.tools.take(), systemCalls: logged.systemCalls, logged: logged.spawns };
     (steps[step] ??= []).push(r.failure === undefined ? sample : { ...sample, error: r.failure });
     // Only an expansion may fail without ending the round, as kubelet carries on and retries it later.
     if (r.failure !== undefined && step !== 'expand') throw new Error(`FlexVolume ${r.failure}`);
@@ -149,7 +155,13 @@ export async function csiRound(w: Workbench, v: VolumeSpec, round: number): Prom
       (reply) => ({ reply }),
       (err: unknown) => ({ error: err instanceof Error ? err.message : String(err) }),
     );
-    const sample: CallSample = { call: method, ms: performance.now() - started, tools: w.tools.take() };
+    const ms = performance.now() - started;
+    // A call the server never answered (it died) has no rpc line to wait for: its own error is the one to report.
+    const systemCalls = await w.csi.systemCallsOf(method).catch((err: unknown) => {
+      if ('error' in outcome) return [];
+      throw err;
+    });
+    const sample: CallSample = { call: method, ms, tools: w.tools.take(), systemCalls };
     (steps[step] ??= []).push('error' in outcome ? { ...sample, error: outcome.error } : sample);
     // Only an expansion may fail without ending the round: the resizer and kubelet retry it later.
     if ('error' in outcome && step !== 'expand') throw new Error(outcome.error);

@@ -1,4 +1,4 @@
-import { callFlex, loggedSpawns, runFlex } from '../../flex/compare/kubelet-flex.js';
+import { callFlex, loggedWork, runFlex } from '../../flex/compare/kubelet-flex.js';
 import { goJson } from '../../test/helpers/go-json.js';
 import { flexGlobalMountPath, flexPodVolumePath } from '../../shared/index.js';
 import type { ScratchWorld as Scratch } from '../../flex/scratch-world.js';
@@ -28,8 +28,7 @@ export class FlexDriver {
       .filter(([k]) => k !== 'status')
       .map(([k, v]) => `${k}=${JSON.stringify(v)}`)
       .join(' ');
-    const spawned = this.lastSpawns(verb);
-    printStep({ model: 'flex', call: shown, outcome: String(reply.status), ms: r.ms, detail: [extra, spawned && `spawned: ${spawned}`].filter(Boolean).join('  ') });
+    printStep({ model: 'flex', call: shown, outcome: String(reply.status), ms: r.ms, detail: [extra, this.lastWork(verb)].filter(Boolean).join('  ') });
     if (r.failure !== undefined && expect !== 'Failure') throw new Error(`flex ${verb} failed: ${String(reply.message)}`);
     if (r.failure === undefined && expect === 'Failure') throw new Error(`flex ${verb} succeeded where a Failure was expected`);
     return { reply, exitCode: r.exitCode };
@@ -43,10 +42,14 @@ export class FlexDriver {
     if (code !== 0) throw new Error(`twinvol volume ${args[0]} failed: ${out}`);
   }
 
-  /** The tools the call spawned, from the executable's own log line (init writes none). */
-  private lastSpawns(verb: string): string {
+  /**
+   * The tools the call spawned and the mounts it made or undid as system calls, which run no process,
+   * from the executable's own log line (init writes none).
+   */
+  private lastWork(verb: string): string {
     try {
-      return loggedSpawns(this.scratch.stateDir, verb).join(' ');
+      const { spawns, systemCalls } = loggedWork(this.scratch.stateDir, verb);
+      return [spawns.length && `spawned: ${spawns.join(' ')}`, systemCalls.length && `system calls: ${systemCalls.join(' ')}`].filter(Boolean).join('  ');
     } catch {
       return '';
     }

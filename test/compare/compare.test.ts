@@ -62,9 +62,14 @@ function checkReport(report: CompareReport, backend: string, rounds: number): Co
   // Both models do every step but stats, which FlexVolume has no call for.
   for (const s of b.steps) expect(s.csi.supported, `csi ${s.step}`).toBe(true);
   for (const s of b.steps) expect(s.flex.supported, `flex ${s.step}`).toBe(s.step !== 'stats');
-  // A pod's mount is a bind, a system call in both models (shared/native-mount.ts).
-  expect(step('publish')?.csi.tools.mount).toBeUndefined();
-  expect(step('publish')?.flex.tools.mount).toBeUndefined();
+  // A pod's mount is a bind, a system call in both models (shared/native-mount.ts): no tool, but listed,
+  // from the FlexVolume log line and from the CSI server's debug log; so is the unmount.
+  for (const model of ['flex', 'csi'] as const) {
+    expect(step('publish')?.[model].tools.mount, model).toBeUndefined();
+    expect(step('publish')?.[model].systemCalls, model).toEqual({ mount: rounds });
+    expect(step('unpublish')?.[model].systemCalls, model).toEqual({ umount2: rounds });
+    expect(step('attach')?.[model].systemCalls, model).toEqual({});
+  }
   // A block volume's stage is a mount(8) in both: the tools prove the counting reaches the CSI server too.
   // kubelet's FlexVolume needs a mount point at the staging (a bind, for a dir volume); twinvol-csi stages
   // a dir volume by its record alone.
@@ -112,6 +117,9 @@ describe('twinvol compare', () => {
       expect(r.stdout).toMatch(/^stage +flex +waitforattach, mountdevice .*losetup/m);
       // The CSI stage is one mount -o loop; FlexVolume's waitforattach must name a device first.
       expect(r.stdout).toMatch(/^ +csi +NodeStageVolume .* 1 +mount$/m);
+      // Its unmount is a system call, which runs no process: listed as such.
+      expect(r.stdout).toMatch(/^unstage +flex +unmountdevice .* umount2\(2\)$/m);
+      expect(r.stdout).toMatch(/^ +csi +NodeUnstageVolume .* 0 +umount2\(2\)$/m);
       expect(r.stdout).toContain('differences in the resulting state: none');
       expect(r.stdout).not.toContain('warning');
       const html = readFileSync(page, 'utf8');

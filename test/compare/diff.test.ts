@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { type CompareReport, formatCompareTable, median, modelSteps, p95 } from '../../flex/compare/report.js';
+import { type CompareReport, formatCompareTable, median, modelSteps, p95, workNames } from '../../flex/compare/report.js';
 import { diffStates, type VolumeState } from '../../flex/compare/state.js';
 import type { RoundResult } from '../../flex/compare/workload.js';
 
@@ -78,8 +78,8 @@ describe('figures', () => {
     const round = (model: 'flex' | 'csi'): RoundResult => ({
       state: published(),
       steps: {
-        stage: [{ call: model === 'flex' ? 'mountdevice' : 'NodeStageVolume', ms: 10, tools: ['mount', 'blkid'] }],
-        expand: [{ call: 'grow', ms: 5, tools: [], error: 'not permitted' }],
+        stage: [{ call: model === 'flex' ? 'mountdevice' : 'NodeStageVolume', ms: 10, tools: ['mount', 'blkid'], systemCalls: ['mount', 'mount:EINVAL'] }],
+        expand: [{ call: 'grow', ms: 5, tools: [], systemCalls: [], error: 'not permitted' }],
       },
     });
     const flex = modelSteps('flex', [round('flex'), round('flex')]);
@@ -87,6 +87,9 @@ describe('figures', () => {
     expect(flex.stage.processes).toEqual([3, 3]);
     expect(csi.stage.processes).toEqual([2, 2]);
     expect(csi.stage.tools).toEqual({ mount: 2, blkid: 2 });
+    // System calls run no process: listed, not counted as processes.
+    expect(csi.stage.systemCalls).toEqual({ mount: 2, 'mount:EINVAL': 2 });
+    expect(workNames(csi.stage)).toEqual([['mount', 2], ['blkid', 2], ['mount(2)', 2], ['mount(2):EINVAL', 2]]);
     expect(flex.expand).toMatchObject({ supported: true, failedRounds: 2, errors: ['not permitted'] });
     expect(flex.stats).toMatchObject({ supported: false, latencyMs: null, processes: [] });
     expect(flex.stats.note).toMatch(/no stats call/);
