@@ -154,14 +154,15 @@ static napi_value do_mount_root(napi_env env, napi_callback_info info) {
  * on, whose mount point is another path: the caller compares.
  */
 static napi_value do_top_mount(napi_env env, napi_callback_info info) {
+#ifndef TV_NR_STATMOUNT
+  (void)info;
+  return errno_value(env, -ENOSYS);
+#else
   napi_value argv[1], out, v;
   char path[MAX_STRING];
   int err;
   struct statx stx;
   if ((err = args_with_path(env, info, 1, argv, path))) return errno_value(env, -err);
-#ifndef TV_NR_STATMOUNT
-  return errno_value(env, -ENOSYS);
-#else
   if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_STATX_DONT_SYNC, STATX_MNT_ID_UNIQUE, &stx) != 0) return errno_value(env, -errno);
   if (!(stx.stx_mask & STATX_MNT_ID_UNIQUE)) return errno_value(env, -EOPNOTSUPP);
   struct tv_mnt_id_req req = {sizeof req, 0, stx.stx_mnt_id, TV_STATMOUNT_MNT_BASIC | TV_STATMOUNT_MNT_POINT};
