@@ -131,17 +131,26 @@ static napi_value do_umount(napi_env env, napi_callback_info info) {
 }
 
 /*
- * mountRoot(path): 1 when the path (its last part not followed) is the root of a mount, 0 when not,
- * or a negative errno: -EOPNOTSUPP when this kernel does not say (before 5.8). AT_STATX_DONT_SYNC:
- * a network filesystem answers from its cache rather than asking a server that may be gone.
+ * statx of the call's one argument, a path, its last part not followed and nothing automounted;
+ * AT_STATX_DONT_SYNC: a network filesystem answers from its cache rather than asking a server that
+ * may be gone. 0, or an errno.
  */
-static napi_value do_mount_root(napi_env env, napi_callback_info info) {
+static int statx_of_path_arg(napi_env env, napi_callback_info info, unsigned int mask, struct statx *stx) {
   napi_value argv[1];
   char path[MAX_STRING];
   int err;
+  if ((err = args_with_path(env, info, 1, argv, path))) return err;
+  return statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_STATX_DONT_SYNC, mask, stx) != 0 ? errno : 0;
+}
+
+/*
+ * mountRoot(path): 1 when the path (its last part not followed) is the root of a mount, 0 when not,
+ * or a negative errno: -EOPNOTSUPP when this kernel does not say (before 5.8).
+ */
+static napi_value do_mount_root(napi_env env, napi_callback_info info) {
   struct statx stx;
-  if ((err = args_with_path(env, info, 1, argv, path))) return errno_value(env, -err);
-  if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_STATX_DONT_SYNC, STATX_TYPE, &stx) != 0) return errno_value(env, -errno);
+  int err;
+  if ((err = statx_of_path_arg(env, info, STATX_TYPE, &stx))) return errno_value(env, -err);
   if (!(stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT)) return errno_value(env, -EOPNOTSUPP);
   return errno_value(env, (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT) ? 1 : 0);
 }
@@ -158,12 +167,10 @@ static napi_value do_top_mount(napi_env env, napi_callback_info info) {
   (void)info;
   return errno_value(env, -ENOSYS);
 #else
-  napi_value argv[1], out, v;
-  char path[MAX_STRING];
+  napi_value out, v;
   int err;
   struct statx stx;
-  if ((err = args_with_path(env, info, 1, argv, path))) return errno_value(env, -err);
-  if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_STATX_DONT_SYNC, STATX_MNT_ID_UNIQUE, &stx) != 0) return errno_value(env, -errno);
+  if ((err = statx_of_path_arg(env, info, STATX_MNT_ID_UNIQUE, &stx))) return errno_value(env, -err);
   if (!(stx.stx_mask & STATX_MNT_ID_UNIQUE)) return errno_value(env, -EOPNOTSUPP);
   struct tv_mnt_id_req req = {sizeof req, 0, stx.stx_mnt_id, TV_STATMOUNT_MNT_BASIC | TV_STATMOUNT_MNT_POINT};
   /* The head, then the mount point's text: a path is at most PATH_MAX (4096) with its NUL. */
