@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type CliResult, FLEX_BIN, runAdmin } from '../helpers/flex-runner.js';
 import { createScratch, loopsLeftUnder, mountsUnder, type Scratch } from '../helpers/scratch.js';
-import { eventually, installDrivers, processGone, VENDOR } from './helpers.js';
+import { installDrivers, processGone, VENDOR } from './helpers.js';
+import { eventually } from '../helpers/eventually.js';
 
 /**
  * `twinvol flex check` (flex/check.ts) against every test driver (test/exec/drivers/), two drivers

@@ -142,15 +142,6 @@ export function processGone(pid: number): boolean {
   }
 }
 
-/** Waits (bounded) for `cond`: the kernel tears processes down asynchronously. */
-export async function eventually(cond: () => boolean, deadlineMs = 10_000): Promise<boolean> {
-  const end = Date.now() + deadlineMs;
-  while (!cond()) {
-    if (Date.now() > end) return false;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  return true;
-}
 
 /** The options JSON kubelet passes (the argument at `index` of a call). */
 export function optionsOf(call: string[] | undefined, index: number): Record<string, string> {

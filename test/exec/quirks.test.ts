@@ -5,7 +5,8 @@ import { describe, expect, it } from 'vitest';
 import { readMounts } from '../../shared/mountinfo.js';
 import { outcome } from '../csi/helpers/client.js';
 import { mountCap, stagingPath, targetPath } from '../csi/helpers/requests.js';
-import { type ExecSuite, eventually, optionsOf, processGone, type TestDriver, useExecServer } from './helpers.js';
+import { type ExecSuite, optionsOf, processGone, type TestDriver, useExecServer } from './helpers.js';
+import { eventually } from '../helpers/eventually.js';
 
 /**
  * The known quirks of real FlexVolume drivers (test/exec/drivers/tmpfs.sh, loop.sh), each through

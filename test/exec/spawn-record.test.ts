@@ -5,7 +5,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { FlexDrivers } from '../../shared/backends/exec-driver.js';
 import { parseDriverName } from '../../shared/backends/exec.js';
 import { observeSpawns, type SpawnRecord } from '../../shared/runner.js';
-import { eventually, installDrivers, killLoggedPids, loggedPids, processGone, VENDOR } from './helpers.js';
+import { installDrivers, killLoggedPids, loggedPids, processGone, VENDOR } from './helpers.js';
+import { eventually } from '../helpers/eventually.js';
 
 /**
  * A third-party driver's run is a spawn like any tool's (shared/backends/exec-driver.ts): the CSI

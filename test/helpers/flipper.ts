@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { basename, dirname } from 'node:path';
+import { eventually } from './eventually.js';
 
 /**
  * The attacker of the mount races (test/shared/mount-race.test.ts, test/fuzz/csi-publish-race.test.ts),
@@ -26,11 +27,7 @@ export async function stopFlipper(f: ChildProcess | undefined, deadlineMs = 10_0
   const shellGone = f.exitCode !== null || f.signalCode !== null ? Promise.resolve() : new Promise((r) => f.once('exit', r));
   if (!signalGroup(group, 'SIGKILL')) return;
   await shellGone;
-  const until = Date.now() + deadlineMs;
-  while (signalGroup(group, 0)) {
-    if (Date.now() >= until) throw new Error(`the flipper's process group ${f.pid} is still alive after ${deadlineMs} ms`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
+  if (!(await eventually(() => !signalGroup(group, 0), deadlineMs))) throw new Error(`the flipper's process group ${f.pid} is still alive after ${deadlineMs} ms`);
 }
 
 /** Whether the group had a member to signal (ESRCH: none left, not even a zombie). */

@@ -18,9 +18,13 @@ beforeEach(() => {
   s = createScratch('node-a');
 });
 afterEach(async () => {
-  await stopFlipper(flipper);
-  flipper = undefined;
-  s.cleanup();
+  try {
+    await stopFlipper(flipper);
+  } finally {
+    flipper = undefined;
+    // Whatever the flipper did, the scratch world's mounts and files go.
+    s.cleanup();
+  }
 });
 
 describe('a mount target flipped between a directory and a symlink while mounts are made', () => {
