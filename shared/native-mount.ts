@@ -6,7 +6,8 @@ import { RecordLog } from './record-log.js';
 import { SPAWN_LOG_LIMIT } from './runner.js';
 
 /**
- * mount(2), umount2(2), statx(2)'s mount-root bit and statmount(2) (shared/mountinfo.ts) from native/mount.c, built by `npm ci` (scripts/build-native.mjs) and put
+ * mount(2), umount2(2), statx(2)'s mount-root bit and statmount(2) (the last two for
+ * shared/mountinfo.ts) from native/mount.c, built by `npm ci` (scripts/build-native.mjs) and put
  * beside the CSI server and the FlexVolume executable by the build (dist/csi/twinvol-mount.node,
  * dist/flex/). Spawning mount(8) for a bind mount forks the process and execs a tool, about 2 ms each
  * way and the busiest part of a dir volume's NodePublishVolume and NodeUnpublishVolume; the system

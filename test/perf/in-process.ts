@@ -24,7 +24,7 @@ import { PROTO_PATH } from '../csi/helpers/client.js';
 /** The work one call did: the tools it spawned and the mounts it made as system calls (by name, in order), fsyncs, record reads and locks. */
 export interface Work {
   spawns: string[];
-  /** A failed one as `call!ERRNO` (the tool that then took the step is among the spawns). */
+  /** A failed one as `call:ERRNO`, as compare writes it (the tool that then took the step is among the spawns). */
   systemCalls: string[];
   fsyncs: number;
   reads: number;
@@ -40,7 +40,7 @@ export interface Work {
 export async function measure<T>(fn: () => Promise<T>): Promise<{ result: T; work: Work }> {
   const spawns: string[] = [];
   const systemCalls: string[] = [];
-  const stops = [observeSpawns((r) => spawns.push(r.command)), observeSystemCalls((r) => systemCalls.push(r.error ? `${r.call}!${r.error}` : r.call))];
+  const stops = [observeSpawns((r) => spawns.push(r.command)), observeSystemCalls((r) => systemCalls.push(r.error ? `${r.call}:${r.error}` : r.call))];
   const before = { ...storeCounts };
   const tableReadsBefore = mountTableCounts.reads;
   try {
