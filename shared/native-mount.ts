@@ -7,7 +7,7 @@ import { SPAWN_LOG_LIMIT } from './runner.js';
 
 /**
  * mount(2), umount2(2), statx(2)'s mount-root bit and statmount(2) (the last two for
- * shared/mountinfo.ts) from native/mount.c, built by `npm ci` (scripts/build-native.mjs) and put
+ * shared/mountinfo.ts), and a loop device's LOOP_CONFIGURE and LOOP_CLR_FD, from native/mount.c, built by `npm ci` (scripts/build-native.mjs) and put
  * beside the CSI server and the FlexVolume executable by the build (dist/csi/twinvol-mount.node,
  * dist/flex/). Spawning mount(8) for a bind mount forks the process and execs a tool, about 2 ms each
  * way and the busiest part of a dir volume's NodePublishVolume and NodeUnpublishVolume; the system
@@ -33,6 +33,14 @@ export interface NativeMount {
    * say (a kernel before 6.8, statmount refused by a seccomp filter, an addon built before it had this).
    */
   topMount(path: string): MountIds | undefined;
+  /**
+   * A free loop device bound to the image file (LOOP_CONFIGURE), left open until `close`; or the
+   * errno it failed with (-1: the addon answered something else). With `autoclear` the kernel lets
+   * the device go at its last close. Absent in an addon built before it had this.
+   */
+  loopAttach?: (image: string, autoclear: boolean) => LoopAttached | number;
+  /** LOOP_CLR_FD on the device: 0, or the errno. Absent in an addon built before it had this. */
+  loopDetach?: (device: string) => number;
   readonly MS_RDONLY: number;
   readonly MS_NOSUID: number;
   readonly MS_NODEV: number;
@@ -51,6 +59,12 @@ export interface MountIds {
   id: number;
   parentId: number;
   mountPoint: string;
+}
+
+/** A loop device the addon bound, held open until the caller closes it. */
+export interface LoopAttached {
+  device: string;
+  close(): void;
 }
 
 /** The file name the build gives the addon beside the server (scripts/build.mjs). */
@@ -75,6 +89,22 @@ function topMountAnswer(answer: unknown): MountIds | undefined {
   return isId(id) && isId(parentId) && typeof mountPoint === 'string' ? { id, parentId, mountPoint } : undefined;
 }
 
+/**
+ * native/mount.c's loopAttach answers { device, fd } or a negative errno: anything else is -1. The
+ * descriptor is closed by the addon's closeFd: Node's own close warns on a worker thread about a
+ * descriptor it did not open.
+ */
+function loopAnswer(answer: unknown, closeFd: (fd: number) => unknown): LoopAttached | number {
+  if (Number.isInteger(answer) && (answer as number) < 0) return -(answer as number);
+  if (typeof answer !== 'object' || answer === null) return -1;
+  const { device, fd } = answer as Record<string, unknown>;
+  if (typeof fd !== 'number' || !Number.isInteger(fd) || fd < 0) return -1;
+  if (typeof device === 'string' && /^\/dev\/loop\d+$/.test(device)) return { device, close: () => void closeFd(fd) };
+  // A device this does not know what to do with is let go, not left open.
+  closeFd(fd);
+  return -1;
+}
+
 /** What a loaded addon exports, checked rather than trusted: a stale or foreign file is not used. */
 export function parseAddon(exports: unknown): NativeMount | undefined {
   if (typeof exports !== 'object' || exports === null) return undefined;
@@ -86,6 +116,7 @@ export function parseAddon(exports: unknown): NativeMount | undefined {
   const mountRoot = typeof root === 'function' ? (path: string) => rootAnswer(root(path)) : () => undefined;
   const top = e.get('topMount');
   const topMount = typeof top === 'function' ? (path: string) => topMountAnswer(top(path)) : () => undefined;
+  const [attach, detach, closeFd] = ['loopAttach', 'loopDetach', 'closeFd'].map((f) => e.get(f));
   const flags: Partial<Flags> = {};
   for (const n of NUMBERS) {
     const value = e.get(n);
@@ -98,6 +129,10 @@ export function parseAddon(exports: unknown): NativeMount | undefined {
     umount: (...args) => errnoOf(umount(...args)),
     mountRoot,
     topMount,
+    ...(typeof attach === 'function' && typeof closeFd === 'function'
+      ? { loopAttach: (image: string, autoclear: boolean) => loopAnswer(attach(image, autoclear), (fd) => closeFd(fd)) }
+      : {}),
+    ...(typeof detach === 'function' ? { loopDetach: (device: string) => errnoOf(detach(device)) } : {}),
   };
 }
 
@@ -176,17 +211,22 @@ export function nativeMount(): NativeMount | undefined {
 }
 
 /**
- * One mount made or undone as a system call, kept and told like a spawned tool (shared/runner.ts
- * recordSpawn) so the CSI server's debug log and metrics, and the FlexVolume call's log line, still
- * show every mount a call made, though no process ran.
+ * One mount made or undone, or loop device bound or let go, as a system call, kept and told like a
+ * spawned tool (shared/runner.ts recordSpawn) so the CSI server's debug log and metrics, and the
+ * FlexVolume call's log line, still show every mount and device a call made, though no process ran.
  */
 export interface SystemCallRecord {
-  call: 'mount' | 'umount2';
-  /** A bind's source. */
+  call: 'mount' | 'umount2' | 'ioctl';
+  /** A mount's source. */
   source?: string;
-  /** The path as the caller named it, not the pinned descriptor's /proc/self/fd path the call was given. */
+  /** A filesystem mount's type. */
+  fsType?: string;
+  /**
+   * The path as the caller named it, not the pinned descriptor's /proc/self/fd path the call was
+   * given; for a loop device's ioctl, the image bound or the device let go.
+   */
   target: string;
-  /** mount(8)'s words for the flags (bind, remount, ro, ...; nofollow for umount2). */
+  /** mount(8)'s words for the flags (bind, remount, ro, ...; nofollow for umount2); an ioctl's request and flags. */
   options: readonly string[];
   /** Absent on success; else the errno's name, and mount(8) or umount(8) takes the step (recorded as a command). */
   error?: string;

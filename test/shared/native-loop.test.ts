@@ -1,0 +1,100 @@
+import { execFileSync } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { type LoopAttached, type NativeMount, nativeMount, parseAddon, setNativeMountPath } from '../../shared/native-mount.js';
+import { loopsLeftUnder, loopsUnder, createScratch, type Scratch } from '../helpers/scratch.js';
+
+/**
+ * The addon's loop devices (native/mount.c loopAttach, loopDetach): a free device bound to an image
+ * file as losetup --find binds it, and let go as losetup --detach lets it go, with no process. Real
+ * devices on images under a scratch dir, detached by its cleanup whatever happens.
+ */
+let s: Scratch;
+let image: string;
+beforeEach(() => {
+  s = createScratch('node-a');
+  image = join(s.root, 'image.img');
+  writeFileSync(image, '');
+  execFileSync('truncate', ['-s', '8M', image]);
+});
+afterEach(() => {
+  setNativeMountPath(undefined);
+  s.cleanup();
+});
+
+const loaded = (): Required<Pick<NativeMount, 'loopAttach' | 'loopDetach'>> => {
+  const { loopAttach, loopDetach } = nativeMount() ?? {};
+  if (!loopAttach || !loopDetach) throw new Error('build/Release/twinvol_mount.node has no loop calls: npm ci builds it (scripts/build-native.mjs)');
+  return { loopAttach, loopDetach };
+};
+const sysfs = (device: string, file: string) => readFileSync(`/sys/block/${device.slice('/dev/'.length)}/loop/${file}`, 'utf8').trim();
+
+describe('the addon binds loop devices', () => {
+  it('binds a free device to the image, flagged to be let go at its last close when asked, and the kernel does', async () => {
+    const attached = loaded().loopAttach(image, true);
+    if (typeof attached === 'number') throw new Error(`loopAttach failed: errno ${attached}`);
+    expect(attached.device).toMatch(/^\/dev\/loop\d+$/);
+    expect(sysfs(attached.device, 'backing_file')).toBe(image);
+    expect(sysfs(attached.device, 'autoclear')).toBe('1');
+    expect(loopsUnder(s.root)).toEqual([attached.device]);
+    // Nothing else holds it: closing the descriptor the call left open is its last close.
+    attached.close();
+    expect(await loopsLeftUnder(s.root)).toEqual([]);
+  });
+
+  it('without autoclear, keeps the device bound until loopDetach, which then answers ENXIO; a missing image is ENOENT', () => {
+    const { loopAttach, loopDetach } = loaded();
+    const attached = loopAttach(image, false);
+    if (typeof attached === 'number') throw new Error(`loopAttach failed: errno ${attached}`);
+    attached.close();
+    expect(sysfs(attached.device, 'autoclear')).toBe('0');
+    expect(loopsUnder(s.root)).toEqual([attached.device]);
+    expect(loopDetach(attached.device)).toBe(0);
+    expect(loopsUnder(s.root)).toEqual([]);
+    expect(loopDetach(attached.device)).toBe(6); // ENXIO: bound to nothing
+    expect(loopAttach(join(s.root, 'missing.img'), false)).toBe(2); // ENOENT
+    expect(loopDetach(image)).toBe(25); // ENOTTY: no loop device
+  });
+
+  it('gives devices as fast as they are asked for: sixteen at once are sixteen devices', () => {
+    const { loopAttach } = loaded();
+    const held: LoopAttached[] = [];
+    try {
+      for (let i = 0; i < 16; i++) {
+        const a = loopAttach(image, true);
+        if (typeof a === 'number') throw new Error(`loopAttach failed: errno ${a}`);
+        held.push(a);
+      }
+      const devices = held.map((a) => a.device);
+      expect(new Set(devices).size).toBe(16);
+      expect(loopsUnder(s.root).sort()).toEqual([...devices].sort());
+    } finally {
+      for (const a of held) a.close();
+    }
+  });
+
+  it('parses the answers: the calls optional, a device and a descriptor or an errno, anything else -1 with the descriptor closed', () => {
+    const native = nativeMount();
+    if (!native) throw new Error('no addon');
+    const flags = Object.fromEntries(Object.entries(native).filter(([, v]) => typeof v === 'number'));
+    const base = { ...flags, mount: () => 0, umount: () => 0 };
+    const old = parseAddon(base);
+    expect(old?.loopAttach).toBeUndefined();
+    expect(old?.loopDetach).toBeUndefined();
+    const closed: unknown[] = [];
+    const withAnswer = (answer: unknown, closeFd: unknown = (fd: unknown) => closed.push(fd)) =>
+      parseAddon({ ...base, loopAttach: () => answer, loopDetach: () => answer, closeFd });
+    // Without closeFd, a descriptor could not be let go: no loopAttach.
+    expect(withAnswer(-16, null)?.loopAttach).toBeUndefined();
+    const attached = withAnswer({ device: '/dev/loop7', fd: 3 })?.loopAttach?.('/i', true);
+    expect(attached).toEqual({ device: '/dev/loop7', close: expect.any(Function) });
+    if (typeof attached === 'object') attached.close();
+    expect(closed).toEqual([3]);
+    const answers = [-16, { device: '/dev/sda', fd: 4 }, { device: '/dev/loop7', fd: -1 }, { device: '/dev/loop7' }, null, '3'];
+    expect(answers.map((a) => withAnswer(a)?.loopAttach?.('/i', true))).toEqual([16, -1, -1, -1, -1, -1]);
+    // The descriptor of a device not named as a loop device is closed, not leaked.
+    expect(closed).toEqual([3, 4]);
+    expect([0, 6, -6, 'x'].map((a) => withAnswer(a)?.loopDetach?.('/dev/loop7'))).toEqual([0, 6, -1, -1]);
+  });
+});
