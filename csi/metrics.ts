@@ -45,7 +45,7 @@ export class Metrics {
     this.commandFailures = new Counter({ name: 'twinvol_command_failures_total', help: 'External commands that failed (an exit code not among their answers, a deadline, a start failure), by tool', labelNames: ['tool'], registers });
     this.commandSeconds = new Histogram({ name: 'twinvol_command_duration_seconds', help: 'Time an external command ran, by tool', labelNames: ['tool'], buckets: SECONDS_BUCKETS, registers });
     // Not histograms: a bind or an unmount takes tens of microseconds, below any bucket worth keeping.
-    this.systemCalls = new Counter({ name: 'twinvol_system_calls_total', help: 'Mounts made and undone as system calls rather than with mount(8) and umount(8) (the mount addon), by call', labelNames: ['call'], registers });
+    this.systemCalls = new Counter({ name: 'twinvol_system_calls_total', help: 'Mounts made and undone, and loop devices bound and let go, as system calls rather than with mount(8), umount(8) and losetup (the mount addon), by call', labelNames: ['call'], registers });
     this.systemCallFailures = new Counter({ name: 'twinvol_system_call_failures_total', help: 'System calls that failed, each then retried with the tool (counted as a command), by call', labelNames: ['call'], registers });
     const metrics = this;
     new Gauge({
@@ -90,7 +90,7 @@ export class Metrics {
     this.commandSeconds.observe({ tool }, record.durationMs / 1000);
   };
 
-  /** Mounts made as system calls, by shared/native-mount.ts as each returns (observeSystemCalls). */
+  /** Mounts and loop devices made as system calls, by shared/native-mount.ts as each returns (observeSystemCalls). */
   readonly observeSystemCall = (record: SystemCallRecord): void => {
     this.systemCalls.inc({ call: record.call });
     if (record.error !== undefined) this.systemCallFailures.inc({ call: record.call });

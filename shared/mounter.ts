@@ -2,7 +2,7 @@ import { failedPrecondition, resourceExhausted, systemErrorInOutput } from './er
 import { isMountPointAsync, type MountEntry, mountsStackedAt, topMountAt } from './mountinfo.js';
 import { CHILD_FD_PATH, fdPath, type MountTarget, type PinnedTarget, pinTarget, requireWithin, whereIs } from './pinned-target.js';
 import { CommandError, run } from './runner.js';
-import { callNatively, type MountIds, type NativeMount, nativeMount } from './native-mount.js';
+import { callNatively, type LoopAttached, type MountIds, type NativeMount, nativeMount } from './native-mount.js';
 
 /**
  * The tools that walk or copy a volume's data, and so may run for minutes on a large one. The rest
@@ -28,7 +28,7 @@ export class Mounter {
     const options = (opts.options ?? []).filter((o) => o !== 'bind');
     const pinned = await pinTarget(target);
     try {
-      if (!(bind && bindNatively(source, pinned, target))) {
+      if (!(bind ? bindNatively(source, pinned, target) : mountNatively(source, pinned, target, opts.fsType, options))) {
         // A bind has no filesystem type of its own (mount(8) refuses "-t none --bind").
         const args = ['--no-canonicalize'];
         if (bind) args.push('--bind');
@@ -52,14 +52,25 @@ export class Mounter {
   }
 
   /**
-   * Mounts the filesystem in an image file through a loop device that mount(8) sets up itself: one
-   * process where losetup and mount were two. mount(8) binds the device with LO_FLAGS_AUTOCLEAR, so
-   * the kernel releases it at its last close (the unmount) and no losetup --detach follows; a mount(8)
-   * killed between the two steps leaves no device behind either. Answers false, having mounted
+   * Mounts the filesystem in an image file through a loop device bound for this mount alone, with
+   * LO_FLAGS_AUTOCLEAR: the kernel releases it at its last close (the unmount), so no losetup --detach
+   * follows, and a process killed before the mount holds it leaves no device behind (its descriptor
+   * closes with it). The addon binds it (LOOP_CONFIGURE) and the mount is mount(2): no process. Where
+   * the addon cannot, mount -o loop does the same in one process. Answers false, having mounted
    * nothing, when mount(8) could not set up a device (none free): the caller then attaches with
    * losetup, whose error names the cause.
    */
   async mountImage(image: string, target: MountTarget, opts: { fsType: string; options: readonly string[] }): Promise<boolean> {
+    const attached = loopAttachNatively(image, true);
+    if (attached) {
+      try {
+        await this.mount(attached.device, target, opts);
+        return true;
+      } finally {
+        // Held open until the mount holds the device; after a failed mount, this lets it go.
+        attached.close();
+      }
+    }
     try {
       await this.mount(image, target, { fsType: opts.fsType, options: ['loop', ...opts.options] });
       return true;
@@ -180,7 +191,13 @@ export class Mounter {
     await this.exec('resize2fs', [device]);
   }
 
+  /** A loop device bound to the image until loopDetach: by the addon, else by losetup. */
   async loopAttach(image: string): Promise<string> {
+    const attached = loopAttachNatively(image, false);
+    if (attached) {
+      attached.close();
+      return attached.device;
+    }
     try {
       const r = await this.exec('losetup', ['--find', '--show', '--', image]);
       return r.stdout.trim();
@@ -195,6 +212,8 @@ export class Mounter {
   }
 
   async loopDetach(device: string): Promise<void> {
+    const detach = nativeMount()?.loopDetach;
+    if (detach && callNatively({ call: 'ioctl', target: device, options: ['LOOP_CLR_FD'] }, () => detach(device))) return;
     await this.exec('losetup', ['--detach', device]);
   }
 
@@ -251,6 +270,42 @@ function bindNatively(source: string, pinned: PinnedTarget, target: MountTarget)
   return callNatively({ call: 'mount', source, target: target.path, options: ['bind'] }, () => native.mount(source, fdPath(pinned.handle), null, native.MS_BIND, null));
 }
 
+/**
+ * Filesystems whose mount(8) runs no helper (mount.<type>) and passes no options of its own: for
+ * them mount(2) with the flags does all that mount(8) would. Any other (nfs, cifs, fuse) goes to mount(8).
+ */
+const PLAIN_FILESYSTEMS = new Set(['ext2', 'ext3', 'ext4', 'xfs']);
+
+/**
+ * A filesystem mount (a block volume's device) as one system call, onto the pinned target: false
+ * leaves it to mount(8), as bindNatively. Only options that are mount flags are given natively; a
+ * filesystem's own (nouuid, data=..., discard) go to mount(8), which knows how to pass them.
+ */
+function mountNatively(source: string, pinned: PinnedTarget, target: MountTarget, fsType: string | undefined, options: readonly string[]): boolean {
+  const native = nativeMount();
+  if (!native || fsType === undefined || !PLAIN_FILESYSTEMS.has(fsType)) return false;
+  const flags = mountFlags(native, options);
+  if (flags === undefined) return false;
+  return callNatively({ call: 'mount', source, target: target.path, fsType, options }, () => native.mount(source, fdPath(pinned.handle), fsType, flags, null));
+}
+
+/**
+ * A loop device bound to the image by the addon, recorded as its ioctl; undefined leaves it to
+ * losetup or mount -o loop, which word what went wrong (no device free, say).
+ */
+function loopAttachNatively(image: string, autoclear: boolean): LoopAttached | undefined {
+  const attach = nativeMount()?.loopAttach;
+  if (!attach) return undefined;
+  let attached: LoopAttached | undefined;
+  callNatively({ call: 'ioctl', target: image, options: ['LOOP_CONFIGURE', ...(autoclear ? ['autoclear'] : [])] }, () => {
+    const answer = attach(image, autoclear);
+    if (typeof answer === 'number') return answer;
+    attached = answer;
+    return 0;
+  });
+  return attached;
+}
+
 /** `mount -o remount,bind,<options>` as one system call: false leaves it to mount(8). */
 function remountNatively(options: readonly string[], root: PinnedTarget, target: MountTarget): boolean {
   const native = nativeMount();
@@ -287,12 +342,22 @@ export function remountOptions(current: readonly string[], asked: readonly strin
 
 /** remountOptions as mount(2) flags; undefined for any option this does not map (mount(8) takes it). */
 export function remountFlags(native: NativeMount, options: readonly string[]): number | undefined {
+  const flags = mountFlags(native, options);
+  return flags === undefined ? undefined : flags | native.MS_REMOUNT | native.MS_BIND;
+}
+
+/**
+ * Mount options as mount(2) flags; undefined for any that is not one (mount(8) takes those), and for
+ * a list where a later option undoes an earlier one (ro then rw), which mount(8) reads in order.
+ */
+function mountFlags(native: NativeMount, options: readonly string[]): number | undefined {
+  if (options.some((o) => options.includes(OPPOSITE.get(o) ?? '')) || options.filter((o) => ATIME.has(o)).length > 1) return undefined;
   const flag = new Map([
     ['ro', native.MS_RDONLY], ['nosuid', native.MS_NOSUID], ['nodev', native.MS_NODEV], ['noexec', native.MS_NOEXEC], ['noatime', native.MS_NOATIME],
     ['nodiratime', native.MS_NODIRATIME], ['relatime', native.MS_RELATIME], ['strictatime', native.MS_STRICTATIME],
     ['rw', 0], ['suid', 0], ['dev', 0], ['exec', 0], ['diratime', 0],
   ]);
-  let flags = native.MS_REMOUNT | native.MS_BIND;
+  let flags = 0;
   for (const o of options) {
     const f = flag.get(o);
     if (f === undefined) return undefined;

@@ -14,7 +14,7 @@ export interface ModelStep {
   processes: number[];
   /** How often each tool ran, over all rounds. */
   tools: Record<string, number>;
-  /** How often each mount was made or undone as a system call (mount, umount2), over all rounds: no process ran for these. */
+  /** How often each mount or loop device was made or undone as a system call (mount, umount2, ioctl), over all rounds: no process ran for these. */
   systemCalls: Record<string, number>;
   /** Rounds in which a call of the step failed (only expansion may), and the distinct messages. */
   failedRounds: number;
@@ -54,7 +54,7 @@ export interface CompareReport {
 export const METHOD: CompareReport['method'] = {
   latency: 'wall-clock ms per step and round. FlexVolume: from spawning the executable to its exit, once per call, start-up included, as kubelet waits for it. CSI: from sending the request to the reply, over the unix socket to the already running server.',
   processes: 'processes started per step and round. FlexVolume: 1 per call (the executable) + the tools it ran. CSI: the tools the server ran (the server itself is long-lived).',
-  tools: "counted by the same PATH shim in front of both models (one extra sh per tool run, in both); the FlexVolume executable's own log line must agree (flexLogAgrees). Tools run by those tools (mount helpers) are not counted. Binds and unmounts made as system calls through the mount addon run no process, so the shim cannot see them: they are listed as mount(2) and umount2(2), from the FlexVolume executable's log line (systemCalls) and from the CSI server's debug log (its system call lines, by request id; the server runs at --log-level debug here, which costs it a few log lines per call).",
+  tools: "counted by the same PATH shim in front of both models (one extra sh per tool run, in both); the FlexVolume executable's own log line must agree (flexLogAgrees). Tools run by those tools (mount helpers) are not counted. Mounts, unmounts and loop devices bound or let go as system calls through the mount addon run no process, so the shim cannot see them: they are listed as mount(2), umount2(2) and ioctl(2), from the FlexVolume executable's log line (systemCalls) and from the CSI server's debug log (its system call lines, by request id; the server runs at --log-level debug here, which costs it a few log lines per call).",
   state: 'after publish and expand: /proc/self/mountinfo and stat of the staging and pod paths of each model, loop devices named by their backing file, volume names made neutral.',
   order: 'each model has its own volume per backend, reused every round; odd rounds run FlexVolume first, even rounds CSI first.',
 };
@@ -121,7 +121,7 @@ export function workNames(m: ModelStep): [string, number][] {
 export function formatCompareTable(report: CompareReport): string {
   const lines = [
     `twinvol compare: ${report.rounds} round${report.rounds === 1 ? '' : 's'} per backend on node ${report.node}; twinvol-csi ready in ${round1(report.csiStartMs)} ms`,
-    'latency: ms per step (median, p95); procs: processes started per step (median); tools: what ran, per round; name(2): a mount made or undone as a system call, no process',
+    'latency: ms per step (median, p95); procs: processes started per step (median); tools: what ran, per round; name(2): a mount or loop device made or undone as a system call, no process',
   ];
   for (const b of report.backends) {
     const size = `${b.volume.sizeBytes / 2 ** 20}Mi`;

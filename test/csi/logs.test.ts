@@ -1,4 +1,5 @@
 import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { expectCode } from './helpers/client.js';
 import { useCsiServer } from './helpers/fixture.js';
@@ -63,7 +64,7 @@ describe('at debug', () => {
     }
   });
 
-  it('every command a block stage runs, and every system call, is a line with the stage\'s method, request id and volume id', async () => {
+  it('every command and every system call of a block create, stage and unstage is a line with its call\'s method, request id and volume id', async () => {
     const cap = mountCap('ext4');
     await csi.ctl('CreateVolume', { name: 'l-blk', volume_capabilities: [cap], capacity_range: size(32 * MiB), parameters: { backend: 'block' } });
     await csi.ctl('ControllerPublishVolume', { volume_id: 'l-blk', node_id: 'node-a', volume_capability: cap });
@@ -75,18 +76,23 @@ describe('at debug', () => {
 
     const [stage] = rpcLines(entries, 'NodeStageVolume');
     expect(stage).toMatchObject({ level: 'info', code: 'OK', volumeId: 'l-blk', requestId: expect.stringMatching(UUID) });
-    const commands = entries.filter((e) => e.msg === 'command' && e.requestId === stage?.requestId);
-    // The filesystem is made at create; the stage is one mount(8), which sets up the loop device too.
-    expect(commands.map((c) => c.tool)).toEqual(['mount']);
-    for (const c of commands) {
-      expect(c).toMatchObject({ level: 'debug', method: 'NodeStageVolume', volumeId: 'l-blk', exitCode: expect.any(Number), durationMs: expect.any(Number), failed: false });
-      expect(Array.isArray(c.args)).toBe(true);
-    }
+    // The filesystem is made at create; the stage binds a loop device and mounts it, both system calls
+    // (shared/native-mount.ts): no command, a line for each call with the stage's ids.
+    expect(entries.filter((e) => e.msg === 'command' && e.requestId === stage?.requestId)).toEqual([]);
+    const image = join(csi.s.dataRoot, 'volumes/l-blk/image.img');
+    expect(entries.filter((e) => e.msg === 'system call' && e.requestId === stage?.requestId)).toEqual([
+      expect.objectContaining({ level: 'debug', method: 'NodeStageVolume', volumeId: 'l-blk', call: 'ioctl', target: image, options: ['LOOP_CONFIGURE', 'autoclear'] }),
+      expect.objectContaining({ level: 'debug', method: 'NodeStageVolume', volumeId: 'l-blk', call: 'mount', source: expect.stringMatching(/^\/dev\/loop\d+$/), fsType: 'ext4', target: staging }),
+    ]);
     // The create's own command carries the create's id, not the stage's.
     const [create] = rpcLines(entries, 'CreateVolume');
     const createCommands = entries.filter((e) => e.msg === 'command' && e.requestId === create?.requestId);
     expect(createCommands.map((c) => c.tool)).toEqual(['mkfs.ext4']);
     expect(createCommands.every((c) => c.method === 'CreateVolume' && c.volumeId === 'l-blk')).toBe(true);
+    for (const c of createCommands) {
+      expect(c).toMatchObject({ level: 'debug', exitCode: expect.any(Number), durationMs: expect.any(Number), failed: false });
+      expect(Array.isArray(c.args)).toBe(true);
+    }
     // The unstage's unmount is a system call (shared/native-mount.ts): no command line, a system call
     // line in its place, with the call's ids and the staging path (not a /proc/self/fd path).
     const [unstage] = rpcLines(entries, 'NodeUnstageVolume');

@@ -15,8 +15,14 @@ afterEach(() => s.cleanup());
 
 const { ok, createVolume } = flexSession(() => s.env);
 
+/**
+ * Runs a call until it starts the stalled tool, then kills it there. The call runs without the mount
+ * addon (TWINVOL_NATIVE_MOUNT=off), which would make the step a system call that cannot be stalled;
+ * the state it leaves is the same either way, and the retry runs with the addon.
+ */
 async function killedDuring(argv: string[], stall: StallingTool): Promise<void> {
-  const child = spawn(FLEX_BIN, argv, { cwd: '/', stdio: 'ignore', env: { ...s.env, PATH: `${stall.dir}:/usr/bin:/bin` } });
+  const env = { ...s.env, PATH: `${stall.dir}:/usr/bin:/bin`, TWINVOL_NATIVE_MOUNT: 'off' };
+  const child = spawn(FLEX_BIN, argv, { cwd: '/', stdio: 'ignore', env });
   const exited = new Promise((done) => child.on('exit', done));
   try {
     await untilStalled(stall, argv[0] ?? 'the call');

@@ -17,10 +17,11 @@ export interface World {
 /**
  * A fresh world per test, made by the function returned: `prepare` runs on the scratch before the
  * server starts (a small filesystem mounted, a tool wrapped), and a directory it returns goes first on
- * the PATH of the server and of every FlexVolume call. afterEach stops the server, then unmounts,
- * detaches and removes everything below the scratch root, whether the test passed or not.
+ * the PATH of the server and of every FlexVolume call; as `{ path, env }`, `env` is added to both
+ * environments too. afterEach stops the server, then unmounts, detaches and removes everything below
+ * the scratch root, whether the test passed or not.
  */
-export function useCsiWorld(): (prepare?: (s: CsiScratch) => string | void) => Promise<World> {
+export function useCsiWorld(): (prepare?: (s: CsiScratch) => string | { path: string; env: Record<string, string> } | void) => Promise<World> {
   let scratch: CsiScratch | undefined;
   let server: RunningCsi | undefined;
   afterEach(async () => {
@@ -33,8 +34,9 @@ export function useCsiWorld(): (prepare?: (s: CsiScratch) => string | void) => P
   });
   return async (prepare) => {
     const s = (scratch = createCsiScratch('node-a'));
-    const path = prepare?.(s);
-    const env: Record<string, string> = path ? { PATH: `${path}:/usr/bin:/bin` } : {};
+    const made = prepare?.(s);
+    const { path, env: extra } = typeof made === 'string' ? { path: made, env: {} } : (made ?? { path: undefined, env: {} });
+    const env: Record<string, string> = { ...(path ? { PATH: `${path}:/usr/bin:/bin` } : {}), ...extra };
     const running = (server = await launchCsi(s, { env }));
     return {
       s,

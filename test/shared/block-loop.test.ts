@@ -1,12 +1,13 @@
 import { execFileSync } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { attach } from '../../shared/core/attachments.js';
 import type { Core } from '../../shared/core/core.js';
 import { stage, unstage } from '../../shared/core/staging.js';
 import { createVolume } from '../../shared/core/volumes.js';
 import { findLoopDevice } from '../../shared/loop-devices.js';
 import { mountAt } from '../../shared/mountinfo.js';
+import { setNativeMountPath } from '../../shared/native-mount.js';
 import { MiB, stagingPath as csiStagingPath } from '../csi/helpers/requests.js';
 import { nid, vid } from '../helpers/ids.js';
 import { loopsLeftUnder, loopsUnder, mountsUnder, type Scratch } from '../helpers/scratch.js';
@@ -15,9 +16,10 @@ import { useScratchCore } from './core-scratch.js';
 import { expectRejects } from './expect-error.js';
 
 // How a block volume's loop device comes and goes (shared/backends/block.ts stage and nodeDetach,
-// shared/mounter.ts mountImage): a usual stage lets mount(8) set the device up, flagged to be released
-// by the kernel at its last close, so neither stage nor unstage runs losetup. test/perf/counts.test.ts
-// counts the same for every verb; this file covers the cases around it.
+// shared/mounter.ts mountImage): a usual stage binds the device through the mount addon (or mount -o
+// loop without it), flagged to be released by the kernel at its last close, so neither stage nor
+// unstage runs losetup. test/perf/counts.test.ts counts the same for every verb; this file covers the
+// cases around it.
 
 let s: Scratch;
 let core: Core;
@@ -25,6 +27,9 @@ useScratchCore((scratch, c) => {
   s = scratch;
   core = c;
 });
+
+// A test that runs without the addon (setNativeMountPath(null)) leaves the next one with it.
+afterEach(() => setNativeMountPath(undefined));
 
 const stagingPath = (pv: string) => csiStagingPath(s.kubeletDir, pv);
 const autoclear = (device: string) => readFileSync(`/sys/block/${device.slice('/dev/'.length)}/loop/autoclear`, 'utf8').trim();
@@ -34,12 +39,12 @@ async function blockVolume(id: string, capacityBytes = 64 * MiB) {
   await attach(core, vid(id), nid('node-a'), { readonly: false, via: 'cli' });
 }
 
-describe('a block volume staged through mount -o loop', () => {
-  it('stages with one mount(8), on a device the kernel releases at the unmount: unstage is that unmount alone', async () => {
+describe('a block volume staged on a device bound for the mount alone', () => {
+  it('stages with no process (the addon binds the device and mounts it), on a device the kernel releases at the unmount: unstage is that unmount alone', async () => {
     await blockVolume('b');
     const staging = stagingPath('pv-b');
     const staged = await measure(() => stage(core, vid('b'), staging, { readonly: false }));
-    expect(staged.work.spawns).toEqual(['mount']);
+    expect(staged.work).toMatchObject({ spawns: [], systemCalls: ['ioctl', 'mount'] });
     const { device } = staged.result;
     expect(device).toMatch(/^\/dev\/loop\d+$/);
     expect(findLoopDevice(core.catalog.imagePath('b'))).toBe(device);
@@ -50,6 +55,18 @@ describe('a block volume staged through mount -o loop', () => {
     const unstaged = await measure(() => unstage(core, staging));
     expect(unstaged.work.spawns).toEqual([]);
     expect(mountsUnder(s.kubeletDir)).toEqual([]);
+    expect(await loopsLeftUnder(s.root)).toEqual([]);
+  });
+
+  it('without the addon, stages with one mount -o loop, on a device flagged the same', async () => {
+    setNativeMountPath(null);
+    await blockVolume('m');
+    const staging = stagingPath('pv-m');
+    const staged = await measure(() => stage(core, vid('m'), staging, { readonly: false }));
+    expect(staged.work).toMatchObject({ spawns: ['mount'], systemCalls: [] });
+    expect(autoclear(staged.result.device)).toBe('1');
+    const unstaged = await measure(() => unstage(core, staging));
+    expect(unstaged.work.spawns).toEqual(['umount']);
     expect(await loopsLeftUnder(s.root)).toEqual([]);
   });
 
@@ -71,15 +88,15 @@ describe('a block volume staged through mount -o loop', () => {
     expect(await loopsLeftUnder(s.root)).toEqual([]);
   });
 
-  it('attaches a read-only stage with losetup, so that a read-write one can still mount its device, and detaches it at the unstage', async () => {
+  it('attaches a read-only stage as losetup would, so that a read-write one can still mount its device, and detaches it at the unstage', async () => {
     await blockVolume('r');
     const staging = stagingPath('pv-r');
     const staged = await measure(() => stage(core, vid('r'), staging, { readonly: true }));
-    expect(staged.work.spawns).toEqual(['losetup', 'mount']);
+    expect(staged.work).toMatchObject({ spawns: [], systemCalls: ['ioctl', 'mount'] });
     expect(autoclear(staged.result.device)).toBe('0');
     expect(mountAt(staging)?.mountOptions).toContain('ro');
     const unstaged = await measure(() => unstage(core, staging));
-    expect(unstaged.work.spawns).toEqual(['losetup']);
+    expect(unstaged.work).toMatchObject({ spawns: [], systemCalls: ['umount2', 'ioctl'] });
     expect(await loopsLeftUnder(s.root)).toEqual([]);
   });
 

@@ -2,8 +2,10 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { Mounter } from '../../shared/mounter.js';
 import { type LoopAttached, type NativeMount, nativeMount, parseAddon, setNativeMountPath } from '../../shared/native-mount.js';
 import { loopsLeftUnder, loopsUnder, createScratch, type Scratch } from '../helpers/scratch.js';
+import { measure } from '../perf/in-process.js';
 
 /**
  * The addon's loop devices (native/mount.c loopAttach, loopDetach): a free device bound to an image
@@ -96,5 +98,35 @@ describe('the addon binds loop devices', () => {
     // The descriptor of a device not named as a loop device is closed, not leaked.
     expect(closed).toEqual([3, 4]);
     expect([0, 6, -6, 'x'].map((a) => withAnswer(a)?.loopDetach?.('/dev/loop7'))).toEqual([0, 6, -1, -1]);
+  });
+});
+
+describe('the mounter binds and lets go of loop devices', () => {
+  const mounter = new Mounter(10_000);
+
+  it('through the addon, recorded as ioctls, with no process', async () => {
+    const attached = await measure(() => mounter.loopAttach(image));
+    expect(attached.work).toMatchObject({ spawns: [], systemCalls: ['ioctl'] });
+    expect(sysfs(attached.result, 'autoclear')).toBe('0');
+    const detached = await measure(() => mounter.loopDetach(attached.result));
+    expect(detached.work).toMatchObject({ spawns: [], systemCalls: ['ioctl'] });
+    expect(loopsUnder(s.root)).toEqual([]);
+  });
+
+  it('through losetup where there is no addon', async () => {
+    setNativeMountPath(null);
+    const attached = await measure(() => mounter.loopAttach(image));
+    expect(attached.work).toMatchObject({ spawns: ['losetup'], systemCalls: [] });
+    const detached = await measure(() => mounter.loopDetach(attached.result));
+    expect(detached.work).toMatchObject({ spawns: ['losetup'], systemCalls: [] });
+    expect(loopsUnder(s.root)).toEqual([]);
+  });
+
+  it('through losetup when the addon fails, whose error is the one given', async () => {
+    // A detach of a device bound to nothing: the addon answers ENXIO, and losetup says what it is.
+    const attached = await mounter.loopAttach(image);
+    await mounter.loopDetach(attached);
+    const again = measure(() => mounter.loopDetach(attached));
+    await expect(again).rejects.toThrow(/losetup/);
   });
 });
