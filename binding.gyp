@@ -2,7 +2,7 @@
   "targets": [
     {
       "target_name": "twinvol_mount",
-      "sources": ["native/mount.c"],
+      "sources": ["native/mount.c", "native/loop.c", "native/args.c"],
       "cflags": ["-Wall", "-Wextra", "-Werror"]
     }
   ]

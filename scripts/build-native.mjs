@@ -1,4 +1,4 @@
-// Builds native/mount.c (mount(2), umount2(2), statx(2) and statmount(2) for the CSI server and the
+// Builds native/*.c (mount(2), umount2(2), statx(2), statmount(2) and loop devices for the CSI server and the
 // FlexVolume executable) with node-gyp: run by `npm ci` (package.json "install"). The addon is a
 // fast path, not a requirement: without it every mount goes through mount(8), as before, so a
 // machine that cannot build it (no compiler, no Node headers) gets a warning that says what it

@@ -23,6 +23,13 @@ export interface NativeMount {
   /** 0, or the errno umount2(2) failed with. */
   umount(target: string, flags: number): number;
   /**
+   * mount and umount made on libuv's threadpool, for a filesystem's mount or unmount, which may wait
+   * on the disk (a journal replayed, written data flushed): a promise of the errno. Absent in an
+   * addon built before it had these.
+   */
+  mountAsync?: (source: string | null, target: string, fsType: string | null, flags: number, data: string | null) => Promise<number>;
+  umountAsync?: (target: string, flags: number) => Promise<number>;
+  /**
    * statx(2)'s STATX_ATTR_MOUNT_ROOT of the path, its last part not followed: true or false, or
    * undefined when it cannot say (the call failed, a kernel before 5.8, an addon built before it had this).
    */
@@ -116,7 +123,7 @@ export function parseAddon(exports: unknown): NativeMount | undefined {
   const mountRoot = typeof root === 'function' ? (path: string) => rootAnswer(root(path)) : () => undefined;
   const top = e.get('topMount');
   const topMount = typeof top === 'function' ? (path: string) => topMountAnswer(top(path)) : () => undefined;
-  const [attach, detach, closeFd] = ['loopAttach', 'loopDetach', 'closeFd'].map((f) => e.get(f));
+  const [attach, detach, closeFd, mountAsync, umountAsync] = ['loopAttach', 'loopDetach', 'closeFd', 'mountAsync', 'umountAsync'].map((f) => e.get(f));
   const flags: Partial<Flags> = {};
   for (const n of NUMBERS) {
     const value = e.get(n);
@@ -129,6 +136,9 @@ export function parseAddon(exports: unknown): NativeMount | undefined {
     umount: (...args) => errnoOf(umount(...args)),
     mountRoot,
     topMount,
+    // An answer is awaited, not trusted to be a promise: a number (bad arguments) or anything else awaits as itself.
+    ...(typeof mountAsync === 'function' ? { mountAsync: async (...args: unknown[]) => errnoOf(await Reflect.apply(mountAsync, undefined, args)) } : {}),
+    ...(typeof umountAsync === 'function' ? { umountAsync: async (...args: unknown[]) => errnoOf(await Reflect.apply(umountAsync, undefined, args)) } : {}),
     ...(typeof attach === 'function' && typeof closeFd === 'function'
       ? { loopAttach: (image: string, autoclear: boolean) => loopAnswer(attach(image, autoclear), (fd) => closeFd(fd)) }
       : {}),
@@ -244,11 +254,22 @@ export function observeSystemCalls(observer: (record: SystemCallRecord) => void)
   return systemCalls.observe(observer);
 }
 
+type CallMade = Omit<SystemCallRecord, 'error' | 'durationMs'>;
+
 /** Makes one call of the addon's (`invoke` answers an errno) and records it: true when it succeeded. */
-export function callNatively(what: Omit<SystemCallRecord, 'error' | 'durationMs'>, invoke: () => number): boolean {
+export function callNatively(what: CallMade, invoke: () => number): boolean {
   // process.hrtime, not performance, as in shared/runner.ts: the global loads perf_hooks.
   const started = process.hrtime.bigint();
-  const errno = invoke();
+  return recordCall(what, invoke(), started);
+}
+
+/** callNatively for a call made on the threadpool (`invoke` promises an errno). */
+export async function callNativelyAsync(what: CallMade, invoke: () => Promise<number>): Promise<boolean> {
+  const started = process.hrtime.bigint();
+  return recordCall(what, await invoke(), started);
+}
+
+function recordCall(what: CallMade, errno: number, started: bigint): boolean {
   const durationMs = Number(process.hrtime.bigint() - started) / 1e6;
   // -1 is the addon answering something that is no errno (errnoOf above).
   const error = errno === 0 ? undefined : errno > 0 ? getSystemErrorName(-errno) : 'no errno';

@@ -1,0 +1,17 @@
+/* What the addon's files share (native/args.c, native/loop.c, native/mount.c). */
+#ifndef TWINVOL_ADDON_H
+#define TWINVOL_ADDON_H
+#include <node_api.h>
+
+#define MAX_STRING 4096
+
+int tv_string_arg(napi_env env, napi_value value, char *buf, int *present);
+int tv_flags_arg(napi_env env, napi_value value, unsigned long *flags);
+napi_value tv_errno_value(napi_env env, int err);
+int tv_args_with_path(napi_env env, napi_callback_info info, size_t want, napi_value *argv, char *path);
+
+napi_value tv_loop_attach(napi_env env, napi_callback_info info);
+napi_value tv_loop_detach(napi_env env, napi_callback_info info);
+napi_value tv_close_fd(napi_env env, napi_callback_info info);
+
+#endif

@@ -1,0 +1,50 @@
+/*
+ * The argument and answer helpers every call of the addon shares (native/mount.c, native/loop.c):
+ * strings copied into fixed buffers and refused when they hold a NUL, flags as a bounded integer,
+ * an errno as a number.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include "addon.h"
+
+/* Copies a string argument into buf; *present is 0 for null or undefined. Returns 0, or an errno. */
+int tv_string_arg(napi_env env, napi_value value, char *buf, int *present) {
+  napi_valuetype type;
+  size_t length = 0;
+  if (napi_typeof(env, value, &type) != napi_ok) return EINVAL;
+  if (type == napi_null || type == napi_undefined) {
+    *present = 0;
+    return 0;
+  }
+  if (type != napi_string) return EINVAL;
+  if (napi_get_value_string_utf8(env, value, NULL, 0, &length) != napi_ok) return EINVAL;
+  if (length >= MAX_STRING) return ENAMETOOLONG;
+  if (napi_get_value_string_utf8(env, value, buf, MAX_STRING, &length) != napi_ok) return EINVAL;
+  /* A NUL inside would cut the path short: refuse rather than act on another path. */
+  if (strlen(buf) != length) return EINVAL;
+  *present = 1;
+  return 0;
+}
+
+int tv_flags_arg(napi_env env, napi_value value, unsigned long *flags) {
+  int64_t n;
+  if (napi_get_value_int64(env, value, &n) != napi_ok || n < 0 || n > 0xffffffffLL) return EINVAL;
+  *flags = (unsigned long)n;
+  return 0;
+}
+
+napi_value tv_errno_value(napi_env env, int err) {
+  napi_value out;
+  napi_create_int32(env, err, &out);
+  return out;
+}
+
+/* The call's `want` arguments, the first a path (required) copied into path: 0, or an errno. */
+int tv_args_with_path(napi_env env, napi_callback_info info, size_t want, napi_value *argv, char *path) {
+  size_t argc = want;
+  int present, err;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != want) return EINVAL;
+  if ((err = tv_string_arg(env, argv[0], path, &present))) return err;
+  return present ? 0 : EINVAL;
+}

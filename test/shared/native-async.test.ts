@@ -1,0 +1,54 @@
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { mountAt } from '../../shared/mountinfo.js';
+import { type NativeMount, nativeMount, parseAddon } from '../../shared/native-mount.js';
+import { createScratch, type Scratch } from '../helpers/scratch.js';
+
+/**
+ * The addon's mount and unmount made on libuv's threadpool (native/mount.c mountAsync, umountAsync),
+ * which the mounter uses for a filesystem's mount and for every unmount outside a FlexVolume call: an
+ * unmount that flushes written data, or a mount that replays a journal, must not hold the CSI
+ * server's service thread, and every call waiting behind it. Real mounts under a scratch dir.
+ */
+let s: Scratch;
+beforeEach(() => {
+  s = createScratch('node-a');
+});
+afterEach(() => s.cleanup());
+
+const asyncCalls = (): Required<Pick<NativeMount, 'mountAsync' | 'umountAsync'>> & NativeMount => {
+  const native = nativeMount();
+  if (!native?.mountAsync || !native.umountAsync) throw new Error('build/Release/twinvol_mount.node has no mountAsync: npm ci builds it (scripts/build-native.mjs)');
+  return native as Required<Pick<NativeMount, 'mountAsync' | 'umountAsync'>> & NativeMount;
+};
+
+describe('mount and unmount on the threadpool', () => {
+  it('mount and unmount a tmpfs, answering a promise of 0 or the errno', async () => {
+    const native = asyncCalls();
+    const dir = join(s.root, 'fs');
+    mkdirSync(dir);
+    const mounted = native.mountAsync('tmpfs', dir, 'tmpfs', native.MS_NOSUID, 'size=1m');
+    expect(mounted).toBeInstanceOf(Promise);
+    expect(await mounted).toBe(0);
+    expect(mountAt(dir)).toMatchObject({ fsType: 'tmpfs', mountOptions: expect.arrayContaining(['nosuid']) });
+    expect(await native.umountAsync(dir, native.UMOUNT_NOFOLLOW)).toBe(0);
+    expect(mountAt(dir)).toBeUndefined();
+    expect(await native.umountAsync(dir, 0)).toBe(22); // EINVAL: not a mount point
+    expect(await native.mountAsync('tmpfs', join(s.root, 'missing'), 'tmpfs', 0, null)).toBe(2); // ENOENT
+  });
+
+  it('are optional, and their answers are checked: bad arguments an errno at once, anything but an errno -1', async () => {
+    const native = asyncCalls();
+    // Bad arguments (a NUL inside a path) never reach the threadpool.
+    expect(await native.umountAsync('/tmp/a\0b', 0)).toBe(22);
+    const flags = Object.fromEntries(Object.entries(native).filter(([, v]) => typeof v === 'number'));
+    const base = { ...flags, mount: () => 0, umount: () => 0 };
+    expect(parseAddon(base)?.mountAsync).toBeUndefined();
+    expect(parseAddon(base)?.umountAsync).toBeUndefined();
+    const answering = (answer: unknown) => parseAddon({ ...base, mountAsync: () => answer, umountAsync: () => answer });
+    const answers = [Promise.resolve(0), Promise.resolve(16), 5, Promise.resolve('0'), null, Promise.resolve(-3)];
+    expect(await Promise.all(answers.map((a) => answering(a)?.umountAsync?.('/x', 0)))).toEqual([0, 16, 5, -1, -1, -1]);
+    expect(await answering(Promise.resolve(0))?.mountAsync?.(null, '/x', null, 0, null)).toBe(0);
+  });
+});
