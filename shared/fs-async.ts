@@ -50,6 +50,14 @@ export function blockingFileCalls(): void {
 }
 
 /**
+ * Whether a call that may wait long (a walk of a volume's data; shared/mounter.ts: a filesystem's
+ * mount or unmount) runs on the calling thread: in a FlexVolume call, which has nothing else to do.
+ */
+export function longCallsBlock(): boolean {
+  return walksBlock;
+}
+
+/**
  * The CSI server's service thread (csi/service-thread-worker.ts): a file call runs on the thread
  * while `alone()` says no other call is being served, and on libuv's threadpool otherwise, where
  * other calls' work overlaps its wait for the disk (an fsync is 0.1-0.5 ms here). Alone, a round

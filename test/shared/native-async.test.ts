@@ -1,9 +1,11 @@
-import { mkdirSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { Mounter } from '../../shared/mounter.js';
 import { mountAt } from '../../shared/mountinfo.js';
-import { type NativeMount, nativeMount, parseAddon } from '../../shared/native-mount.js';
-import { createScratch, type Scratch } from '../helpers/scratch.js';
+import { type NativeMount, nativeMount, observeSystemCalls, parseAddon, type SystemCallRecord } from '../../shared/native-mount.js';
+import { createScratch, loopsLeftUnder, type Scratch } from '../helpers/scratch.js';
 
 /**
  * The addon's mount and unmount made on libuv's threadpool (native/mount.c mountAsync, umountAsync),
@@ -50,5 +52,39 @@ describe('mount and unmount on the threadpool', () => {
     const answers = [Promise.resolve(0), Promise.resolve(16), 5, Promise.resolve('0'), null, Promise.resolve(-3)];
     expect(await Promise.all(answers.map((a) => answering(a)?.umountAsync?.('/x', 0)))).toEqual([0, 16, 5, -1, -1, -1]);
     expect(await answering(Promise.resolve(0))?.mountAsync?.(null, '/x', null, 0, null)).toBe(0);
+  });
+});
+
+describe('the mounter', () => {
+  it('unmounts a filesystem that flushes written data on the threadpool: this thread runs meanwhile', async () => {
+    // 64 MiB written to an ext4 on a loop device: its unmount writes them out (about 100 ms here).
+    const image = join(s.root, 'image.img');
+    writeFileSync(image, '');
+    execFileSync('truncate', ['-s', '160M', image]);
+    execFileSync('mkfs.ext4', ['-q', '-F', image]);
+    const dir = join(s.root, 'mnt');
+    mkdirSync(dir);
+    execFileSync('mount', ['-o', 'loop', image, dir]);
+    execFileSync('dd', ['if=/dev/zero', `of=${join(dir, 'data')}`, 'bs=1M', 'count=64', 'status=none']);
+
+    // Ticks of a timer, and the unmount's own record: when it ended and how long the call took.
+    const ticks: number[] = [];
+    const timer = setInterval(() => ticks.push(performance.now()), 1);
+    const calls: [SystemCallRecord, number][] = [];
+    const stop = observeSystemCalls((r) => calls.push([r, performance.now()]));
+    try {
+      await new Mounter(60_000).unmountAll(dir);
+    } finally {
+      stop();
+      clearInterval(timer);
+    }
+    expect(mountAt(dir)).toBeUndefined();
+    const [[call, ended] = []] = calls;
+    expect(call).toMatchObject({ call: 'umount2', target: dir });
+    if (!call || ended === undefined) throw new Error('no umount2 recorded');
+    // The timer fired while the call was in progress: the thread was not held by it.
+    const during = ticks.filter((t) => t > ended - call.durationMs && t < ended);
+    expect(during.length, `${call.durationMs.toFixed(1)} ms unmount`).toBeGreaterThan(0);
+    expect(await loopsLeftUnder(s.root)).toEqual([]);
   });
 });
