@@ -105,7 +105,10 @@ describe('a block volume staged on a device bound for the mount alone', () => {
     await blockVolume('x', 320 * MiB);
     execFileSync('mkfs.xfs', ['-q', '-f', core.catalog.imagePath('x')]);
     const staging = stagingPath('pv-x');
-    await expectRejects(stage(core, vid('x'), staging, { readonly: false }), 'FailedPrecondition', 'volume x holds a xfs filesystem, not ext4; refusing to mount or reformat it');
+    const refused = await measure(() => expectRejects(stage(core, vid('x'), staging, { readonly: false }), 'FailedPrecondition', 'volume x holds a xfs filesystem, not ext4; refusing to mount or reformat it'));
+    // mount(2) refused the device (EINVAL: no ext4 on it), mount(8) was given the step and failed in
+    // its own words, and blkid named what is there; the device went with the descriptor held for it.
+    expect(refused.work).toMatchObject({ systemCalls: ['ioctl', 'mount:EINVAL'], spawns: ['mount', 'blkid'] });
     expect(mountAt(staging)).toBeUndefined();
     expect(await core.nodeState.listAll()).toEqual([]);
     expect(await loopsLeftUnder(s.root)).toEqual([]);
