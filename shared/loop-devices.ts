@@ -50,8 +50,8 @@ export function findLoopDevice(image: string): string | undefined {
 
 /**
  * Whether `device` still waits for a `losetup --detach`. Not when the kernel releases it by itself at
- * its last close (LO_FLAGS_AUTOCLEAR, set on the devices mount(8) makes for `-o loop`: shared/mounter.ts
- * mountImage), where losetup would only set that flag again; nor when it is no longer bound (its sysfs
+ * its last close (LO_FLAGS_AUTOCLEAR, set on a device bound for one mount: shared/mounter.ts
+ * mountImage), where a detach would only set that flag again; nor when it is no longer bound (its sysfs
  * `loop` directory goes with the binding, so a device released since it was found reads as gone).
  */
 export function needsDetach(device: string): boolean {

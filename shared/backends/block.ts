@@ -12,7 +12,8 @@ import { type Backend, type BackendContext, describeOwned } from './backend.js';
 /**
  * A sparse image file attached as a loop device, as a cloud disk appears under /dev. The filesystem is
  * made on the image file when the volume is created (mkfs works on a file), and the record says which
- * (`madeFilesystem`), so a stage is one `mount -o loop`. A volume made before that, a copy, or one
+ * (`madeFilesystem`), so a stage binds a loop device for its mount alone and mounts it (shared/mounter.ts
+ * mountImage: two system calls, or one `mount -o loop`). A volume made before that, a copy, or one
  * created for raw block access only is probed with blkid at stage and formatted there only when blank:
  * an image that holds anything is never reformatted.
  */
@@ -100,9 +101,10 @@ export const blockBackend: Backend = {
     if (fsType === 'xfs') options.push('nouuid');
     // The catalog knows what create made: asked for as another type, refused before a device is set up.
     if (volume.madeFilesystem !== undefined && volume.madeFilesystem !== fsType) throw otherFilesystem(volume, volume.madeFilesystem, fsType);
-    // The usual stage: the filesystem create made, nothing to grow, no device yet. mount(8) sets up the
-    // device itself (shared/mounter.ts mountImage), one process instead of two. Read-only is left to
-    // losetup: mount(8) would bind a read-only device, which a later read-write stage could not mount.
+    // The usual stage: the filesystem create made, nothing to grow, no device yet: a device bound for
+    // this mount alone (shared/mounter.ts mountImage). Read-only is left to loopAttach: mount -o loop,
+    // the way without the addon, would bind a read-only device, which a later read-write stage could
+    // not mount.
     if (volume.madeFilesystem !== undefined && !volume.fsResizePending && !options.includes('ro') && findLoopDevice(image) === undefined) {
       const mounted = await mountChecked(volume, fsType, ctx, image, () => ctx.mounter.mountImage(image, staging, { fsType, options }));
       if (mounted) return true;
