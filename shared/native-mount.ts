@@ -106,7 +106,16 @@ function loopAnswer(answer: unknown, closeFd: (fd: number) => unknown): LoopAtta
   if (typeof answer !== 'object' || answer === null) return -1;
   const { device, fd } = answer as Record<string, unknown>;
   if (typeof fd !== 'number' || !Number.isInteger(fd) || fd < 0) return -1;
-  if (typeof device === 'string' && /^\/dev\/loop\d+$/.test(device)) return { device, close: () => void closeFd(fd) };
+  if (typeof device === 'string' && /^\/dev\/loop\d+$/.test(device)) {
+    // Once only: a second close(2) of the number could close whatever file was given it since.
+    let open = true;
+    const close = (): void => {
+      if (!open) return;
+      open = false;
+      closeFd(fd);
+    };
+    return { device, close };
+  }
   // A device this does not know what to do with is let go, not left open.
   closeFd(fd);
   return -1;

@@ -91,7 +91,11 @@ describe('the addon binds loop devices', () => {
     expect(withAnswer(-16, null)?.loopAttach).toBeUndefined();
     const attached = withAnswer({ device: '/dev/loop7', fd: 3 })?.loopAttach?.('/i', true);
     expect(attached).toEqual({ device: '/dev/loop7', close: expect.any(Function) });
-    if (typeof attached === 'object') attached.close();
+    if (typeof attached === 'object') {
+      attached.close();
+      attached.close();
+    }
+    // Closed once, however often close is called: the number may belong to another file by then.
     expect(closed).toEqual([3]);
     const answers = [-16, { device: '/dev/sda', fd: 4 }, { device: '/dev/loop7', fd: -1 }, { device: '/dev/loop7' }, null, '3'];
     expect(answers.map((a) => withAnswer(a)?.loopAttach?.('/i', true))).toEqual([16, -1, -1, -1, -1, -1]);
