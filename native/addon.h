@@ -12,6 +12,7 @@ int tv_args_with_path(napi_env env, napi_callback_info info, size_t want, napi_v
 
 napi_value tv_loop_attach(napi_env env, napi_callback_info info);
 napi_value tv_loop_detach(napi_env env, napi_callback_info info);
+napi_value tv_loop_refresh(napi_env env, napi_callback_info info);
 napi_value tv_close_fd(napi_env env, napi_callback_info info);
 
 #endif

@@ -1,7 +1,7 @@
 /*
  * A loop device bound to an image file and let go again without losetup (shared/mounter.ts
- * mountImage, loopAttach, loopDetach): a free device from /dev/loop-control, LOOP_CONFIGURE, and
- * LOOP_CLR_FD. Each call answers what happened; trying losetup or mount -o loop instead, which word
+ * mountImage, loopAttach, loopDetach, loopRefresh): a free device from /dev/loop-control,
+ * LOOP_CONFIGURE, LOOP_CLR_FD and LOOP_SET_CAPACITY. Each call answers what happened; trying losetup or mount -o loop instead, which word
  * a failure, is decided in TypeScript.
  */
 #define _GNU_SOURCE
@@ -106,17 +106,27 @@ napi_value tv_close_fd(napi_env env, napi_callback_info info) {
   return tv_errno_value(env, close(fd) != 0 ? errno : 0);
 }
 
-/*
- * loopDetach(device): 0, or the errno. LOOP_CLR_FD, as losetup --detach: a device still open
- * elsewhere (mounted) is flagged to be let go at its last close instead.
- */
-napi_value tv_loop_detach(napi_env env, napi_callback_info info) {
+/* `request` (an ioctl without an argument) on the device the call names: 0, or the errno. */
+static napi_value device_ioctl(napi_env env, napi_callback_info info, unsigned long request) {
   napi_value argv[1];
   char device[MAX_STRING];
   int err, fd;
   if ((err = tv_args_with_path(env, info, 1, argv, device))) return tv_errno_value(env, err);
   if ((fd = open(device, O_RDONLY | O_CLOEXEC)) < 0) return tv_errno_value(env, errno);
-  err = ioctl(fd, LOOP_CLR_FD, 0) != 0 ? errno : 0;
+  err = ioctl(fd, request, 0) != 0 ? errno : 0;
   close(fd);
   return tv_errno_value(env, err);
+}
+
+/*
+ * loopDetach(device): LOOP_CLR_FD, as losetup --detach: a device still open elsewhere (mounted) is
+ * flagged to be let go at its last close instead.
+ */
+napi_value tv_loop_detach(napi_env env, napi_callback_info info) {
+  return device_ioctl(env, info, LOOP_CLR_FD);
+}
+
+/* loopRefresh(device): LOOP_SET_CAPACITY, as losetup --set-capacity: the device takes its file's new size. */
+napi_value tv_loop_refresh(napi_env env, napi_callback_info info) {
+  return device_ioctl(env, info, LOOP_SET_CAPACITY);
 }

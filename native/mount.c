@@ -267,6 +267,7 @@ NAPI_MODULE_INIT() {
   set_function(env, exports, "topMount", do_top_mount);
   set_function(env, exports, "loopAttach", tv_loop_attach);
   set_function(env, exports, "loopDetach", tv_loop_detach);
+  set_function(env, exports, "loopRefresh", tv_loop_refresh);
   set_function(env, exports, "closeFd", tv_close_fd);
   for (size_t i = 0; i < sizeof CONSTANTS / sizeof CONSTANTS[0]; i++) set_number(env, exports, CONSTANTS[i].name, (double)CONSTANTS[i].value);
   return exports;

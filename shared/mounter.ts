@@ -218,8 +218,10 @@ export class Mounter {
     await this.exec('losetup', ['--detach', device]);
   }
 
-  /** Makes the loop device see the new size of its grown image. */
+  /** Makes the loop device see the new size of its grown image: by the addon, else by losetup. */
   async loopRefresh(device: string): Promise<void> {
+    const refresh = nativeMount()?.loopRefresh;
+    if (refresh && callNatively({ call: 'ioctl', target: device, options: ['LOOP_SET_CAPACITY'] }, () => refresh(device))) return;
     await this.exec('losetup', ['--set-capacity', device]);
   }
 

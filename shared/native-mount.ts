@@ -48,6 +48,8 @@ export interface NativeMount {
   loopAttach?: (image: string, autoclear: boolean) => LoopAttached | number;
   /** LOOP_CLR_FD on the device: 0, or the errno. Absent in an addon built before it had this. */
   loopDetach?: (device: string) => number;
+  /** LOOP_SET_CAPACITY on the device: 0, or the errno. Absent in an addon built before it had this. */
+  loopRefresh?: (device: string) => number;
   readonly MS_RDONLY: number;
   readonly MS_NOSUID: number;
   readonly MS_NODEV: number;
@@ -132,7 +134,7 @@ export function parseAddon(exports: unknown): NativeMount | undefined {
   const mountRoot = typeof root === 'function' ? (path: string) => rootAnswer(root(path)) : () => undefined;
   const top = e.get('topMount');
   const topMount = typeof top === 'function' ? (path: string) => topMountAnswer(top(path)) : () => undefined;
-  const [attach, detach, closeFd, mountAsync, umountAsync] = ['loopAttach', 'loopDetach', 'closeFd', 'mountAsync', 'umountAsync'].map((f) => e.get(f));
+  const [attach, detach, refresh, closeFd, mountAsync, umountAsync] = ['loopAttach', 'loopDetach', 'loopRefresh', 'closeFd', 'mountAsync', 'umountAsync'].map((f) => e.get(f));
   const flags: Partial<Flags> = {};
   for (const n of NUMBERS) {
     const value = e.get(n);
@@ -152,6 +154,7 @@ export function parseAddon(exports: unknown): NativeMount | undefined {
       ? { loopAttach: (image: string, autoclear: boolean) => loopAnswer(attach(image, autoclear), (fd) => closeFd(fd)) }
       : {}),
     ...(typeof detach === 'function' ? { loopDetach: (device: string) => errnoOf(detach(device)) } : {}),
+    ...(typeof refresh === 'function' ? { loopRefresh: (device: string) => errnoOf(refresh(device)) } : {}),
   };
 }
 

@@ -10,7 +10,8 @@ import { measure } from '../perf/in-process.js';
 /**
  * The addon's loop devices (native/mount.c loopAttach, loopDetach): a free device bound to an image
  * file as losetup --find binds it, and let go as losetup --detach lets it go, with no process. Real
- * devices on images under a scratch dir, detached by its cleanup whatever happens.
+ * devices on images under a scratch dir, detached by its cleanup whatever happens. loopRefresh is
+ * LOOP_SET_CAPACITY, as losetup --set-capacity.
  */
 let s: Scratch;
 let image: string;
@@ -25,11 +26,12 @@ afterEach(() => {
   s.cleanup();
 });
 
-const loaded = (): Required<Pick<NativeMount, 'loopAttach' | 'loopDetach'>> => {
-  const { loopAttach, loopDetach } = nativeMount() ?? {};
-  if (!loopAttach || !loopDetach) throw new Error('build/Release/twinvol_mount.node has no loop calls: npm ci builds it (scripts/build-native.mjs)');
-  return { loopAttach, loopDetach };
+const loaded = (): Required<Pick<NativeMount, 'loopAttach' | 'loopDetach' | 'loopRefresh'>> => {
+  const { loopAttach, loopDetach, loopRefresh } = nativeMount() ?? {};
+  if (!loopAttach || !loopDetach || !loopRefresh) throw new Error('build/Release/twinvol_mount.node has no loop calls: npm ci builds it (scripts/build-native.mjs)');
+  return { loopAttach, loopDetach, loopRefresh };
 };
+const sectors = (device: string) => Number(readFileSync(`/sys/block/${device.slice('/dev/'.length)}/size`, 'utf8'));
 const sysfs = (device: string, file: string) => readFileSync(`/sys/block/${device.slice('/dev/'.length)}/loop/${file}`, 'utf8').trim();
 
 describe('the addon binds loop devices', () => {
@@ -57,6 +59,20 @@ describe('the addon binds loop devices', () => {
     expect(loopDetach(attached.device)).toBe(6); // ENXIO: bound to nothing
     expect(loopAttach(join(s.root, 'missing.img'), false)).toBe(2); // ENOENT
     expect(loopDetach(image)).toBe(25); // ENOTTY: no loop device
+  });
+
+  it('makes a bound device take the new size of its grown file with loopRefresh; a device bound to nothing is ENXIO', () => {
+    const { loopAttach, loopDetach, loopRefresh } = loaded();
+    const attached = loopAttach(image, false);
+    if (typeof attached === 'number') throw new Error(`loopAttach failed: errno ${attached}`);
+    attached.close();
+    expect(sectors(attached.device)).toBe(16384); // 8 MiB
+    execFileSync('truncate', ['-s', '12M', image]);
+    expect(sectors(attached.device)).toBe(16384);
+    expect(loopRefresh(attached.device)).toBe(0);
+    expect(sectors(attached.device)).toBe(24576);
+    expect(loopDetach(attached.device)).toBe(0);
+    expect(loopRefresh(attached.device)).toBe(6); // ENXIO
   });
 
   it('gives devices as fast as they are asked for: sixteen at once are sixteen devices', () => {
@@ -102,16 +118,22 @@ describe('the addon binds loop devices', () => {
     // The descriptor of a device not named as a loop device is closed, not leaked.
     expect(closed).toEqual([3, 4]);
     expect([0, 6, -6, 'x'].map((a) => withAnswer(a)?.loopDetach?.('/dev/loop7'))).toEqual([0, 6, -1, -1]);
+    expect(parseAddon({ ...base, loopRefresh: () => 6 })?.loopRefresh?.('/dev/loop7')).toBe(6);
+    expect(old?.loopRefresh).toBeUndefined();
   });
 });
 
 describe('the mounter binds and lets go of loop devices', () => {
   const mounter = new Mounter(10_000);
 
-  it('through the addon, recorded as ioctls, with no process', async () => {
+  it('through the addon (bind, refresh, detach), recorded as ioctls, with no process', async () => {
     const attached = await measure(() => mounter.loopAttach(image));
     expect(attached.work).toMatchObject({ spawns: [], systemCalls: ['ioctl'] });
     expect(sysfs(attached.result, 'autoclear')).toBe('0');
+    execFileSync('truncate', ['-s', '12M', image]);
+    const refreshed = await measure(() => mounter.loopRefresh(attached.result));
+    expect(refreshed.work).toMatchObject({ spawns: [], systemCalls: ['ioctl'] });
+    expect(sectors(attached.result)).toBe(24576);
     const detached = await measure(() => mounter.loopDetach(attached.result));
     expect(detached.work).toMatchObject({ spawns: [], systemCalls: ['ioctl'] });
     expect(loopsUnder(s.root)).toEqual([]);
@@ -121,6 +143,8 @@ describe('the mounter binds and lets go of loop devices', () => {
     setNativeMountPath(null);
     const attached = await measure(() => mounter.loopAttach(image));
     expect(attached.work).toMatchObject({ spawns: ['losetup'], systemCalls: [] });
+    const refreshed = await measure(() => mounter.loopRefresh(attached.result));
+    expect(refreshed.work).toMatchObject({ spawns: ['losetup'], systemCalls: [] });
     const detached = await measure(() => mounter.loopDetach(attached.result));
     expect(detached.work).toMatchObject({ spawns: ['losetup'], systemCalls: [] });
     expect(loopsUnder(s.root)).toEqual([]);
