@@ -150,7 +150,15 @@ describe('the mounter binds and lets go of loop devices', () => {
     expect(loopsUnder(s.root)).toEqual([]);
   });
 
-  it('through losetup when the addon fails, whose error is the one given', async () => {
+  it('binds through losetup when the addon cannot, whose error is the one given', async () => {
+    // A directory where the image should be: the addon's open answers EISDIR, losetup says its own.
+    const failed = await measure(() => mounter.loopAttach(s.root).then(() => 'bound', (err: unknown) => String(err)));
+    expect(failed.work).toMatchObject({ spawns: ['losetup'], systemCalls: ['ioctl:EISDIR'] });
+    expect(failed.result).toMatch(/losetup/);
+    expect(loopsUnder(s.root)).toEqual([]);
+  });
+
+  it('lets go through losetup when the addon fails, whose error is the one given', async () => {
     // A detach of a device bound to nothing: the addon answers ENXIO, and losetup says what it is.
     const attached = await mounter.loopAttach(image);
     await mounter.loopDetach(attached);
