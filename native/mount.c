@@ -145,12 +145,14 @@ static napi_value start_call(napi_env env, struct mount_call *c, int err) {
     return tv_errno_value(env, ENOMEM);
   }
   napi_create_string_utf8(env, c->umount ? "umount2" : "mount", NAPI_AUTO_LENGTH, &name);
-  if (napi_create_async_work(env, NULL, name, execute_call, complete_call, c, &c->work) != napi_ok || napi_queue_async_work(env, c->work) != napi_ok) {
-    /* Not queued: made here instead, so the promise still says what happened. */
-    make_call(c);
-    napi_resolve_deferred(env, c->deferred, tv_errno_value(env, c->err));
-    free(c);
+  if (napi_create_async_work(env, NULL, name, execute_call, complete_call, c, &c->work) == napi_ok) {
+    if (napi_queue_async_work(env, c->work) == napi_ok) return promise;
+    napi_delete_async_work(env, c->work);
   }
+  /* Not queued: made here instead, so the promise still says what happened. */
+  make_call(c);
+  napi_resolve_deferred(env, c->deferred, tv_errno_value(env, c->err));
+  free(c);
   return promise;
 }
 
