@@ -213,16 +213,12 @@ export class Mounter {
   }
 
   async loopDetach(device: string): Promise<void> {
-    const detach = nativeMount()?.loopDetach;
-    if (detach && callNatively({ call: 'ioctl', target: device, options: ['LOOP_CLR_FD'] }, () => detach(device))) return;
-    await this.exec('losetup', ['--detach', device]);
+    if (!loopIoctlNatively(device, 'LOOP_CLR_FD', nativeMount()?.loopDetach)) await this.exec('losetup', ['--detach', device]);
   }
 
   /** Makes the loop device see the new size of its grown image: by the addon, else by losetup. */
   async loopRefresh(device: string): Promise<void> {
-    const refresh = nativeMount()?.loopRefresh;
-    if (refresh && callNatively({ call: 'ioctl', target: device, options: ['LOOP_SET_CAPACITY'] }, () => refresh(device))) return;
-    await this.exec('losetup', ['--set-capacity', device]);
+    if (!loopIoctlNatively(device, 'LOOP_SET_CAPACITY', nativeMount()?.loopRefresh)) await this.exec('losetup', ['--set-capacity', device]);
   }
 
   /** Suspends writes to the filesystem mounted at `path` until thaw: a point in time for copies. */
@@ -289,24 +285,31 @@ async function mountNatively(source: string, pinned: PinnedTarget, target: Mount
   if (!native || fsType === undefined || !PLAIN_FILESYSTEMS.has(fsType)) return false;
   const flags = mountFlags(native, options);
   if (flags === undefined) return false;
+  // A journal replayed at the mount (an unclean shutdown) may take long.
   const what = { call: 'mount', source, target: target.path, fsType, options } as const;
-  const path = fdPath(pinned.handle);
-  const { mountAsync } = native;
-  // A journal replayed at the mount (an unclean shutdown) may take long: off the thread that serves other calls.
-  if (mountAsync && !longCallsBlock()) return callNativelyAsync(what, () => mountAsync(source, path, fsType, flags, null));
-  return callNatively(what, () => native.mount(source, path, fsType, flags, null));
+  return callWaitingOnDisk(what, [source, fdPath(pinned.handle), fsType, flags, null], native.mount, native.mountAsync);
+}
+
+/** umount2 of the path, not following a symlink put in its place; it may flush what was written to the filesystem. */
+function unmountNatively(native: NativeMount, target: string): Promise<boolean> | boolean {
+  return callWaitingOnDisk({ call: 'umount2', target, options: ['nofollow'] }, [target, native.UMOUNT_NOFOLLOW], native.umount, native.umountAsync);
 }
 
 /**
- * umount2 of the path, not following a symlink put in its place. An unmount flushes what was written
- * to a filesystem it is the last mount of (185 ms for 96 MiB here): on the threadpool, except in a
- * FlexVolume call, where the thread has nothing else to do.
+ * A mount or unmount that may wait on the disk (an unmount flushes what was written to a filesystem it
+ * is the last mount of: 185 ms for 96 MiB here), with the same arguments either way: on libuv's
+ * threadpool (`offThread`) so that the CSI service thread serves other calls meanwhile, except where
+ * this process runs its long calls on its own thread (a FlexVolume call: shared/fs-async.ts
+ * longCallsBlock) or the addon has no such call.
  */
-function unmountNatively(native: NativeMount, target: string): Promise<boolean> | boolean {
-  const what = { call: 'umount2', target, options: ['nofollow'] } as const;
-  const { umountAsync } = native;
-  if (umountAsync && !longCallsBlock()) return callNativelyAsync(what, () => umountAsync(target, native.UMOUNT_NOFOLLOW));
-  return callNatively(what, () => native.umount(target, native.UMOUNT_NOFOLLOW));
+function callWaitingOnDisk<A extends unknown[]>(
+  what: Parameters<typeof callNatively>[0],
+  args: A,
+  onThread: (...args: A) => number,
+  offThread: ((...args: A) => Promise<number>) | undefined,
+): Promise<boolean> | boolean {
+  if (offThread && !longCallsBlock()) return callNativelyAsync(what, () => offThread(...args));
+  return callNatively(what, () => onThread(...args));
 }
 
 /**
@@ -324,6 +327,11 @@ function loopAttachNatively(image: string, autoclear: boolean): LoopAttached | u
     return 0;
   });
   return attached;
+}
+
+/** A loop device's ioctl through the addon (`call`, absent in an older addon), recorded: false leaves it to losetup. */
+function loopIoctlNatively(device: string, request: 'LOOP_CLR_FD' | 'LOOP_SET_CAPACITY', call: ((device: string) => number) | undefined): boolean {
+  return call !== undefined && callNatively({ call: 'ioctl', target: device, options: [request] }, () => call(device));
 }
 
 /** `mount -o remount,bind,<options>` as one system call: false leaves it to mount(8). */
