@@ -100,21 +100,25 @@ static void make_call(struct mount_call *c) {
   c->err = failed != 0 ? errno : 0;
 }
 
-/* mount(source | null, target, fstype | null, flags, data | null) and umount(target, flags), here. */
-static napi_value do_mount(napi_env env, napi_callback_info info) {
+/* How a call's arguments are read (mount_args, umount_args). */
+typedef int (*call_args)(napi_env, napi_callback_info, struct mount_call *);
+
+/* The call made here: 0 or the errno, as for bad arguments. */
+static napi_value call_here(napi_env env, napi_callback_info info, call_args args) {
   struct mount_call c;
-  int err = mount_args(env, info, &c);
+  int err = args(env, info, &c);
   if (err) return tv_errno_value(env, err);
   make_call(&c);
   return tv_errno_value(env, c.err);
 }
 
+/* mount(source | null, target, fstype | null, flags, data | null) and umount(target, flags). */
+static napi_value do_mount(napi_env env, napi_callback_info info) {
+  return call_here(env, info, mount_args);
+}
+
 static napi_value do_umount(napi_env env, napi_callback_info info) {
-  struct mount_call c;
-  int err = umount_args(env, info, &c);
-  if (err) return tv_errno_value(env, err);
-  make_call(&c);
-  return tv_errno_value(env, c.err);
+  return call_here(env, info, umount_args);
 }
 
 static void execute_call(napi_env env, void *data) {
@@ -132,17 +136,17 @@ static void complete_call(napi_env env, napi_status status, void *data) {
 /*
  * A promise of the call's errno, the call made on libuv's threadpool: a filesystem's mount may replay
  * its journal and its unmount flush what was written to it (185 ms for 96 MiB here), which on the
- * CSI server's service thread would hold every other call. c is freed here or when it completes.
+ * CSI server's service thread would hold every other call. Bad arguments answer their errno at once,
+ * with nothing queued. The call's buffers are its own, freed when it completes.
  */
-static napi_value start_call(napi_env env, struct mount_call *c, int err) {
+static napi_value call_queued(napi_env env, napi_callback_info info, call_args args) {
   napi_value promise, name;
-  if (err) {
+  struct mount_call *c = malloc(sizeof *c);
+  int err;
+  if (!c) return tv_errno_value(env, ENOMEM);
+  if ((err = args(env, info, c)) || (err = napi_create_promise(env, &c->deferred, &promise) != napi_ok ? ENOMEM : 0)) {
     free(c);
     return tv_errno_value(env, err);
-  }
-  if (napi_create_promise(env, &c->deferred, &promise) != napi_ok) {
-    free(c);
-    return tv_errno_value(env, ENOMEM);
   }
   napi_create_string_utf8(env, c->umount ? "umount2" : "mount", NAPI_AUTO_LENGTH, &name);
   if (napi_create_async_work(env, NULL, name, execute_call, complete_call, c, &c->work) == napi_ok) {
@@ -156,17 +160,13 @@ static napi_value start_call(napi_env env, struct mount_call *c, int err) {
   return promise;
 }
 
-/* mountAsync and umountAsync: the same arguments; a promise of the errno, or an errno for bad arguments. */
+/* mountAsync and umountAsync: the arguments of mount and umount. */
 static napi_value do_mount_async(napi_env env, napi_callback_info info) {
-  struct mount_call *c = malloc(sizeof *c);
-  if (!c) return tv_errno_value(env, ENOMEM);
-  return start_call(env, c, mount_args(env, info, c));
+  return call_queued(env, info, mount_args);
 }
 
 static napi_value do_umount_async(napi_env env, napi_callback_info info) {
-  struct mount_call *c = malloc(sizeof *c);
-  if (!c) return tv_errno_value(env, ENOMEM);
-  return start_call(env, c, umount_args(env, info, c));
+  return call_queued(env, info, umount_args);
 }
 
 /*
