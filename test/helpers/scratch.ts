@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { loopsUnder, mountsUnder, type ScratchWorld, worldIn } from '../../flex/scratch-world.js';
 
@@ -15,6 +15,11 @@ export function createScratch(nodeName = 'node-a', prefix = '/tmp/twinvol-test-'
 }
 
 export { loopsUnder, mountsUnder };
+
+/** A loop device's sysfs attribute (`autoclear`, `backing_file`, ...: /sys/block/loopN/loop/<name>), trimmed. */
+export function loopAttribute(device: string, name: string): string {
+  return readFileSync(`/sys/block/${device.replace(/^\/dev\//, '')}/loop/${name}`, 'utf8').trim();
+}
 
 /**
  * The loop devices under `root` once the kernel has settled: a device detached while a copy of the

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { closeSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, openSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { attach } from '../../shared/core/attachments.js';
 import type { Core } from '../../shared/core/core.js';
@@ -10,7 +10,7 @@ import { mountAt } from '../../shared/mountinfo.js';
 import { setNativeMountPath } from '../../shared/native-mount.js';
 import { MiB, stagingPath as csiStagingPath } from '../csi/helpers/requests.js';
 import { nid, vid } from '../helpers/ids.js';
-import { loopsLeftUnder, loopsUnder, mountsUnder, type Scratch } from '../helpers/scratch.js';
+import { loopAttribute, loopsLeftUnder, loopsUnder, mountsUnder, type Scratch } from '../helpers/scratch.js';
 import { measure } from '../perf/in-process.js';
 import { useScratchCore } from './core-scratch.js';
 import { expectRejects } from './expect-error.js';
@@ -32,7 +32,7 @@ useScratchCore((scratch, c) => {
 afterEach(() => setNativeMountPath(undefined));
 
 const stagingPath = (pv: string) => csiStagingPath(s.kubeletDir, pv);
-const autoclear = (device: string) => readFileSync(`/sys/block/${device.slice('/dev/'.length)}/loop/autoclear`, 'utf8').trim();
+const autoclear = (device: string) => loopAttribute(device, 'autoclear');
 
 async function blockVolume(id: string, capacityBytes = 64 * MiB) {
   await createVolume(core, { id, backend: 'block', capacityBytes, createdBy: 'cli' });

@@ -6,6 +6,7 @@ import { Mounter } from '../../shared/mounter.js';
 import { mountAt } from '../../shared/mountinfo.js';
 import { type NativeMount, nativeMount, observeSystemCalls, parseAddon, type SystemCallRecord } from '../../shared/native-mount.js';
 import { createScratch, loopsLeftUnder, type Scratch } from '../helpers/scratch.js';
+import { addonExports } from './addon-exports.js';
 
 /**
  * The addon's mount and unmount made on libuv's threadpool (native/mount.c mountAsync, umountAsync),
@@ -44,11 +45,9 @@ describe('mount and unmount on the threadpool', () => {
     const native = asyncCalls();
     // Bad arguments (a NUL inside a path) never reach the threadpool.
     expect(await native.umountAsync('/tmp/a\0b', 0)).toBe(22);
-    const flags = Object.fromEntries(Object.entries(native).filter(([, v]) => typeof v === 'number'));
-    const base = { ...flags, mount: () => 0, umount: () => 0 };
-    expect(parseAddon(base)?.mountAsync).toBeUndefined();
-    expect(parseAddon(base)?.umountAsync).toBeUndefined();
-    const answering = (answer: unknown) => parseAddon({ ...base, mountAsync: () => answer, umountAsync: () => answer });
+    expect(parseAddon(addonExports())?.mountAsync).toBeUndefined();
+    expect(parseAddon(addonExports())?.umountAsync).toBeUndefined();
+    const answering = (answer: unknown) => parseAddon(addonExports({ mountAsync: () => answer, umountAsync: () => answer }));
     const answers = [Promise.resolve(0), Promise.resolve(16), 5, Promise.resolve('0'), null, Promise.resolve(-3)];
     expect(await Promise.all(answers.map((a) => answering(a)?.umountAsync?.('/x', 0)))).toEqual([0, 16, 5, -1, -1, -1]);
     expect(await answering(Promise.resolve(0))?.mountAsync?.(null, '/x', null, 0, null)).toBe(0);

@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Mounter } from '../../shared/mounter.js';
 import { type LoopAttached, type NativeMount, nativeMount, parseAddon, setNativeMountPath } from '../../shared/native-mount.js';
-import { loopsLeftUnder, loopsUnder, createScratch, type Scratch } from '../helpers/scratch.js';
+import { createScratch, loopAttribute, loopsLeftUnder, loopsUnder, type Scratch } from '../helpers/scratch.js';
+import { addonExports } from './addon-exports.js';
 import { measure } from '../perf/in-process.js';
 
 /**
@@ -32,15 +33,14 @@ const loaded = (): Required<Pick<NativeMount, 'loopAttach' | 'loopDetach' | 'loo
   return { loopAttach, loopDetach, loopRefresh };
 };
 const sectors = (device: string) => Number(readFileSync(`/sys/block/${device.slice('/dev/'.length)}/size`, 'utf8'));
-const sysfs = (device: string, file: string) => readFileSync(`/sys/block/${device.slice('/dev/'.length)}/loop/${file}`, 'utf8').trim();
 
 describe('the addon binds loop devices', () => {
   it('binds a free device to the image, flagged to be let go at its last close when asked, and the kernel does', async () => {
     const attached = loaded().loopAttach(image, true);
     if (typeof attached === 'number') throw new Error(`loopAttach failed: errno ${attached}`);
     expect(attached.device).toMatch(/^\/dev\/loop\d+$/);
-    expect(sysfs(attached.device, 'backing_file')).toBe(image);
-    expect(sysfs(attached.device, 'autoclear')).toBe('1');
+    expect(loopAttribute(attached.device, 'backing_file')).toBe(image);
+    expect(loopAttribute(attached.device, 'autoclear')).toBe('1');
     expect(loopsUnder(s.root)).toEqual([attached.device]);
     // Nothing else holds it: closing the descriptor the call left open is its last close.
     attached.close();
@@ -52,7 +52,7 @@ describe('the addon binds loop devices', () => {
     const attached = loopAttach(image, false);
     if (typeof attached === 'number') throw new Error(`loopAttach failed: errno ${attached}`);
     attached.close();
-    expect(sysfs(attached.device, 'autoclear')).toBe('0');
+    expect(loopAttribute(attached.device, 'autoclear')).toBe('0');
     expect(loopsUnder(s.root)).toEqual([attached.device]);
     expect(loopDetach(attached.device)).toBe(0);
     expect(loopsUnder(s.root)).toEqual([]);
@@ -93,16 +93,12 @@ describe('the addon binds loop devices', () => {
   });
 
   it('parses the answers: the calls optional, a device and a descriptor or an errno, anything else -1 with the descriptor closed', () => {
-    const native = nativeMount();
-    if (!native) throw new Error('no addon');
-    const flags = Object.fromEntries(Object.entries(native).filter(([, v]) => typeof v === 'number'));
-    const base = { ...flags, mount: () => 0, umount: () => 0 };
-    const old = parseAddon(base);
+    const old = parseAddon(addonExports());
     expect(old?.loopAttach).toBeUndefined();
     expect(old?.loopDetach).toBeUndefined();
     const closed: unknown[] = [];
     const withAnswer = (answer: unknown, closeFd: unknown = (fd: unknown) => closed.push(fd)) =>
-      parseAddon({ ...base, loopAttach: () => answer, loopDetach: () => answer, closeFd });
+      parseAddon(addonExports({ loopAttach: () => answer, loopDetach: () => answer, closeFd }));
     // Without closeFd, a descriptor could not be let go: no loopAttach.
     expect(withAnswer(-16, null)?.loopAttach).toBeUndefined();
     const attached = withAnswer({ device: '/dev/loop7', fd: 3 })?.loopAttach?.('/i', true);
@@ -118,7 +114,7 @@ describe('the addon binds loop devices', () => {
     // The descriptor of a device not named as a loop device is closed, not leaked.
     expect(closed).toEqual([3, 4]);
     expect([0, 6, -6, 'x'].map((a) => withAnswer(a)?.loopDetach?.('/dev/loop7'))).toEqual([0, 6, -1, -1]);
-    expect(parseAddon({ ...base, loopRefresh: () => 6 })?.loopRefresh?.('/dev/loop7')).toBe(6);
+    expect(parseAddon(addonExports({ loopRefresh: () => 6 }))?.loopRefresh?.('/dev/loop7')).toBe(6);
     expect(old?.loopRefresh).toBeUndefined();
   });
 });
@@ -129,7 +125,7 @@ describe('the mounter binds and lets go of loop devices', () => {
   it('through the addon (bind, refresh, detach), recorded as ioctls, with no process', async () => {
     const attached = await measure(() => mounter.loopAttach(image));
     expect(attached.work).toMatchObject({ spawns: [], systemCalls: ['ioctl'] });
-    expect(sysfs(attached.result, 'autoclear')).toBe('0');
+    expect(loopAttribute(attached.result, 'autoclear')).toBe('0');
     execFileSync('truncate', ['-s', '12M', image]);
     const refreshed = await measure(() => mounter.loopRefresh(attached.result));
     expect(refreshed.work).toMatchObject({ spawns: [], systemCalls: ['ioctl'] });

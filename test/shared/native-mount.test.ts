@@ -5,6 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Mounter, remountFlags, remountOptions } from '../../shared/mounter.js';
 import { mountAt } from '../../shared/mountinfo.js';
 import { callNatively, NATIVE_MOUNT_FILE, type NativeMount, nativeMount, nativeMountBeside, observeSystemCalls, parseAddon, type SystemCallRecord, setNativeMountPath, systemCallLog } from '../../shared/native-mount.js';
+import { addonExports } from './addon-exports.js';
 import { expectThrows } from './expect-error.js';
 import { expectSuccess, mountOptions, podNamed, runCli, runFlex } from '../helpers/flex-runner.js';
 import { podVolumeDir } from '../helpers/kubelet-paths.js';
@@ -127,17 +128,15 @@ describe('the mount addon', () => {
   });
 
   it('reads an addon\'s exports rather than trusting them: mountRoot is optional, and only 1 or 0 says anything', () => {
-    const native = loaded();
-    const flags = Object.fromEntries(Object.entries(native).filter(([, v]) => typeof v === 'number'));
-    const withRoot = (mountRoot?: (path: string) => unknown) => parseAddon({ ...flags, mount: () => 0, umount: () => 0, ...(mountRoot ? { mountRoot } : {}) });
+    const withRoot = (mountRoot?: (path: string) => unknown) => parseAddon(addonExports(mountRoot ? { mountRoot } : {}));
     // An addon built before mountRoot existed (left beside an older executable) still mounts.
     const old = withRoot();
     expect(old?.mount(null, '/x', null, 0, null)).toBe(0);
     expect(old?.mountRoot('/')).toBeUndefined();
     // A kernel before 5.8 answers -EOPNOTSUPP, a failed statx another negative errno: the table decides.
     expect([1, 0, -95, -2, 2, '1', null].map((answer) => withRoot(() => answer)?.mountRoot('/'))).toEqual([true, false, undefined, undefined, undefined, undefined, undefined]);
-    expect(parseAddon({ ...flags, mount: () => 0 })).toBeUndefined();
-    expect(parseAddon({ ...flags, mount: () => 0, umount: () => 0, MS_BIND: '4096' })).toBeUndefined();
+    expect(parseAddon(addonExports({ umount: undefined }))).toBeUndefined();
+    expect(parseAddon(addonExports({ MS_BIND: '4096' }))).toBeUndefined();
   });
 
   it('names the mount on top at a path; topMount is optional, and only two ids and a path say anything', () => {
@@ -149,8 +148,7 @@ describe('the mount addon', () => {
     // Inside the mount, not its root: the answer is the mount the path lies on.
     expect(native.topMount(source)?.mountPoint).toBe(root);
     expect(native.topMount(join(s.root, 'missing'))).toBeUndefined();
-    const flags = Object.fromEntries(Object.entries(native).filter(([, v]) => typeof v === 'number'));
-    const withTop = (topMount?: (path: string) => unknown) => parseAddon({ ...flags, mount: () => 0, umount: () => 0, ...(topMount ? { topMount } : {}) });
+    const withTop = (topMount?: (path: string) => unknown) => parseAddon(addonExports(topMount ? { topMount } : {}));
     expect(withTop()?.topMount('/')).toBeUndefined();
     // A kernel before 6.8 answers -EOPNOTSUPP or -ENOSYS, a seccomp filter -EPERM: the table decides.
     const answers = [{ id: 1, parentId: 0, mountPoint: '/' }, -95, -38, -1, null, { id: '1', parentId: 0, mountPoint: '/' }, { id: 1, parentId: -1, mountPoint: '/' }, { id: 1, parentId: 0 }];
