@@ -99,8 +99,9 @@ function kernelSaysMountRoot(path: string): boolean | undefined {
 /**
  * The mount on top at `path`, with the ids and mount point the table gives it, asked of the kernel
  * for that one mount (statx and statmount, Linux 6.8) without reading the table; undefined when
- * nothing is mounted at `path`, or when the kernel cannot say, and then the caller reads the table. statmount names the mount point as the table does (symlinks resolved), so a path
- * through a symlink finds a mount point that differs, and is left to the table like one with nothing.
+ * nothing is mounted at `path`, or when the kernel cannot say, and then the caller reads the table.
+ * statmount names the mount point as the table does (symlinks resolved), so a path through a
+ * symlink finds a mount point that differs, and is left to the table like one with nothing.
  */
 export function topMountAt(path: string): MountIds | undefined {
   const top = addonToAsk()?.topMount(path);

@@ -6,16 +6,17 @@ import { RecordLog } from './record-log.js';
 import { SPAWN_LOG_LIMIT } from './runner.js';
 
 /**
- * mount(2), umount2(2), statx(2)'s mount-root bit and statmount(2) (the last two for
- * shared/mountinfo.ts), and a loop device's LOOP_CONFIGURE and LOOP_CLR_FD, from native/mount.c, built by `npm ci` (scripts/build-native.mjs) and put
- * beside the CSI server and the FlexVolume executable by the build (dist/csi/twinvol-mount.node,
- * dist/flex/). Spawning mount(8) for a bind mount forks the process and execs a tool, about 2 ms each
+ * mount(2) and umount2(2) (here, or on libuv's threadpool), statx(2)'s mount-root bit and
+ * statmount(2) (the last two for shared/mountinfo.ts), and a loop device's LOOP_CONFIGURE,
+ * LOOP_CLR_FD and LOOP_SET_CAPACITY, from native/*.c, built by `npm ci` (scripts/build-native.mjs)
+ * and put beside the CSI server and the FlexVolume executable by the build
+ * (dist/csi/twinvol-mount.node, dist/flex/). Spawning mount(8) for a bind mount forks the process and execs a tool, about 2 ms each
  * way and the busiest part of a dir volume's NodePublishVolume and NodeUnpublishVolume; the system
  * call takes tens of microseconds.
  *
  * A fast path only (shared/mounter.ts): where the addon is missing (a machine that could not build
- * it, an executable without it beside), or a call fails, the same step goes through mount(8) or
- * umount(8), whose wording every error already carries.
+ * it, an executable without it beside), or a call fails, the same step goes through mount(8),
+ * umount(8) or losetup, whose wording every error already carries.
  */
 export interface NativeMount {
   /** 0, or the errno mount(2) failed with (-1: the addon answered something else). */

@@ -152,12 +152,13 @@ export class PrivateCsi {
   }
 
   /**
-   * The mounts the server made or undid as system calls in its latest call of `method` (`mount`,
-   * `umount2`; one the kernel refused as `mount:EINVAL`), from its debug log. Each line of a call
-   * carries the call's request id, and the call's own `rpc` line comes last: the thread that ran the
-   * call wrote them all, in order, before the reply left (csi/rpc.ts), though this process may read
-   * the reply first. So this waits, up to `deadlineMs`, for that rpc line, and takes the system call
-   * lines of its request id; the lines up to it are then dropped. Only for a server started with keepLog.
+   * The mounts and loop devices the server made or undid as system calls in its latest call of
+   * `method` (`mount`, `umount2`, `ioctl`; one the kernel refused as `mount:EINVAL`), from its debug
+   * log. Each line of a call carries the call's request id, and the call's own `rpc` line comes last:
+   * the thread that ran the call wrote them all, in order, before the reply left (csi/rpc.ts), though
+   * this process may read the reply first. So this waits, up to `deadlineMs`, for that rpc line, and
+   * takes the system call lines of its request id; the lines up to it are then dropped. Only for a
+   * server started with keepLog.
    */
   async systemCallsOf(method: string, deadlineMs = 10_000): Promise<string[]> {
     const kept = this.kept;

@@ -67,10 +67,10 @@ export async function runFlex(bin: string, env: Record<string, string>, argv: re
   return done;
 }
 
-/** What a FlexVolume call did by the executable's own account: the tools it ran, and the mounts it made or undid as system calls. */
+/** What a FlexVolume call did by the executable's own account: the tools it ran, and the system calls it made in their place. */
 export interface LoggedWork {
   spawns: string[];
-  /** `mount`, `umount2`; a call the kernel refused as `mount:EINVAL` (the tool then took the step, and is among the spawns). */
+  /** `mount`, `umount2`, `ioctl`; a call the kernel refused as `mount:EINVAL` (the tool then took the step, and is among the spawns). */
   systemCalls: string[];
 }
 

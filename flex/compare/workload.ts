@@ -20,7 +20,7 @@ export interface CallSample {
   /** The tools it ran, by the PATH shim (tool-count.ts). */
   tools: string[];
   /**
-   * Mounts made or undone as system calls (the mount addon), which the shim cannot see: FlexVolume's
+   * Mounts and loop devices made or undone as system calls (the mount addon), which the shim cannot see: FlexVolume's
    * by its own log line, the CSI server's by its debug log (csi-server.ts systemCallsOf).
    */
   systemCalls: string[];

@@ -142,7 +142,6 @@ export function processGone(pid: number): boolean {
   }
 }
 
-
 /** The options JSON kubelet passes (the argument at `index` of a call). */
 export function optionsOf(call: string[] | undefined, index: number): Record<string, string> {
   const text = call?.[index];
