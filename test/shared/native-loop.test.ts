@@ -38,12 +38,16 @@ describe('the addon binds loop devices', () => {
   it('binds a free device to the image, flagged to be let go at its last close when asked, and the kernel does', async () => {
     const attached = loaded().loopAttach(image, true);
     if (typeof attached === 'number') throw new Error(`loopAttach failed: errno ${attached}`);
-    expect(attached.device).toMatch(/^\/dev\/loop\d+$/);
-    expect(loopAttribute(attached.device, 'backing_file')).toBe(image);
-    expect(loopAttribute(attached.device, 'autoclear')).toBe('1');
-    expect(loopsUnder(s.root)).toEqual([attached.device]);
-    // Nothing else holds it: closing the descriptor the call left open is its last close.
-    attached.close();
+    try {
+      expect(attached.device).toMatch(/^\/dev\/loop\d+$/);
+      expect(loopAttribute(attached.device, 'backing_file')).toBe(image);
+      expect(loopAttribute(attached.device, 'autoclear')).toBe('1');
+      expect(loopsUnder(s.root)).toEqual([attached.device]);
+    } finally {
+      // Nothing else holds it: closing the descriptor the call left open is its last close. Closed
+      // whatever the checks found, or the device would stay bound until this test process ends.
+      attached.close();
+    }
     expect(await loopsLeftUnder(s.root)).toEqual([]);
   });
 
