@@ -4,9 +4,9 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Mounter } from '../../shared/mounter.js';
 import { mountAt } from '../../shared/mountinfo.js';
-import { type NativeMount, nativeMount, observeSystemCalls, parseAddon, type SystemCallRecord } from '../../shared/native-mount.js';
+import { observeSystemCalls, parseAddon, type SystemCallRecord } from '../../shared/native-mount.js';
 import { createScratch, loopsLeftUnder, type Scratch } from '../helpers/scratch.js';
-import { addonExports } from './addon-exports.js';
+import { addonExports, builtAddon } from './built-addon.js';
 
 /**
  * The addon's mount and unmount made on libuv's threadpool (native/mount.c mountAsync, umountAsync),
@@ -20,11 +20,7 @@ beforeEach(() => {
 });
 afterEach(() => s.cleanup());
 
-const asyncCalls = (): Required<Pick<NativeMount, 'mountAsync' | 'umountAsync'>> & NativeMount => {
-  const native = nativeMount();
-  if (!native?.mountAsync || !native.umountAsync) throw new Error('build/Release/twinvol_mount.node has no mountAsync: npm ci builds it (scripts/build-native.mjs)');
-  return native as Required<Pick<NativeMount, 'mountAsync' | 'umountAsync'>> & NativeMount;
-};
+const asyncCalls = () => builtAddon('mountAsync', 'umountAsync');
 
 describe('mount and unmount on the threadpool', () => {
   it('mount and unmount a tmpfs, answering a promise of 0 or the errno', async () => {

@@ -3,9 +3,9 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Mounter } from '../../shared/mounter.js';
-import { type LoopAttached, type NativeMount, nativeMount, parseAddon, setNativeMountPath } from '../../shared/native-mount.js';
+import { type LoopAttached, parseAddon, setNativeMountPath } from '../../shared/native-mount.js';
 import { createScratch, loopAttribute, loopsLeftUnder, loopsUnder, type Scratch } from '../helpers/scratch.js';
-import { addonExports } from './addon-exports.js';
+import { addonExports, builtAddon } from './built-addon.js';
 import { measure } from '../perf/in-process.js';
 
 /**
@@ -27,11 +27,7 @@ afterEach(() => {
   s.cleanup();
 });
 
-const loaded = (): Required<Pick<NativeMount, 'loopAttach' | 'loopDetach' | 'loopRefresh'>> => {
-  const { loopAttach, loopDetach, loopRefresh } = nativeMount() ?? {};
-  if (!loopAttach || !loopDetach || !loopRefresh) throw new Error('build/Release/twinvol_mount.node has no loop calls: npm ci builds it (scripts/build-native.mjs)');
-  return { loopAttach, loopDetach, loopRefresh };
-};
+const loaded = () => builtAddon('loopAttach', 'loopDetach', 'loopRefresh');
 const sectors = (device: string) => Number(readFileSync(`/sys/block/${device.slice('/dev/'.length)}/size`, 'utf8'));
 
 describe('the addon binds loop devices', () => {

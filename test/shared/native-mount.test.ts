@@ -5,7 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Mounter, remountFlags, remountOptions } from '../../shared/mounter.js';
 import { mountAt } from '../../shared/mountinfo.js';
 import { callNatively, NATIVE_MOUNT_FILE, type NativeMount, nativeMount, nativeMountBeside, observeSystemCalls, parseAddon, type SystemCallRecord, setNativeMountPath, systemCallLog } from '../../shared/native-mount.js';
-import { addonExports } from './addon-exports.js';
+import { addonExports, builtAddon } from './built-addon.js';
 import { expectThrows } from './expect-error.js';
 import { expectSuccess, mountOptions, podNamed, runCli, runFlex } from '../helpers/flex-runner.js';
 import { podVolumeDir } from '../helpers/kubelet-paths.js';
@@ -27,11 +27,7 @@ afterEach(() => {
 });
 
 const mounter = new Mounter(10_000);
-const loaded = (): NativeMount => {
-  const native = nativeMount();
-  if (!native) throw new Error('build/Release/twinvol_mount.node did not load: npm ci builds it (scripts/build-native.mjs)');
-  return native;
-};
+const loaded = (): NativeMount => builtAddon();
 
 /** A tmpfs mounted with `options`, holding a source dir, and a target dir under the kubelet dir. */
 function sourceOn(name: string, options: string): { source: string; target: string } {
