@@ -1,5 +1,6 @@
 import { appendFileSync, mkdirSync, renameSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { isoNow } from './iso-time.js';
 
 export type LogFields = Record<string, unknown>;
 
@@ -60,7 +61,7 @@ export class Logger implements Log {
 
   log(level: LogLevel, msg: string, fields: LogFields = {}): void {
     if (!this.enabled(level)) return;
-    const line = JSON.stringify(redact({ time: new Date().toISOString(), level, msg, ...this.base, ...fields }));
+    const line = JSON.stringify(redact({ time: isoNow(), level, msg, ...this.base, ...fields }));
     try {
       this.sink(line);
     } catch {

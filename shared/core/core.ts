@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import type { BackendContext } from '../backends/backend.js';
 import type { Config } from '../config.js';
+import { isoNow } from '../iso-time.js';
 import { Mounter } from '../mounter.js';
 import { Catalog } from '../store/catalog.js';
 import { NodeState } from '../store/node-state.js';
@@ -29,6 +30,7 @@ export function implicitStagingPath(core: Core, volumeId: string): string {
   return join(core.config.stateDir, 'staging', volumeId);
 }
 
+/** A record's time stamp (shared/iso-time.ts says why not toISOString). */
 export function now(): string {
-  return new Date().toISOString();
+  return isoNow();
 }
