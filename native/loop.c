@@ -1,8 +1,8 @@
 /*
  * A loop device bound to an image file and let go again without losetup (shared/mounter.ts
  * mountImage, loopAttach, loopDetach, loopRefresh): a free device from /dev/loop-control,
- * LOOP_CONFIGURE, LOOP_CLR_FD and LOOP_SET_CAPACITY. Each call answers what happened; trying losetup or mount -o loop instead, which word
- * a failure, is decided in TypeScript.
+ * LOOP_CONFIGURE, LOOP_CLR_FD and LOOP_SET_CAPACITY. Each call answers what happened; trying losetup
+ * or mount -o loop instead, which word a failure, is decided in TypeScript.
  */
 #define _GNU_SOURCE
 #include <errno.h>

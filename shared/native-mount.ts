@@ -10,9 +10,9 @@ import { SPAWN_LOG_LIMIT } from './runner.js';
  * statmount(2) (the last two for shared/mountinfo.ts), and a loop device's LOOP_CONFIGURE,
  * LOOP_CLR_FD and LOOP_SET_CAPACITY, from native/*.c, built by `npm ci` (scripts/build-native.mjs)
  * and put beside the CSI server and the FlexVolume executable by the build
- * (dist/csi/twinvol-mount.node, dist/flex/). Spawning mount(8) for a bind mount forks the process and execs a tool, about 2 ms each
- * way and the busiest part of a dir volume's NodePublishVolume and NodeUnpublishVolume; the system
- * call takes tens of microseconds.
+ * (dist/csi/twinvol-mount.node, dist/flex/). Spawning mount(8) for a bind mount forks the process
+ * and execs a tool, about 2 ms each way and the busiest part of a dir volume's NodePublishVolume and
+ * NodeUnpublishVolume; the system call takes tens of microseconds.
  *
  * A fast path only (shared/mounter.ts): where the addon is missing (a machine that could not build
  * it, an executable without it beside), or a call fails, the same step goes through mount(8),
@@ -100,12 +100,12 @@ function topMountAnswer(answer: unknown): MountIds | undefined {
 }
 
 /**
- * native/mount.c's loopAttach answers { device, fd } or a negative errno: anything else is -1. The
+ * native/loop.c's loopAttach answers { device, fd } or a negative errno: anything else is -1. The
  * descriptor is closed by the addon's closeFd: Node's own close warns on a worker thread about a
  * descriptor it did not open.
  */
 function loopAnswer(answer: unknown, closeFd: (fd: number) => unknown): LoopAttached | number {
-  if (Number.isInteger(answer) && (answer as number) < 0) return -(answer as number);
+  if (typeof answer === 'number') return Number.isInteger(answer) && answer < 0 ? -answer : -1;
   if (typeof answer !== 'object' || answer === null) return -1;
   const { device, fd } = answer as Record<string, unknown>;
   if (typeof fd !== 'number' || !Number.isInteger(fd) || fd < 0) return -1;

@@ -9,7 +9,7 @@ import { addonExports, builtAddon } from './built-addon.js';
 import { measure } from '../perf/in-process.js';
 
 /**
- * The addon's loop devices (native/mount.c loopAttach, loopDetach): a free device bound to an image
+ * The addon's loop devices (native/loop.c loopAttach, loopDetach): a free device bound to an image
  * file as losetup --find binds it, and let go as losetup --detach lets it go, with no process. Real
  * devices on images under a scratch dir, detached by its cleanup whatever happens. loopRefresh is
  * LOOP_SET_CAPACITY, as losetup --set-capacity.
