@@ -1,7 +1,7 @@
 import { chmod, rm } from 'node:fs/promises';
 import { Server, ServerCredentials } from '@grpc/grpc-js';
 import type { Log } from '../shared/index.js';
-import { type CsiService, packageDefinitionFromText, serviceDefinition } from './definition.js';
+import { CSI_SERVICES, csiServiceDefinitions } from './definition.js';
 import { prepareSocket } from './endpoint.js';
 import protoText from './proto/csi.proto';
 import type { ServiceTable } from './services.js';
@@ -23,17 +23,15 @@ export interface RunningServer {
   stop(graceMs?: number): Promise<void>;
 }
 
-const SERVICES: readonly CsiService[] = ['Identity', 'Controller', 'GroupController', 'Node'];
-
 /** Serves `services` over gRPC on the unix socket at `socketPath`, born 0600. */
 export async function serveSocket({ socketPath, settings, log, services }: ServerOptions): Promise<RunningServer> {
-  const definition = packageDefinitionFromText(protoText);
+  const definitions = csiServiceDefinitions(protoText);
   // Well above any request within REQUEST_LIMITS (shared/validate.ts), well below grpc-js's 4 MiB default.
   const server = new Server({ 'grpc.max_receive_message_length': 1024 * 1024 });
   const table = await services;
-  for (const name of SERVICES) {
+  for (const name of CSI_SERVICES) {
     const handlers = table[name];
-    if (handlers) server.addService(serviceDefinition(definition, name), handlers);
+    if (handlers) server.addService(definitions[name], handlers);
   }
 
   await prepareSocket(socketPath);

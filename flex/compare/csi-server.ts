@@ -1,11 +1,11 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { credentials, loadPackageDefinition, type ServiceClientConstructor, type ServiceError, status } from '@grpc/grpc-js';
-import { type CsiService, packageDefinitionFromText } from '../../csi/definition.js';
+import { credentials, makeClientConstructor, type ServiceError, status } from '@grpc/grpc-js';
+import { type CsiService, type CsiServiceDefinitions, csiServiceDefinitions } from '../../csi/definition.js';
 import protoText from '../../csi/proto/csi.proto';
 
-/** A request or reply as proto-loader gives it (csi/definition.ts LOADER_OPTIONS: field names as written, int64 as strings). */
+/** A request or reply as proto-loader would give it (csi/definition.ts LOADER_OPTIONS: field names as written, int64 as strings). */
 export type Message = Record<string, unknown>;
 type Unary = (req: Message, cb: (err: ServiceError | null, res: Message) => void) => void;
 interface Closable {
@@ -54,6 +54,9 @@ interface LogLine {
 
 /** Lines kept for systemCallsOf at most: the oldest go first, so a caller that never asks costs bounded memory. */
 const KEPT_LINES = 10_000;
+
+/** csi.proto's services, parsed on the first call of this process's first server. */
+let definitions: CsiServiceDefinitions | undefined;
 
 /**
  * A twinvol-csi on a unix socket, called as the CSI sidecars and kubelet call it: one gRPC client per
@@ -185,9 +188,7 @@ export class PrivateCsi {
   private client(service: CsiService): Record<string, Unary> & Closable {
     let c = this.clients.get(service);
     if (!c) {
-      const pkg = loadPackageDefinition(packageDefinitionFromText(protoText)) as unknown as { csi: { v1: Record<string, ServiceClientConstructor> } };
-      const ctor = pkg.csi.v1[service];
-      if (!ctor) throw new Error(`csi.proto has no service ${service}`);
+      const ctor = makeClientConstructor((definitions ??= csiServiceDefinitions(protoText))[service], service);
       c = new ctor(`unix://${this.socketPath}`, credentials.createInsecure()) as unknown as Record<string, Unary> & Closable;
       this.clients.set(service, c);
     }

@@ -2,7 +2,7 @@ import { mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { type CsiService, packageDefinitionFromText, serviceDefinition } from '../../csi/definition.js';
+import { type CsiService, csiServiceDefinitions } from '../../csi/definition.js';
 import { readMounts } from '../../shared/mountinfo.js';
 import { suiteSeed } from '../helpers/seeded-random.js';
 import { type CallOutcome, outcome, PROTO_PATH, serviceCall, type Service } from '../csi/helpers/client.js';
@@ -28,8 +28,8 @@ const LONG = process.env.TWINVOL_LONG === '1';
 // TWINVOL_SEED replays a printed seed.
 const SEED = Number(process.env.TWINVOL_SEED) || suiteSeed();
 const SERVICES: CsiService[] = ['Identity', 'Controller', 'GroupController', 'Node'];
-const definition = packageDefinitionFromText(readFileSync(PROTO_PATH, 'utf8'));
-const rpcsOf = (service: CsiService) => Object.keys(serviceDefinition(definition, service));
+const definitions = csiServiceDefinitions(readFileSync(PROTO_PATH, 'utf8'));
+const rpcsOf = (service: CsiService) => Object.keys(definitions[service]);
 
 /** Codes a refusal of hostile input may carry, by RPC (CSI spec v1.12's error tables, plus bounds). */
 const REFUSALS = ['INVALID_ARGUMENT', 'NOT_FOUND', 'ALREADY_EXISTS', 'FAILED_PRECONDITION', 'OUT_OF_RANGE', 'RESOURCE_EXHAUSTED'] as const;
