@@ -59,7 +59,10 @@ export async function main(spawned: ServiceThread): Promise<void> {
   const ready = spawned.start(process.argv.slice(2), (message) => die(new Error(message))).catch((err: unknown) => exitWith(1, asTwinvolError(err).message));
   const services = ready.then((thread) => {
     // Identity needs no core, so this thread answers it: a Probe never waits for the service thread.
-    return thread.table({ Identity: identityService({ config, rpc: new Rpc(log, thread.observe), settings, tools: thread.tools, stalled: thread.stalled }) });
+    // The calls this thread answers are counted with the rest where the metrics are served, on the
+    // service thread; without metrics nothing is posted, or each Probe would wake that thread for naught.
+    const observe = flags.metricsAddress ? thread.observe : undefined;
+    return thread.table({ Identity: identityService({ config, rpc: new Rpc(log, observe), settings, tools: thread.tools, stalled: thread.stalled }) });
   });
   let server: RunningServer;
   try {
