@@ -2,7 +2,7 @@ import { mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { type CsiService, csiServiceDefinitions } from '../../csi/definition.js';
+import { CSI_SERVICES, type CsiService, csiServiceDefinitions } from '../../csi/definition.js';
 import { readMounts } from '../../shared/mountinfo.js';
 import { suiteSeed } from '../helpers/seeded-random.js';
 import { type CallOutcome, outcome, PROTO_PATH, serviceCall, type Service } from '../csi/helpers/client.js';
@@ -27,7 +27,6 @@ import { casesOf, type FuzzCase, type FuzzWorld, SECRET } from './csi-arbitrarie
 const LONG = process.env.TWINVOL_LONG === '1';
 // TWINVOL_SEED replays a printed seed.
 const SEED = Number(process.env.TWINVOL_SEED) || suiteSeed();
-const SERVICES: CsiService[] = ['Identity', 'Controller', 'GroupController', 'Node'];
 const definitions = csiServiceDefinitions(readFileSync(PROTO_PATH, 'utf8'));
 const rpcsOf = (service: CsiService) => Object.keys(definitions[service]);
 
@@ -150,7 +149,7 @@ const describeCase = (method: string, c: FuzzCase, o: CallOutcome) =>
   `${method} ${c.mutations.map((m) => `${m.field}=${JSON.stringify(m.value)?.slice(0, 120)}`).join(' ')} -> ${o.code} ${o.message.slice(0, 300)}`;
 
 describe('every CSI RPC under hostile requests, through the real server (fast-check)', () => {
-  for (const service of SERVICES) {
+  for (const service of CSI_SERVICES) {
     it(`${service}: every RPC answers within its codes, names the fault, leaks nothing, stays inside`, { timeout: LONG ? 3_600_000 : 120_000 }, async () => {
       const before = fixed();
       for (const method of rpcsOf(service)) {
@@ -178,7 +177,7 @@ describe('every CSI RPC under hostile requests, through the real server (fast-ch
   }
 
   it('exercised every RPC in the server\'s service definitions', () => {
-    const all = SERVICES.flatMap(rpcsOf);
+    const all = CSI_SERVICES.flatMap(rpcsOf);
     expect(all.length).toBeGreaterThan(25);
     expect(all.filter((m) => !calls.get(m))).toEqual([]);
   });
