@@ -12,8 +12,9 @@ export const LOADER_OPTIONS = { keepCase: true, longs: String, enums: String, de
 /** The well-known types csi.proto imports; protobufjs ships them, so no file is read. */
 const WELL_KNOWN = ['google/protobuf/wrappers.proto', 'google/protobuf/timestamp.proto'];
 
-export type CsiService = 'Identity' | 'Controller' | 'GroupController' | 'Node';
-export const CSI_SERVICES: readonly CsiService[] = ['Identity', 'Controller', 'GroupController', 'Node'];
+/** The services csi.proto defines, each served by its own handlers (csi/services.ts ServiceTable). */
+export const CSI_SERVICES = ['Identity', 'Controller', 'GroupController', 'Node'] as const;
+export type CsiService = (typeof CSI_SERVICES)[number];
 
 export type CsiServiceDefinitions = Record<CsiService, ServiceDefinition>;
 
