@@ -3,7 +3,7 @@ import { isMountPointAsync, type MountEntry, mountsStackedAt, topMountAt } from 
 import { CHILD_FD_PATH, fdPath, type MountTarget, type PinnedTarget, pinTarget, requireWithin, whereIs } from './pinned-target.js';
 import { CommandError, run } from './runner.js';
 import { longCallsBlock } from './fs-async.js';
-import { callNatively, callNativelyAsync, type LoopAttached, type MountIds, type NativeMount, nativeMount } from './native-mount.js';
+import { type CallMade, callNatively, callNativelyAsync, type LoopAttached, type MountIds, type NativeMount, nativeMount } from './native-mount.js';
 
 /**
  * The tools that walk or copy a volume's data, and so may run for minutes on a large one. The rest
@@ -303,7 +303,7 @@ function unmountNatively(native: NativeMount, target: string): Promise<boolean> 
  * longCallsBlock) or the addon has no such call.
  */
 function callWaitingOnDisk<A extends unknown[]>(
-  what: Parameters<typeof callNatively>[0],
+  what: CallMade,
   args: A,
   onThread: (...args: A) => number,
   offThread: ((...args: A) => Promise<number>) | undefined,

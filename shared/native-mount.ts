@@ -267,7 +267,8 @@ export function observeSystemCalls(observer: (record: SystemCallRecord) => void)
   return systemCalls.observe(observer);
 }
 
-type CallMade = Omit<SystemCallRecord, 'error' | 'durationMs'>;
+/** A system call as its caller describes it, before it is made: its record without the outcome. */
+export type CallMade = Omit<SystemCallRecord, 'error' | 'durationMs'>;
 
 /** Makes one call of the addon's (`invoke` answers an errno) and records it: true when it succeeded. */
 export function callNatively(what: CallMade, invoke: () => number): boolean {
