@@ -16,9 +16,14 @@ export function createScratch(nodeName = 'node-a', prefix = '/tmp/twinvol-test-'
 
 export { loopsUnder, mountsUnder };
 
-/** A loop device's sysfs attribute (`autoclear`, `backing_file`, ...: /sys/block/loopN/loop/<name>), trimmed. */
+/** A block device's sysfs attribute (`size`, `loop/autoclear`, ...: /sys/block/<name>/<attribute>), trimmed. */
+export function blockAttribute(device: string, attribute: string): string {
+  return readFileSync(`/sys/block/${device.replace(/^\/dev\//, '')}/${attribute}`, 'utf8').trim();
+}
+
+/** A loop device's own attribute (`autoclear`, `backing_file`, ...: /sys/block/loopN/loop/<name>). */
 export function loopAttribute(device: string, name: string): string {
-  return readFileSync(`/sys/block/${device.replace(/^\/dev\//, '')}/loop/${name}`, 'utf8').trim();
+  return blockAttribute(device, `loop/${name}`);
 }
 
 /**

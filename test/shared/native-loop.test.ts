@@ -1,10 +1,10 @@
 import { execFileSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Mounter } from '../../shared/mounter.js';
 import { type LoopAttached, parseAddon, setNativeMountPath } from '../../shared/native-mount.js';
-import { createScratch, loopAttribute, loopsLeftUnder, loopsUnder, type Scratch } from '../helpers/scratch.js';
+import { blockAttribute, createScratch, loopAttribute, loopsLeftUnder, loopsUnder, type Scratch } from '../helpers/scratch.js';
 import { addonExports, builtAddon } from './built-addon.js';
 import { measure } from '../perf/in-process.js';
 
@@ -28,7 +28,7 @@ afterEach(() => {
 });
 
 const loaded = () => builtAddon('loopAttach', 'loopDetach', 'loopRefresh');
-const sectors = (device: string) => Number(readFileSync(`/sys/block/${device.slice('/dev/'.length)}/size`, 'utf8'));
+const sectors = (device: string) => Number(blockAttribute(device, 'size'));
 
 describe('the addon binds loop devices', () => {
   it('binds a free device to the image, flagged to be let go at its last close when asked, and the kernel does', async () => {
