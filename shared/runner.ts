@@ -80,6 +80,23 @@ export interface Captured {
  */
 export const OUTPUT_CAP = 4 * 2 ** 20;
 
+/**
+ * A stream's kept bytes as the runner reports them: the last `cap` of them, after a line that says
+ * how many went before (`dropped`, and any beyond the cap). spawnCaptured words it the same way in
+ * its own copy, since it runs as source text on another thread (shared/spawn-thread.ts).
+ */
+export function keptOutput(bytes: Buffer, dropped: number, cap: number): string {
+  const over = Math.max(0, bytes.length - cap);
+  const left = dropped + over;
+  const kept = bytes.subarray(over).toString('utf8').replace(/\n$/, '');
+  return left ? `... (${left} bytes left out)\n${kept.replace(/^\uFFFD+/, '')}` : kept;
+}
+
+/** The request's environment as `KEY=value` strings, for a spawn below node:child_process. */
+export function envPairs(env: NodeJS.ProcessEnv): string[] {
+  return Object.entries(env).flatMap(([k, v]) => (v === undefined ? [] : [`${k}=${v}`]));
+}
+
 /** What `spawnCaptured` needs of a call; plain data, so that it crosses to another thread as it is. */
 export interface SpawnRequest {
   command: string;

@@ -1,7 +1,7 @@
 import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
 import { getSystemErrorName } from 'node:util';
 import { internal } from './errors.js';
-import { type Captured, setSpawner, spawnHere, type SpawnRequest } from './runner.js';
+import { type Captured, envPairs, keptOutput, setSpawner, spawnHere, type SpawnRequest } from './runner.js';
 
 /**
  * Tools run to their exit with the calling thread blocked, for a process that has nothing else to do
@@ -65,7 +65,7 @@ export function bindingSpawn(): SyncSpawn | undefined {
       spawn({
         file: request.command,
         args: [request.command, ...request.args],
-        envPairs: Object.entries(request.env).flatMap(([k, v]) => (v === undefined ? [] : [`${k}=${v}`])),
+        envPairs: envPairs(request.env),
         stdio: [{ type: 'ignore' }, ...fds.map((fd) => ({ type: 'fd', fd }))],
         timeout: request.timeoutMs,
         killSignal: SIGKILL,
@@ -154,6 +154,5 @@ function readAll(fd: number, cap: number): string {
     if (n === 0) break;
     at += n;
   }
-  const kept = bytes.subarray(0, at).toString('utf8').replace(/\n$/, '');
-  return from ? `... (${from} bytes left out)\n${kept.replace(/^\uFFFD+/, '')}` : kept;
+  return keptOutput(bytes.subarray(0, at), from, cap);
 }
