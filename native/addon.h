@@ -1,4 +1,4 @@
-/* What the addon's files share (native/args.c, native/loop.c, native/mount.c). */
+/* What the addon's files share (native/args.c, native/loop.c, native/mount.c, native/spawn.c). */
 #ifndef TWINVOL_ADDON_H
 #define TWINVOL_ADDON_H
 #include <node_api.h>
@@ -14,5 +14,7 @@ napi_value tv_loop_attach(napi_env env, napi_callback_info info);
 napi_value tv_loop_detach(napi_env env, napi_callback_info info);
 napi_value tv_loop_refresh(napi_env env, napi_callback_info info);
 napi_value tv_close_fd(napi_env env, napi_callback_info info);
+napi_value tv_spawn_tool(napi_env env, napi_callback_info info);
+napi_value tv_spawn_supported(napi_env env, napi_callback_info info);
 
 #endif

@@ -271,6 +271,8 @@ NAPI_MODULE_INIT() {
   set_function(env, exports, "loopDetach", tv_loop_detach);
   set_function(env, exports, "loopRefresh", tv_loop_refresh);
   set_function(env, exports, "closeFd", tv_close_fd);
+  set_function(env, exports, "spawnTool", tv_spawn_tool);
+  set_function(env, exports, "spawnSupported", tv_spawn_supported);
   for (size_t i = 0; i < sizeof CONSTANTS / sizeof CONSTANTS[0]; i++) set_number(env, exports, CONSTANTS[i].name, (double)CONSTANTS[i].value);
   return exports;
 }

@@ -51,6 +51,8 @@ export interface NativeMount {
   loopDetach?: (device: string) => number;
   /** LOOP_SET_CAPACITY on the device: 0, or the errno. Absent in an addon built before it had this. */
   loopRefresh?: (device: string) => number;
+  /** Tools started by posix_spawn (native/spawn.c). Absent in an addon built before it had this. */
+  spawnTool?: NativeSpawn;
   readonly MS_RDONLY: number;
   readonly MS_NOSUID: number;
   readonly MS_NODEV: number;
@@ -62,6 +64,59 @@ export interface NativeMount {
   readonly MS_REMOUNT: number;
   readonly MS_BIND: number;
   readonly UMOUNT_NOFOLLOW: number;
+}
+
+/** native/spawn.c: a tool started without a fork, watched on the calling thread's event loop. */
+export interface NativeSpawn {
+  /** Whether this kernel lets a started tool be watched (pidfd_open(2), Linux 5.3). */
+  supported(): boolean;
+  /**
+   * Starts `file` (looked up on the PATH of `env`, `KEY=value` strings) with `argv`, stdin on
+   * /dev/null, `extraFds` as its fd 3 and on: its pid, or the errno it could not be started with.
+   * `onExit` is called once, when it exits, with the latest `cap` bytes (at least) of each stream.
+   */
+  start(file: string, argv: readonly string[], env: readonly string[], extraFds: readonly number[], cap: number, onExit: (exit: ToolExit) => void): { pid: number } | { errno: number };
+}
+
+/** How a natively started tool ended, and what it wrote. */
+export interface ToolExit {
+  /** Its exit code; null when a signal ended it. */
+  code: number | null;
+  /** The signal that ended it, as a number. */
+  signal: number | null;
+  stdout: Buffer;
+  /** How many bytes of stdout were written before those kept. */
+  stdoutDropped: number;
+  stderr: Buffer;
+  stderrDropped: number;
+}
+
+/** native/spawn.c's callback arguments, read: (code | null, signal | null, stdout, dropped, stderr, dropped). */
+function toolExit(args: unknown[]): ToolExit {
+  const [code, signal, stdout, stdoutDropped, stderr, stderrDropped] = args;
+  const count = (n: unknown) => (Number.isSafeInteger(n) && (n as number) >= 0 ? (n as number) : 0);
+  const bytes = (b: unknown) => (Buffer.isBuffer(b) ? b : Buffer.alloc(0));
+  return {
+    code: Number.isInteger(code) ? (code as number) : null,
+    signal: Number.isInteger(signal) ? (signal as number) : null,
+    stdout: bytes(stdout),
+    stdoutDropped: count(stdoutDropped),
+    stderr: bytes(stderr),
+    stderrDropped: count(stderrDropped),
+  };
+}
+
+/** The addon's spawnTool and spawnSupported, typed; undefined when it lacks either. */
+function nativeSpawn(spawnTool: unknown, spawnSupported: unknown): NativeSpawn | undefined {
+  if (typeof spawnTool !== 'function' || typeof spawnSupported !== 'function') return undefined;
+  return {
+    supported: () => spawnSupported() === 0,
+    start(file, argv, env, extraFds, cap, onExit) {
+      const answer: unknown = spawnTool(file, argv, env, extraFds, cap, (...args: unknown[]) => onExit(toolExit(args)));
+      if (Number.isInteger(answer) && (answer as number) > 0) return { pid: answer as number };
+      return { errno: Number.isInteger(answer) && (answer as number) < 0 ? -(answer as number) : -1 };
+    },
+  };
 }
 
 /** A mount as /proc/self/mountinfo names it: its id, its parent's id, and where it is mounted. */
@@ -136,6 +191,7 @@ export function parseAddon(exports: unknown): NativeMount | undefined {
   const top = e.get('topMount');
   const topMount = typeof top === 'function' ? (path: string) => topMountAnswer(top(path)) : () => undefined;
   const [attach, detach, refresh, closeFd, mountAsync, umountAsync] = ['loopAttach', 'loopDetach', 'loopRefresh', 'closeFd', 'mountAsync', 'umountAsync'].map((f) => e.get(f));
+  const spawnTool = nativeSpawn(e.get('spawnTool'), e.get('spawnSupported'));
   const flags: Partial<Flags> = {};
   for (const n of NUMBERS) {
     const value = e.get(n);
@@ -156,6 +212,7 @@ export function parseAddon(exports: unknown): NativeMount | undefined {
       : {}),
     ...(typeof detach === 'function' ? { loopDetach: (device: string) => errnoOf(detach(device)) } : {}),
     ...(typeof refresh === 'function' ? { loopRefresh: (device: string) => errnoOf(refresh(device)) } : {}),
+    ...(spawnTool ? { spawnTool } : {}),
   };
 }
 

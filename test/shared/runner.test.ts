@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { CommandError, OUTPUT_CAP, observeSpawns, run, SPAWN_LOG_LIMIT, type SpawnRecord, setSpawner, spawnHere, spawnLog } from '../../shared/runner.js';
 import { bindingSpawn, publicSpawn, runBlocking, spawnBlockingHere } from '../../shared/spawn-blocking.js';
+import { spawnNatively } from '../../shared/spawn-native.js';
 import { spawnOffThread } from '../../shared/spawn-thread.js';
 import { expectRejects } from './expect-error.js';
 
@@ -30,13 +31,21 @@ function processesRunning(argv: string[]): number[] {
 }
 
 /**
- * Every rule of the runner holds wherever the tools are spawned: on this thread (a FlexVolume call)
- * and on the CSI server's spawning thread (shared/spawn-thread.ts), which runs the same code.
+ * Every rule of the runner holds wherever the tools are spawned: on this thread (a FlexVolume call),
+ * on the spawning thread (shared/spawn-thread.ts), which runs the same code, and by the addon's
+ * posix_spawn (shared/spawn-native.ts), the CSI server's way.
  */
 describe.each([
   ['on this thread', () => setSpawner(spawnHere)],
   ['on the spawning thread', spawnOffThread],
   ['blocking this thread (a FlexVolume call)', spawnBlockingHere],
+  [
+    'natively (posix_spawn, the exit watched through a pidfd)',
+    () =>
+      spawnNatively(() => {
+        throw new Error('the addon cannot spawn here: build/Release/twinvol_mount.node is missing or old');
+      }),
+  ],
 ])('run, %s', (_where, useSpawner) => {
   beforeAll(useSpawner);
   afterAll(() => setSpawner(spawnHere));

@@ -1,0 +1,387 @@
+/*
+ * A tool started with posix_spawn(3) and watched on the calling thread's libuv loop: its exit
+ * through a pidfd, its stdout and stderr through pipes read as they fill. Why: libuv's spawn forks,
+ * and a fork copies the page tables of the whole process, so it costs in proportion to the process's
+ * size (fork and exec of /bin/true here: 2.4 ms from a 45 MiB process, 5.6 ms from 146 MiB, 16 ms
+ * from 447 MiB), and leaves every page of the parent copy-on-write until the child has exec'd.
+ * glibc's posix_spawn clones with CLONE_VM | CLONE_VFORK: nothing is copied, and the call costs
+ * 0.5 ms whatever the size (/tmp/s15/ps.c, scratch). shared/spawn-native.ts uses it in the CSI server.
+ *
+ * The rules are the runner's (shared/runner.ts spawnCaptured): no shell, stdin on /dev/null, the
+ * request's environment (and its PATH to find the tool), the latest `cap` bytes of each stream kept
+ * and the rest counted, and an answer when the tool EXITS: a daemon it left holding a pipe does not
+ * hold the call (what is in the pipe at the exit is read, then the pipes are let go).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <uv.h>
+#include "addon.h"
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
+/* At most this many arguments, environment entries or extra descriptors: more is not a tool call. */
+#define MAX_ITEMS 4096
+#define MAX_EXTRA_FDS 4
+/* A stream keeps up to twice its cap, then drops all but the latest cap bytes at once. */
+#define FIRST_BUFFER 4096
+
+struct child;
+
+struct capture {
+  uv_poll_t poll;
+  /* -1 when the stream could not be watched (it is then let go, and answers empty) */
+  int fd;
+  char *buf;
+  size_t len, size, dropped;
+  struct child *child;
+};
+
+struct child {
+  napi_env env;
+  napi_ref callback;
+  napi_async_context context;
+  napi_async_cleanup_hook_handle hook;
+  pid_t pid;
+  int pidfd;
+  uv_poll_t exited;
+  struct capture out[2];
+  size_t cap;
+  int handles_open;
+  int releasing;
+};
+
+static int pidfd_open(pid_t pid) {
+  return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+/* Reads what the pipe holds now into the stream's buffer: 1 at its end (or an error), else 0. */
+static int drain(struct capture *c) {
+  for (;;) {
+    if (c->len == c->size) {
+      size_t most = 2 * c->child->cap;
+      if (c->size < most) {
+        size_t size = c->size ? 2 * c->size : FIRST_BUFFER;
+        char *grown = realloc(c->buf, size < most ? size : most);
+        if (!grown) return 1;
+        c->buf = grown;
+        c->size = size < most ? size : most;
+      } else {
+        memmove(c->buf, c->buf + c->len - c->child->cap, c->child->cap);
+        c->dropped += c->len - c->child->cap;
+        c->len = c->child->cap;
+      }
+    }
+    ssize_t n = read(c->fd, c->buf + c->len, c->size - c->len);
+    if (n > 0) c->len += (size_t)n;
+    else if (n < 0 && errno == EINTR) continue;
+    else return n < 0 && errno == EAGAIN ? 0 : 1;
+  }
+}
+
+static void on_output(uv_poll_t *poll, int status, int events) {
+  (void)events;
+  struct capture *c = poll->data;
+  /* At the stream's end the poll stops: a pipe at its end is readable for ever. */
+  if (status < 0 || drain(c)) uv_poll_stop(poll);
+}
+
+static void closed(struct child *ch) {
+  if (--ch->handles_open) return;
+  close(ch->pidfd);
+  for (int i = 0; i < 2; i++) {
+    if (ch->out[i].fd >= 0) close(ch->out[i].fd);
+    free(ch->out[i].buf);
+  }
+  napi_delete_reference(ch->env, ch->callback);
+  napi_async_destroy(ch->env, ch->context);
+  napi_remove_async_cleanup_hook(ch->hook);
+  free(ch);
+}
+
+static void on_exit_closed(uv_handle_t *handle) {
+  closed(handle->data);
+}
+
+static void on_output_closed(uv_handle_t *handle) {
+  closed(((struct capture *)handle->data)->child);
+}
+
+/* Stops watching and closes the handles; the last one closed frees the child's record. */
+static void release(struct child *ch) {
+  if (ch->releasing) return;
+  ch->releasing = 1;
+  uv_poll_stop(&ch->exited);
+  uv_close((uv_handle_t *)&ch->exited, on_exit_closed);
+  for (int i = 0; i < 2; i++) {
+    if (ch->out[i].fd < 0) continue;
+    uv_poll_stop(&ch->out[i].poll);
+    uv_close((uv_handle_t *)&ch->out[i].poll, on_output_closed);
+  }
+}
+
+static napi_value number_or_null(napi_env env, int present, int value) {
+  napi_value v;
+  if (present) napi_create_int32(env, value, &v);
+  else napi_get_null(env, &v);
+  return v;
+}
+
+/* callback(code | null, signal | null, stdout, stdout bytes dropped, stderr, stderr bytes dropped) */
+static void answer(struct child *ch, const siginfo_t *info) {
+  napi_env env = ch->env;
+  napi_handle_scope scope;
+  napi_value callback, global, result, argv[6];
+  if (napi_open_handle_scope(env, &scope) != napi_ok) return;
+  int exited = info && info->si_code == CLD_EXITED;
+  int killed = info && (info->si_code == CLD_KILLED || info->si_code == CLD_DUMPED);
+  argv[0] = number_or_null(env, exited, exited ? info->si_status : 0);
+  argv[1] = number_or_null(env, killed, killed ? info->si_status : 0);
+  for (int i = 0; i < 2; i++) {
+    struct capture *c = &ch->out[i];
+    napi_create_buffer_copy(env, c->len, c->len ? c->buf : "", NULL, &argv[2 + 2 * i]);
+    napi_create_double(env, (double)c->dropped, &argv[3 + 2 * i]);
+  }
+  napi_get_reference_value(env, ch->callback, &callback);
+  napi_get_global(env, &global);
+  if (napi_make_callback(env, ch->context, global, callback, 6, argv, &result) == napi_pending_exception) {
+    napi_value err;
+    /* Thrown by the callback: raised as uncaught, as a throw in any other event's callback is. */
+    if (napi_get_and_clear_last_exception(env, &err) == napi_ok) napi_fatal_exception(env, err);
+  }
+  napi_close_handle_scope(env, scope);
+}
+
+static void on_tool_exit(uv_poll_t *poll, int status, int events) {
+  (void)status;
+  (void)events;
+  struct child *ch = poll->data;
+  siginfo_t info;
+  int r;
+  memset(&info, 0, sizeof info);
+  do r = waitid(P_PID, (id_t)ch->pid, &info, WEXITED | WNOHANG);
+  while (r < 0 && errno == EINTR);
+  if (r == 0 && info.si_pid == 0) return; /* readable before the exit is reapable: wait on */
+  for (int i = 0; i < 2; i++)
+    if (ch->out[i].fd >= 0) drain(&ch->out[i]);
+  answer(ch, r == 0 ? &info : NULL);
+  release(ch);
+}
+
+/* The thread's environment ends (the CSI server's service thread stops) with a tool running: no answer, no zombie left watched. */
+static void on_teardown(napi_async_cleanup_hook_handle handle, void *arg) {
+  (void)handle;
+  release(arg);
+}
+
+/* Each string of a JS array copied into one NULL-terminated vector (freed with free_vector); 0 or an errno. */
+static int vector_arg(napi_env env, napi_value value, char ***out) {
+  uint32_t n;
+  bool is_array;
+  if (napi_is_array(env, value, &is_array) != napi_ok || !is_array || napi_get_array_length(env, value, &n) != napi_ok) return EINVAL;
+  if (n > MAX_ITEMS) return E2BIG;
+  char **v = calloc(n + 1, sizeof *v);
+  if (!v) return ENOMEM;
+  *out = v;
+  for (uint32_t i = 0; i < n; i++) {
+    napi_value item;
+    int present = 0, err;
+    if (!(v[i] = malloc(MAX_STRING))) return ENOMEM;
+    if (napi_get_element(env, value, i, &item) != napi_ok) return EINVAL;
+    if ((err = tv_string_arg(env, item, v[i], &present))) return err;
+    if (!present) return EINVAL;
+  }
+  return 0;
+}
+
+static void free_vector(char **v) {
+  if (!v) return;
+  for (char **p = v; *p; p++) free(*p);
+  free(v);
+}
+
+/*
+ * posix_spawn of `file`, or where it has no slash, of the first executable of that name on the PATH
+ * the tool's own environment gives (as execvp, and libuv, look it up): the pid, or an errno.
+ */
+static int start(const char *file, char **argv, char **envp, const posix_spawn_file_actions_t *actions, const posix_spawnattr_t *attr, pid_t *pid) {
+  if (strchr(file, '/')) return posix_spawn(pid, file, actions, attr, argv, envp);
+  const char *path = "/usr/bin:/bin";
+  for (char **e = envp; *e; e++)
+    if (!strncmp(*e, "PATH=", 5)) path = *e + 5;
+  int err = ENOENT;
+  char candidate[MAX_STRING];
+  for (const char *dir = path; dir; dir = strchr(dir, ':') ? strchr(dir, ':') + 1 : NULL) {
+    size_t len = strcspn(dir, ":");
+    if (len == 0 || len + 1 + strlen(file) >= sizeof candidate) continue;
+    memcpy(candidate, dir, len);
+    candidate[len] = '/';
+    strcpy(candidate + len + 1, file);
+    if (access(candidate, X_OK)) {
+      if (errno == EACCES) err = EACCES;
+      continue;
+    }
+    int r = posix_spawn(pid, candidate, actions, attr, argv, envp);
+    if (r != ENOENT && r != ENOTDIR && r != EACCES) return r;
+    if (r == EACCES) err = EACCES;
+  }
+  return err;
+}
+
+/* The child's descriptors (0 on /dev/null, 1 and 2 the pipes, then the extra ones) and signals (all default, none blocked). */
+static int spawn_tool(const char *file, char **argv, char **envp, const int *extra, uint32_t nextra, int out_w[2], pid_t *pid) {
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attr;
+  sigset_t none, all;
+  int err = posix_spawn_file_actions_init(&actions);
+  if (err) return err;
+  if ((err = posix_spawnattr_init(&attr))) {
+    posix_spawn_file_actions_destroy(&actions);
+    return err;
+  }
+  sigemptyset(&none);
+  sigfillset(&all);
+  /* Node ignores SIGPIPE and a thread may block signals: the tool starts with neither. */
+  err = posix_spawnattr_setsigmask(&attr, &none);
+  if (!err) err = posix_spawnattr_setsigdefault(&attr, &all);
+  if (!err) err = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  if (!err) err = posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  for (int i = 0; i < 2 && !err; i++) err = posix_spawn_file_actions_adddup2(&actions, out_w[i], i + 1);
+  for (uint32_t i = 0; i < nextra && !err; i++) err = posix_spawn_file_actions_adddup2(&actions, extra[i], 3 + (int)i);
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+  /* Every descriptor of the server is close-on-exec already; this is the rule, not the hope. */
+  if (!err) err = posix_spawn_file_actions_addclosefrom_np(&actions, 3 + (int)nextra);
+#endif
+  if (!err) err = start(file, argv, envp, &actions, &attr, pid);
+  posix_spawnattr_destroy(&attr);
+  posix_spawn_file_actions_destroy(&actions);
+  return err;
+}
+
+/* The extra descriptors: each an integer of at least 3, so that none is overwritten by the dup2 of another. */
+static int fds_arg(napi_env env, napi_value value, int *fds, uint32_t *n) {
+  bool is_array;
+  if (napi_is_array(env, value, &is_array) != napi_ok || !is_array || napi_get_array_length(env, value, n) != napi_ok) return EINVAL;
+  if (*n > MAX_EXTRA_FDS) return E2BIG;
+  for (uint32_t i = 0; i < *n; i++) {
+    napi_value item;
+    int32_t fd;
+    if (napi_get_element(env, value, i, &item) != napi_ok || napi_get_value_int32(env, item, &fd) != napi_ok || fd < 3) return EBADF;
+    fds[i] = fd;
+  }
+  return 0;
+}
+
+/* Watches a started tool, keeping `cap` bytes of each stream: 0, or an errno (the tool is then killed and reaped here). */
+static int watch(napi_env env, napi_value callback, pid_t pid, int out_r[2], size_t cap) {
+  uv_loop_t *loop = NULL;
+  napi_value name;
+  struct child *ch = calloc(1, sizeof *ch);
+  int pidfd = pidfd_open(pid);
+  int err = pidfd < 0 ? errno : !ch ? ENOMEM : 0;
+  if (!err && napi_get_uv_event_loop(env, &loop) != napi_ok) err = EINVAL;
+  if (!err && uv_poll_init(loop, &ch->exited, pidfd)) err = EIO;
+  if (err) {
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    if (pidfd >= 0) close(pidfd);
+    for (int i = 0; i < 2; i++) close(out_r[i]);
+    free(ch);
+    return err;
+  }
+  ch->env = env;
+  ch->pid = pid;
+  ch->pidfd = pidfd;
+  ch->cap = cap;
+  ch->exited.data = ch;
+  ch->handles_open = 1;
+  for (int i = 0; i < 2; i++) {
+    struct capture *c = &ch->out[i];
+    c->child = ch;
+    c->fd = out_r[i];
+    c->poll.data = c;
+    if (uv_poll_init(loop, &c->poll, c->fd)) {
+      close(c->fd);
+      c->fd = -1;
+      continue;
+    }
+    ch->handles_open++;
+    uv_poll_start(&c->poll, UV_READABLE, on_output);
+  }
+  napi_create_reference(env, callback, 1, &ch->callback);
+  napi_create_string_utf8(env, "twinvol:spawn", NAPI_AUTO_LENGTH, &name);
+  napi_async_init(env, NULL, name, &ch->context);
+  napi_add_async_cleanup_hook(env, on_teardown, ch, &ch->hook);
+  uv_poll_start(&ch->exited, UV_READABLE, on_tool_exit);
+  return 0;
+}
+
+/* Whether a tool started here can be watched: 0 where pidfd_open(2) works (Linux 5.3), else its errno. */
+napi_value tv_spawn_supported(napi_env env, napi_callback_info info) {
+  (void)info;
+  int fd = pidfd_open(getpid());
+  int err = fd < 0 ? errno : 0;
+  if (fd >= 0) close(fd);
+  return tv_errno_value(env, err);
+}
+
+static int pipes(int out_r[2], int out_w[2]) {
+  for (int i = 0; i < 2; i++) {
+    int p[2];
+    if (pipe2(p, O_CLOEXEC)) {
+      for (int j = 0; j < i; j++) close(out_r[j]), close(out_w[j]);
+      return errno;
+    }
+    /* Only this end is non-blocking: the tool's end stays as tools expect their stdout. */
+    fcntl(p[0], F_SETFL, fcntl(p[0], F_GETFL) | O_NONBLOCK);
+    out_r[i] = p[0];
+    out_w[i] = p[1];
+  }
+  return 0;
+}
+
+/*
+ * spawnTool(file, argv, env, extraFds, cap, callback): the tool's pid, or a negative errno when it
+ * could not be started (bad arguments: EINVAL, E2BIG, EBADF, ENAMETOOLONG). The callback is called
+ * once, at the exit.
+ */
+napi_value tv_spawn_tool(napi_env env, napi_callback_info info) {
+  size_t argc = 6;
+  napi_value args[6];
+  char file[MAX_STRING], **argv = NULL, **envp = NULL;
+  int present = 0, extra[MAX_EXTRA_FDS], out_r[2], out_w[2], err;
+  uint32_t nextra = 0;
+  int64_t cap = 0;
+  napi_valuetype type;
+  pid_t pid = 0;
+  if (napi_get_cb_info(env, info, &argc, args, NULL, NULL) != napi_ok || argc != 6) return tv_errno_value(env, -EINVAL);
+  err = tv_string_arg(env, args[0], file, &present);
+  if (!err && !present) err = EINVAL;
+  if (!err) err = vector_arg(env, args[1], &argv);
+  if (!err && !argv[0]) err = EINVAL;
+  if (!err) err = vector_arg(env, args[2], &envp);
+  if (!err) err = fds_arg(env, args[3], extra, &nextra);
+  if (!err && (napi_get_value_int64(env, args[4], &cap) != napi_ok || cap < 1 || cap > (1 << 30))) err = EINVAL;
+  if (!err && (napi_typeof(env, args[5], &type) != napi_ok || type != napi_function)) err = EINVAL;
+  if (!err) err = pipes(out_r, out_w);
+  if (!err) {
+    err = spawn_tool(file, argv, envp, extra, nextra, out_w, &pid);
+    for (int i = 0; i < 2; i++) close(out_w[i]);
+    if (err)
+      for (int i = 0; i < 2; i++) close(out_r[i]);
+    else
+      err = watch(env, args[5], pid, out_r, (size_t)cap);
+  }
+  free_vector(argv);
+  free_vector(envp);
+  return tv_errno_value(env, err ? -err : pid);
+}

@@ -1,0 +1,152 @@
+import { chmodSync, closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Worker } from 'node:worker_threads';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { nativeMount, type NativeSpawn, setNativeMountPath, type ToolExit } from '../../shared/native-mount.js';
+import { OUTPUT_CAP, run, type SpawnRequest, setSpawner, spawnHere } from '../../shared/runner.js';
+import { runNatively, spawnNatively } from '../../shared/spawn-native.js';
+
+// The rules every spawner keeps are in test/shared/runner.test.ts, which runs this one among them.
+// Here: what posix_spawn could get wrong that libuv's fork and exec get right, and the addon's edges.
+
+let dir: string;
+beforeEach(() => {
+  dir = mkdtempSync('/tmp/twinvol-test-spawn-native-');
+});
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+function addonSpawn(): NativeSpawn {
+  const spawn = nativeMount()?.spawnTool;
+  if (!spawn?.supported()) throw new Error('build/Release/twinvol_mount.node cannot spawn: run npm ci (scripts/build-native.mjs)');
+  return spawn;
+}
+
+const request = (command: string, args: string[], more: Partial<SpawnRequest> = {}): SpawnRequest => ({
+  command,
+  args,
+  timeoutMs: 10_000,
+  env: { PATH: '/usr/bin:/bin' },
+  outputCap: OUTPUT_CAP,
+  ...more,
+});
+
+/** The addon's own answer to a start, and its exit when it started. */
+function started(...args: Parameters<NativeSpawn['start']> extends [...infer A, unknown] ? A : never): { began: ReturnType<NativeSpawn['start']>; exit: Promise<ToolExit> } {
+  let began: ReturnType<NativeSpawn['start']> = { errno: -1 };
+  const exit = new Promise<ToolExit>((resolve) => {
+    began = addonSpawn().start(...args, resolve);
+  });
+  return { began, exit };
+}
+
+describe('a tool started by posix_spawn', () => {
+  it('starts with no signal blocked and none of the standard ones ignored, though Node ignores SIGPIPE', async () => {
+    // The tool's own status: a shell's would show dash's mask while it vforks the next command.
+    const r = await runNatively(addonSpawn(), request('grep', ['-E', '^Sig(Blk|Ign)', '/proc/self/status']));
+    const [blocked, ignored] = r.stdout.split('\n').map((l) => BigInt(`0x${l.split('\t')[1]}`));
+    expect(blocked).toBe(0n);
+    // glibc's posix_spawn leaves its own two signals (32 and 33) ignored, which glibc sets again in
+    // any program that uses them; signals 1 to 31, SIGPIPE (13) among them, are at their defaults.
+    expect((ignored ?? -1n) & 0x7fffffffn).toBe(0n);
+  });
+
+  it('holds no descriptor of the server beyond 0, 1, 2 and the fd 3 it was given', async () => {
+    const fd = openSync(join(dir, 'pinned'), 'w');
+    try {
+      const plain = await runNatively(addonSpawn(), request('sh', ['-c', 'ls /proc/$$/fd']));
+      expect(plain.stdout.split('\n')).toEqual(['0', '1', '2']);
+      const given = await runNatively(addonSpawn(), request('sh', ['-c', 'ls /proc/$$/fd; readlink /proc/$$/fd/0'], { fd3: fd }));
+      expect(given.stdout.split('\n')).toEqual(['0', '1', '2', '3', '/dev/null']);
+    } finally {
+      closeSync(fd);
+    }
+  });
+
+  it("looks the tool up on the request's PATH, not the server's, and names why one cannot start", async () => {
+    const tool = join(dir, 'twinvol-native-tool');
+    writeFileSync(tool, '#!/bin/sh\necho found "$@"\n');
+    chmodSync(tool, 0o755);
+    const found = await runNatively(addonSpawn(), request('twinvol-native-tool', ['x'], { env: { PATH: `/nonexistent:${dir}:/bin` } }));
+    expect(found).toMatchObject({ exitCode: 0, stdout: 'found x' });
+    expect(await runNatively(addonSpawn(), request('twinvol-native-tool', []))).toMatchObject({ exitCode: -1, startError: 'spawn ENOENT' });
+    chmodSync(tool, 0o644);
+    expect(await runNatively(addonSpawn(), request(tool, []))).toMatchObject({ exitCode: -1, startError: 'spawn EACCES' });
+    expect(await runNatively(addonSpawn(), request('twinvol-native-tool', [], { env: { PATH: dir } }))).toMatchObject({ startError: 'spawn EACCES' });
+  });
+
+  it('keeps the latest bytes of a stream many times its cap, and counts every byte before them', async () => {
+    const r = await runNatively(addonSpawn(), request('sh', ['-c', 'seq 1 20000; echo end >&2'], { outputCap: 100 }));
+    const all = Array.from({ length: 20000 }, (_, i) => `${i + 1}\n`).join('');
+    expect(r.stdout).toBe(`... (${all.length - 100} bytes left out)\n${all.slice(-100, -1)}`);
+    expect(r.stderr).toBe('end');
+  });
+
+  it('refuses arguments it cannot pass on as they are, starting nothing', () => {
+    const env = ['PATH=/bin'];
+    expect(started('sh', ['sh', 'a\0b'], env, [], 10).began).toEqual({ errno: 22 });
+    expect(started('sh', [], env, [], 10).began).toEqual({ errno: 22 });
+    expect(started('sh', ['sh'], env, [1], 10).began).toEqual({ errno: 9 });
+    expect(started('sh', ['sh'], ['PATH=/bin', 'A=\0'], [], 10).began).toEqual({ errno: 22 });
+    expect(started('sh', ['sh'], env, [], 0).began).toEqual({ errno: 22 });
+    expect(started('sh', ['sh', 'x'.repeat(5000)], env, [], 10).began).toEqual({ errno: 36 });
+  });
+
+  it('reports the signal that ended a tool', async () => {
+    const { began, exit } = started('sleep', ['sleep', '30.0931'], ['PATH=/bin'], [], 10);
+    expect(began).toHaveProperty('pid');
+    if ('pid' in began) process.kill(began.pid, 'SIGTERM');
+    expect(await exit).toMatchObject({ code: null, signal: 15 });
+  });
+});
+
+describe('spawnNatively', () => {
+  afterEach(() => {
+    setSpawner(spawnHere);
+    setNativeMountPath(undefined);
+    vi.restoreAllMocks();
+  });
+
+  it('runs the tools through the addon where it can, and leaves the rest to the way it is given', async () => {
+    const start = vi.spyOn(addonSpawn(), 'start');
+    const otherwise = vi.fn();
+    spawnNatively(otherwise);
+    expect(await run('echo', ['native'], { timeoutMs: 10_000 })).toMatchObject({ stdout: 'native' });
+    expect(start).toHaveBeenCalledTimes(1);
+    expect(otherwise).not.toHaveBeenCalled();
+    // TWINVOL_NATIVE_MOUNT=off, or no addon: the other way, chosen once.
+    setNativeMountPath(null);
+    spawnNatively(otherwise);
+    expect(otherwise).toHaveBeenCalledTimes(1);
+  });
+});
+
+describe('a thread that ends while its tool runs', () => {
+  /** A worker that starts `sleep` through the addon, says its pid, and then ends as `end` says. */
+  const program = (end: string) => `
+    const { parentPort } = require('node:worker_threads');
+    const addon = require(${JSON.stringify(join(import.meta.dirname, '../../build/Release/twinvol_mount.node'))});
+    const pid = addon.spawnTool('sleep', ['sleep', '30.0457'], ['PATH=/bin'], [], 100, () => parentPort.postMessage('answered'));
+    parentPort.postMessage(pid);
+    ${end}
+  `;
+
+  it.each([
+    ['terminated', ''],
+    ['exiting', 'process.exit(0);'],
+  ])('is %s without a crash, and leaves the tool to run on', async (_how, end) => {
+    const worker = new Worker(program(end), { eval: true });
+    const messages: unknown[] = [];
+    const pid = await new Promise<unknown>((resolve) => worker.once('message', resolve));
+    worker.on('message', (m) => messages.push(m));
+    try {
+      expect(pid).toBeTypeOf('number');
+      const code = await Promise.race([worker.terminate(), new Promise((resolve) => worker.once('exit', resolve))]);
+      expect([0, 1, undefined]).toContain(code);
+      // The process goes on (this test is still running), and the tool is there to be killed.
+      expect(readFileSync(`/proc/${pid}/cmdline`, 'utf8')).toBe('sleep\u000030.0457\u0000');
+      expect(messages).toEqual([]);
+    } finally {
+      if (typeof pid === 'number') process.kill(pid, 'SIGKILL');
+    }
+  });
+});
