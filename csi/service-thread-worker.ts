@@ -1,5 +1,5 @@
 import { parentPort } from 'node:worker_threads';
-import { asTwinvolError, blockingFileCallsWhile, errnoCode, loadConfig, type Log, setNativeMountPath, spawnOffThread } from '../shared/index.js';
+import { asTwinvolError, blockingFileCallsWhile, errnoCode, loadConfig, type Log, setNativeMountPath, spawnNatively, spawnOffThread } from '../shared/index.js';
 import { parseFlags } from './flags.js';
 import { GrpcStatus } from './grpc-status.js';
 import { createLog } from './logging.js';
@@ -74,8 +74,9 @@ async function begin(argv: string[], send: (m: FromService) => void): Promise<{ 
   const flags = parseFlags(argv, process.env);
   const config = loadConfig(process.env, flags.overrides);
   const log: Log = createLog(flags.logLevel);
-  // Calls are answered while tools start (shared/spawn-thread.ts): a spawn blocks its thread.
-  spawnOffThread();
+  // Tools start by posix_spawn, here (shared/spawn-native.ts); without the addon's, on a thread of
+  // their own, since libuv's spawn blocks its thread while it forks (shared/spawn-thread.ts).
+  spawnNatively(spawnOffThread);
 
   let metrics: Metrics | undefined;
   let endpoint: MetricsEndpoint | undefined;

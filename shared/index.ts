@@ -32,6 +32,7 @@ export { FILE_LOG_MAX_BYTES, fileSink, type Log, type LogFields, Logger, LOG_LEV
 export { observeSpawns, run, type SpawnRecord, spawnLog, toolEnv } from './runner.js';
 export { spawnBlockingHere } from './spawn-blocking.js';
 export { blockingFileCalls, blockingFileCallsWhile } from './fs-async.js';
+export { spawnNatively } from './spawn-native.js';
 export { spawnOffThread } from './spawn-thread.js';
 export { NATIVE_MOUNT_FILE, nativeMount, nativeMountBeside, observeSystemCalls, type SystemCallRecord, setNativeMountPath, systemCallLog } from './native-mount.js';
 export { type MountEntry, mountAt, readMounts } from './mountinfo.js';
