@@ -1,8 +1,9 @@
 // Builds native/*.c (mount(2), umount2(2), statx(2), statmount(2) and loop devices for the CSI server and the
-// FlexVolume executable) with node-gyp: run by `npm ci` (package.json "install"). The addon is a
-// fast path, not a requirement: without it every mount goes through mount(8), as before, so a
-// machine that cannot build it (no compiler, no Node headers) gets a warning that says what it
-// loses, not a failed install. shared/native-mount.ts loads it.
+// FlexVolume executable, posix_spawn for the CSI server's tools) with node-gyp: run by `npm ci` (package.json
+// "install"). The addon is a fast path, not a requirement: without it every mount goes through mount(8), and
+// the CSI server forks its tools from a thread of their own, as before, so a machine that cannot build it
+// (no compiler, no Node headers) gets a warning that says what it loses, not a failed install.
+// shared/native-mount.ts loads it.
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';

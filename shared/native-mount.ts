@@ -7,8 +7,9 @@ import { SPAWN_LOG_LIMIT } from './runner.js';
 
 /**
  * mount(2) and umount2(2) (here, or on libuv's threadpool), statx(2)'s mount-root bit and
- * statmount(2) (the last two for shared/mountinfo.ts), and a loop device's LOOP_CONFIGURE,
- * LOOP_CLR_FD and LOOP_SET_CAPACITY, from native/*.c, built by `npm ci` (scripts/build-native.mjs)
+ * statmount(2) (the last two for shared/mountinfo.ts), a loop device's LOOP_CONFIGURE,
+ * LOOP_CLR_FD and LOOP_SET_CAPACITY, and posix_spawn(3) for the CSI server's tools
+ * (shared/spawn-native.ts), from native/*.c, built by `npm ci` (scripts/build-native.mjs)
  * and put beside the CSI server and the FlexVolume executable by the build
  * (dist/csi/twinvol-mount.node, dist/flex/). Spawning mount(8) for a bind mount forks the process
  * and execs a tool, about 2 ms each way and the busiest part of a dir volume's NodePublishVolume and
