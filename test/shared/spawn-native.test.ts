@@ -1,4 +1,4 @@
-import { chmodSync, closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
@@ -79,6 +79,16 @@ describe('a tool started by posix_spawn', () => {
     const all = Array.from({ length: 20000 }, (_, i) => `${i + 1}\n`).join('');
     expect(r.stdout).toBe(`... (${all.length - 100} bytes left out)\n${all.slice(-100, -1)}`);
     expect(r.stderr).toBe('end');
+  });
+
+  it('answers many tools at once, each its own, and keeps none of their descriptors afterwards', async () => {
+    const open = () => readdirSync('/proc/self/fd').length;
+    const before = open();
+    const answers = await Promise.all(Array.from({ length: 64 }, (_, i) => runNatively(addonSpawn(), request('sh', ['-c', `echo out${i}; echo err${i} >&2; exit ${i % 5}`]))));
+    expect(answers.map((a) => [a.exitCode, a.stdout, a.stderr])).toEqual(Array.from({ length: 64 }, (_, i) => [i % 5, `out${i}`, `err${i}`]));
+    // The pipes and pidfds are closed by libuv's close callbacks, a turn of the loop after the answer.
+    for (let i = 0; i < 100 && open() > before; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(open()).toBe(before);
   });
 
   it('refuses arguments it cannot pass on as they are, starting nothing', () => {
