@@ -4,11 +4,15 @@
 #include <node_api.h>
 
 #define MAX_STRING 4096
+/* At most this many strings in an array argument (a tool's arguments, its environment). */
+#define MAX_ITEMS 4096
 
 int tv_string_arg(napi_env env, napi_value value, char *buf, int *present);
 int tv_flags_arg(napi_env env, napi_value value, unsigned long *flags);
 napi_value tv_errno_value(napi_env env, int err);
 int tv_args_with_path(napi_env env, napi_callback_info info, size_t want, napi_value *argv, char *path);
+int tv_vector_arg(napi_env env, napi_value value, char ***out);
+void tv_free_vector(char **v);
 
 napi_value tv_loop_attach(napi_env env, napi_callback_info info);
 napi_value tv_loop_detach(napi_env env, napi_callback_info info);

@@ -1,10 +1,11 @@
 /*
- * The argument and answer helpers every call of the addon shares (native/mount.c, native/loop.c):
- * strings copied into fixed buffers and refused when they hold a NUL, flags as a bounded integer,
- * an errno as a number.
+ * The argument and answer helpers every call of the addon shares (native/mount.c, native/loop.c,
+ * native/spawn.c): strings copied into fixed buffers and refused when they hold a NUL, arrays of
+ * them as NULL-terminated vectors, flags as a bounded integer, an errno as a number.
  */
 #include <errno.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include "addon.h"
 
@@ -47,4 +48,30 @@ int tv_args_with_path(napi_env env, napi_callback_info info, size_t want, napi_v
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != want) return EINVAL;
   if ((err = tv_string_arg(env, argv[0], path, &present))) return err;
   return present ? 0 : EINVAL;
+}
+
+/* Each string of a JS array copied into one NULL-terminated vector (freed with tv_free_vector); 0 or an errno. */
+int tv_vector_arg(napi_env env, napi_value value, char ***out) {
+  uint32_t n;
+  bool is_array;
+  if (napi_is_array(env, value, &is_array) != napi_ok || !is_array || napi_get_array_length(env, value, &n) != napi_ok) return EINVAL;
+  if (n > MAX_ITEMS) return E2BIG;
+  char **v = calloc(n + 1, sizeof *v);
+  if (!v) return ENOMEM;
+  *out = v;
+  for (uint32_t i = 0; i < n; i++) {
+    napi_value item;
+    int present = 0, err;
+    if (!(v[i] = malloc(MAX_STRING))) return ENOMEM;
+    if (napi_get_element(env, value, i, &item) != napi_ok) return EINVAL;
+    if ((err = tv_string_arg(env, item, v[i], &present))) return err;
+    if (!present) return EINVAL;
+  }
+  return 0;
+}
+
+void tv_free_vector(char **v) {
+  if (!v) return;
+  for (char **p = v; *p; p++) free(*p);
+  free(v);
 }

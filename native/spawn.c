@@ -19,6 +19,7 @@
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -29,11 +30,12 @@
 #define SYS_pidfd_open 434
 #endif
 
-/* At most this many arguments, environment entries or extra descriptors: more is not a tool call. */
-#define MAX_ITEMS 4096
+/* At most this many extra descriptors: the runner passes one, fd 3. */
 #define MAX_EXTRA_FDS 4
 /* A stream keeps up to twice its cap, then drops all but the latest cap bytes at once. */
 #define FIRST_BUFFER 4096
+/* How much of a stream one turn of the loop reads. */
+#define READ_BUDGET (1 << 20)
 
 struct child;
 
@@ -64,9 +66,13 @@ static int pidfd_open(pid_t pid) {
   return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
-/* Reads what the pipe holds now into the stream's buffer: 1 at its end (or an error), else 0. */
-static int drain(struct capture *c) {
-  for (;;) {
+/*
+ * Reads what the pipe holds into the stream's buffer, at most `budget` bytes: 1 at its end (or an
+ * error), else 0. The budget gives the loop back to the thread's other calls (and to the tool's
+ * deadline) however fast a tool writes; the poll, level-triggered, calls again for the rest.
+ */
+static int drain(struct capture *c, size_t budget) {
+  while (budget) {
     if (c->len == c->size) {
       size_t most = 2 * c->child->cap;
       if (c->size < most) {
@@ -81,18 +87,31 @@ static int drain(struct capture *c) {
         c->len = c->child->cap;
       }
     }
-    ssize_t n = read(c->fd, c->buf + c->len, c->size - c->len);
-    if (n > 0) c->len += (size_t)n;
-    else if (n < 0 && errno == EINTR) continue;
-    else return n < 0 && errno == EAGAIN ? 0 : 1;
+    size_t room = c->size - c->len;
+    ssize_t n = read(c->fd, c->buf + c->len, room < budget ? room : budget);
+    if (n > 0) {
+      c->len += (size_t)n;
+      budget -= (size_t)n;
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      return n < 0 && errno == EAGAIN ? 0 : 1;
+    }
   }
+  return 0;
+}
+
+/* What the pipe holds now, and no more: at the exit, a daemon still writing to it is not waited for. */
+static void drain_held(struct capture *c) {
+  int held = 0;
+  if (c->fd >= 0 && ioctl(c->fd, FIONREAD, &held) == 0 && held > 0) drain(c, (size_t)held);
 }
 
 static void on_output(uv_poll_t *poll, int status, int events) {
   (void)events;
   struct capture *c = poll->data;
   /* At the stream's end the poll stops: a pipe at its end is readable for ever. */
-  if (status < 0 || drain(c)) uv_poll_stop(poll);
+  if (status < 0 || drain(c, READ_BUDGET)) uv_poll_stop(poll);
 }
 
 static void closed(struct child *ch) {
@@ -171,8 +190,7 @@ static void on_tool_exit(uv_poll_t *poll, int status, int events) {
   do r = waitid(P_PID, (id_t)ch->pid, &info, WEXITED | WNOHANG);
   while (r < 0 && errno == EINTR);
   if (r == 0 && info.si_pid == 0) return; /* readable before the exit is reapable: wait on */
-  for (int i = 0; i < 2; i++)
-    if (ch->out[i].fd >= 0) drain(&ch->out[i]);
+  for (int i = 0; i < 2; i++) drain_held(&ch->out[i]);
   answer(ch, r == 0 ? &info : NULL);
   release(ch);
 }
@@ -181,32 +199,6 @@ static void on_tool_exit(uv_poll_t *poll, int status, int events) {
 static void on_teardown(napi_async_cleanup_hook_handle handle, void *arg) {
   (void)handle;
   release(arg);
-}
-
-/* Each string of a JS array copied into one NULL-terminated vector (freed with free_vector); 0 or an errno. */
-static int vector_arg(napi_env env, napi_value value, char ***out) {
-  uint32_t n;
-  bool is_array;
-  if (napi_is_array(env, value, &is_array) != napi_ok || !is_array || napi_get_array_length(env, value, &n) != napi_ok) return EINVAL;
-  if (n > MAX_ITEMS) return E2BIG;
-  char **v = calloc(n + 1, sizeof *v);
-  if (!v) return ENOMEM;
-  *out = v;
-  for (uint32_t i = 0; i < n; i++) {
-    napi_value item;
-    int present = 0, err;
-    if (!(v[i] = malloc(MAX_STRING))) return ENOMEM;
-    if (napi_get_element(env, value, i, &item) != napi_ok) return EINVAL;
-    if ((err = tv_string_arg(env, item, v[i], &present))) return err;
-    if (!present) return EINVAL;
-  }
-  return 0;
-}
-
-static void free_vector(char **v) {
-  if (!v) return;
-  for (char **p = v; *p; p++) free(*p);
-  free(v);
 }
 
 /*
@@ -366,9 +358,9 @@ napi_value tv_spawn_tool(napi_env env, napi_callback_info info) {
   if (napi_get_cb_info(env, info, &argc, args, NULL, NULL) != napi_ok || argc != 6) return tv_errno_value(env, -EINVAL);
   err = tv_string_arg(env, args[0], file, &present);
   if (!err && !present) err = EINVAL;
-  if (!err) err = vector_arg(env, args[1], &argv);
+  if (!err) err = tv_vector_arg(env, args[1], &argv);
   if (!err && !argv[0]) err = EINVAL;
-  if (!err) err = vector_arg(env, args[2], &envp);
+  if (!err) err = tv_vector_arg(env, args[2], &envp);
   if (!err) err = fds_arg(env, args[3], extra, &nextra);
   if (!err && (napi_get_value_int64(env, args[4], &cap) != napi_ok || cap < 1 || cap > (1 << 30))) err = EINVAL;
   if (!err && (napi_typeof(env, args[5], &type) != napi_ok || type != napi_function)) err = EINVAL;
@@ -381,7 +373,7 @@ napi_value tv_spawn_tool(napi_env env, napi_callback_info info) {
     else
       err = watch(env, args[5], pid, out_r, (size_t)cap);
   }
-  free_vector(argv);
-  free_vector(envp);
+  tv_free_vector(argv);
+  tv_free_vector(envp);
   return tv_errno_value(env, err ? -err : pid);
 }
