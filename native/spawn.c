@@ -148,31 +148,22 @@ static void release(struct child *ch) {
   }
 }
 
-static napi_value number_or_null(napi_env env, int present, int value) {
-  napi_value v;
-  if (present) napi_create_int32(env, value, &v);
-  else napi_get_null(env, &v);
-  return v;
-}
-
-/* callback(code | null, signal | null, stdout, stdout bytes dropped, stderr, stderr bytes dropped) */
+/* callback(code | null (a signal ended it), stdout, stdout bytes dropped, stderr, stderr bytes dropped) */
 static void answer(struct child *ch, const siginfo_t *info) {
   napi_env env = ch->env;
   napi_handle_scope scope;
-  napi_value callback, global, result, argv[6];
+  napi_value callback, global, result, argv[5];
   if (napi_open_handle_scope(env, &scope) != napi_ok) return;
-  int exited = info && info->si_code == CLD_EXITED;
-  int killed = info && (info->si_code == CLD_KILLED || info->si_code == CLD_DUMPED);
-  argv[0] = number_or_null(env, exited, exited ? info->si_status : 0);
-  argv[1] = number_or_null(env, killed, killed ? info->si_status : 0);
+  if (info && info->si_code == CLD_EXITED) napi_create_int32(env, info->si_status, &argv[0]);
+  else napi_get_null(env, &argv[0]);
   for (int i = 0; i < 2; i++) {
     struct capture *c = &ch->out[i];
-    napi_create_buffer_copy(env, c->len, c->len ? c->buf : "", NULL, &argv[2 + 2 * i]);
-    napi_create_double(env, (double)c->dropped, &argv[3 + 2 * i]);
+    napi_create_buffer_copy(env, c->len, c->len ? c->buf : "", NULL, &argv[1 + 2 * i]);
+    napi_create_double(env, (double)c->dropped, &argv[2 + 2 * i]);
   }
   napi_get_reference_value(env, ch->callback, &callback);
   napi_get_global(env, &global);
-  if (napi_make_callback(env, ch->context, global, callback, 6, argv, &result) == napi_pending_exception) {
+  if (napi_make_callback(env, ch->context, global, callback, 5, argv, &result) == napi_pending_exception) {
     napi_value err;
     /* Thrown by the callback: raised as uncaught, as a throw in any other event's callback is. */
     if (napi_get_and_clear_last_exception(env, &err) == napi_ok) napi_fatal_exception(env, err);

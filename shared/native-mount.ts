@@ -83,8 +83,6 @@ export interface NativeSpawn {
 export interface ToolExit {
   /** Its exit code; null when a signal ended it. */
   code: number | null;
-  /** The signal that ended it, as a number. */
-  signal: number | null;
   stdout: Buffer;
   /** How many bytes of stdout were written before those kept. */
   stdoutDropped: number;
@@ -92,14 +90,13 @@ export interface ToolExit {
   stderrDropped: number;
 }
 
-/** native/spawn.c's callback arguments, read: (code | null, signal | null, stdout, dropped, stderr, dropped). */
+/** native/spawn.c's callback arguments, read: (code | null, stdout, dropped, stderr, dropped). */
 function toolExit(args: unknown[]): ToolExit {
-  const [code, signal, stdout, stdoutDropped, stderr, stderrDropped] = args;
-  const count = (n: unknown) => (Number.isSafeInteger(n) && (n as number) >= 0 ? (n as number) : 0);
+  const [code, stdout, stdoutDropped, stderr, stderrDropped] = args;
+  const count = (n: unknown) => (typeof n === 'number' && Number.isSafeInteger(n) && n >= 0 ? n : 0);
   const bytes = (b: unknown) => (Buffer.isBuffer(b) ? b : Buffer.alloc(0));
   return {
-    code: Number.isInteger(code) ? (code as number) : null,
-    signal: Number.isInteger(signal) ? (signal as number) : null,
+    code: typeof code === 'number' && Number.isInteger(code) ? code : null,
     stdout: bytes(stdout),
     stdoutDropped: count(stdoutDropped),
     stderr: bytes(stderr),
@@ -114,8 +111,8 @@ function nativeSpawn(spawnTool: unknown, spawnSupported: unknown): NativeSpawn |
     supported: () => spawnSupported() === 0,
     start(file, argv, env, extraFds, cap, onExit) {
       const answer: unknown = spawnTool(file, argv, env, extraFds, cap, (...args: unknown[]) => onExit(toolExit(args)));
-      if (Number.isInteger(answer) && (answer as number) > 0) return { pid: answer as number };
-      return { errno: Number.isInteger(answer) && (answer as number) < 0 ? -(answer as number) : -1 };
+      if (typeof answer !== 'number' || !Number.isInteger(answer) || answer === 0) return { errno: -1 };
+      return answer > 0 ? { pid: answer } : { errno: -answer };
     },
   };
 }
