@@ -2,9 +2,10 @@ import { chmodSync, closeSync, mkdtempSync, openSync, readdirSync, readFileSync,
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { nativeMount, type NativeSpawn, setNativeMountPath, type ToolExit } from '../../shared/native-mount.js';
+import { type NativeSpawn, parseAddon, setNativeMountPath, type ToolExit } from '../../shared/native-mount.js';
 import { OUTPUT_CAP, run, type SpawnRequest, setSpawner, spawnHere } from '../../shared/runner.js';
 import { runNatively, spawnNatively } from '../../shared/spawn-native.js';
+import { addonExports, builtAddon } from './built-addon.js';
 
 // The rules every spawner keeps are in test/shared/runner.test.ts, which runs this one among them.
 // Here: what posix_spawn could get wrong that libuv's fork and exec get right, and the addon's edges.
@@ -16,8 +17,8 @@ beforeEach(() => {
 afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
 function addonSpawn(): NativeSpawn {
-  const spawn = nativeMount()?.spawnTool;
-  if (!spawn?.supported()) throw new Error('build/Release/twinvol_mount.node cannot spawn: run npm ci (scripts/build-native.mjs)');
+  const spawn = builtAddon('spawnTool').spawnTool;
+  if (!spawn.supported()) throw new Error('pidfd_open(2) refused here: the native spawn needs Linux 5.3 and a seccomp profile that allows it');
   return spawn;
 }
 
@@ -119,6 +120,40 @@ describe('a tool started by posix_spawn', () => {
     expect(began).toHaveProperty('pid');
     if ('pid' in began) process.kill(began.pid, 'SIGTERM');
     expect(await exit).toMatchObject({ code: null, stdout: Buffer.alloc(0), stderr: Buffer.alloc(0) });
+  });
+});
+
+describe("the addon's spawn, as shared/native-mount.ts parseAddon reads it", () => {
+  const parsed = (spawnTool: unknown, spawnSupported: unknown = () => 0) => parseAddon(addonExports({ spawnTool, spawnSupported }))?.spawnTool;
+
+  it('is there only with both of its calls, and only supported where the addon says 0', () => {
+    expect(parseAddon(addonExports())?.spawnTool).toBeUndefined();
+    expect(parsed(() => 7, null)).toBeUndefined();
+    expect(parsed(undefined)).toBeUndefined();
+    expect(parsed(() => 7)?.supported()).toBe(true);
+    expect(parsed(() => 7, () => 38)?.supported()).toBe(false);
+  });
+
+  it('takes a positive integer for a pid and a negative one for an errno; anything else is a failed start', () => {
+    const start = (answer: unknown) => parsed(() => answer)?.start('x', ['x'], [], [], 1, () => undefined);
+    expect([7, -2, 0, 1.5, '7', null].map(start)).toEqual([{ pid: 7 }, { errno: 2 }, { errno: -1 }, { errno: -1 }, { errno: -1 }, { errno: -1 }]);
+  });
+
+  it('reads the exit it is called back with, a field it cannot read as nothing', () => {
+    const exits: ToolExit[] = [];
+    // An addon that calls back at once with `args`, and answers a pid.
+    const callingBack = (...args: unknown[]) => (...given: unknown[]) => {
+      const onExit = given[5];
+      if (typeof onExit === 'function') onExit(...args);
+      return 7;
+    };
+    const callBack = (...args: unknown[]) => parsed(callingBack(...args))?.start('x', ['x'], [], [], 1, (e) => exits.push(e));
+    callBack(3, Buffer.from('out'), 2, Buffer.from('err'), 0);
+    callBack(null, 'out', -1, undefined, 2 ** 60);
+    expect(exits).toEqual([
+      { code: 3, stdout: Buffer.from('out'), stdoutDropped: 2, stderr: Buffer.from('err'), stderrDropped: 0 },
+      { code: null, stdout: Buffer.alloc(0), stdoutDropped: 0, stderr: Buffer.alloc(0), stderrDropped: 0 },
+    ]);
   });
 });
 
