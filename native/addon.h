@@ -13,6 +13,7 @@ napi_value tv_errno_value(napi_env env, int err);
 int tv_args_with_path(napi_env env, napi_callback_info info, size_t want, napi_value *argv, char *path);
 int tv_vector_arg(napi_env env, napi_value value, char ***out);
 void tv_free_vector(char **v);
+int tv_fds_arg(napi_env env, napi_value value, int *fds, uint32_t most, uint32_t *n);
 
 napi_value tv_loop_attach(napi_env env, napi_callback_info info);
 napi_value tv_loop_detach(napi_env env, napi_callback_info info);
@@ -20,5 +21,6 @@ napi_value tv_loop_refresh(napi_env env, napi_callback_info info);
 napi_value tv_close_fd(napi_env env, napi_callback_info info);
 napi_value tv_spawn_tool(napi_env env, napi_callback_info info);
 napi_value tv_spawn_supported(napi_env env, napi_callback_info info);
+napi_value tv_spawn_driver(napi_env env, napi_callback_info info);
 
 #endif

@@ -75,3 +75,20 @@ void tv_free_vector(char **v) {
   for (char **p = v; *p; p++) free(*p);
   free(v);
 }
+
+/*
+ * Descriptors to hand a child from its fd 3 on (native/spawn.c): at most `most`, each an integer of
+ * at least 3, so that none is overwritten by the dup2 of another.
+ */
+int tv_fds_arg(napi_env env, napi_value value, int *fds, uint32_t most, uint32_t *n) {
+  bool is_array;
+  if (napi_is_array(env, value, &is_array) != napi_ok || !is_array || napi_get_array_length(env, value, n) != napi_ok) return EINVAL;
+  if (*n > most) return E2BIG;
+  for (uint32_t i = 0; i < *n; i++) {
+    napi_value item;
+    int32_t fd;
+    if (napi_get_element(env, value, i, &item) != napi_ok || napi_get_value_int32(env, item, &fd) != napi_ok || fd < 3) return EBADF;
+    fds[i] = fd;
+  }
+  return 0;
+}

@@ -273,6 +273,7 @@ NAPI_MODULE_INIT() {
   set_function(env, exports, "closeFd", tv_close_fd);
   set_function(env, exports, "spawnTool", tv_spawn_tool);
   set_function(env, exports, "spawnSupported", tv_spawn_supported);
+  set_function(env, exports, "spawnDriver", tv_spawn_driver);
   for (size_t i = 0; i < sizeof CONSTANTS / sizeof CONSTANTS[0]; i++) set_number(env, exports, CONSTANTS[i].name, (double)CONSTANTS[i].value);
   return exports;
 }

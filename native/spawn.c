@@ -220,8 +220,11 @@ static int start(const char *file, char **argv, char **envp, const posix_spawn_f
   return err;
 }
 
-/* The child's descriptors (0 on /dev/null, 1 and 2 the pipes, then the extra ones) and signals (all default, none blocked). */
-static int spawn_tool(const char *file, char **argv, char **envp, const int *extra, uint32_t nextra, int out_w[2], pid_t *pid) {
+/*
+ * The child's descriptors (0 on /dev/null, `out_w` on 1 and 2, then the extra ones), signals (all
+ * default, none blocked) and, if `group`, a process group of its own with it as the leader.
+ */
+static int spawn_tool(const char *file, char **argv, char **envp, const int *extra, uint32_t nextra, const int out_w[2], int group, pid_t *pid) {
   posix_spawn_file_actions_t actions;
   posix_spawnattr_t attr;
   sigset_t none, all;
@@ -236,7 +239,8 @@ static int spawn_tool(const char *file, char **argv, char **envp, const int *ext
   /* Node ignores SIGPIPE and a thread may block signals: the tool starts with neither. */
   err = posix_spawnattr_setsigmask(&attr, &none);
   if (!err) err = posix_spawnattr_setsigdefault(&attr, &all);
-  if (!err) err = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  if (!err) err = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | (group ? POSIX_SPAWN_SETPGROUP : 0));
+  if (!err && group) err = posix_spawnattr_setpgroup(&attr, 0);
   if (!err) err = posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   for (int i = 0; i < 2 && !err; i++) err = posix_spawn_file_actions_adddup2(&actions, out_w[i], i + 1);
   for (uint32_t i = 0; i < nextra && !err; i++) err = posix_spawn_file_actions_adddup2(&actions, extra[i], 3 + (int)i);
@@ -250,22 +254,11 @@ static int spawn_tool(const char *file, char **argv, char **envp, const int *ext
   return err;
 }
 
-/* The extra descriptors: each an integer of at least 3, so that none is overwritten by the dup2 of another. */
-static int fds_arg(napi_env env, napi_value value, int *fds, uint32_t *n) {
-  bool is_array;
-  if (napi_is_array(env, value, &is_array) != napi_ok || !is_array || napi_get_array_length(env, value, n) != napi_ok) return EINVAL;
-  if (*n > MAX_EXTRA_FDS) return E2BIG;
-  for (uint32_t i = 0; i < *n; i++) {
-    napi_value item;
-    int32_t fd;
-    if (napi_get_element(env, value, i, &item) != napi_ok || napi_get_value_int32(env, item, &fd) != napi_ok || fd < 3) return EBADF;
-    fds[i] = fd;
-  }
-  return 0;
-}
-
-/* Watches a started tool, keeping `cap` bytes of each stream: 0, or an errno (the tool is then killed and reaped here). */
-static int watch(napi_env env, napi_value callback, pid_t pid, int out_r[2], size_t cap) {
+/*
+ * Watches a started tool, keeping `cap` bytes of each of its `nout` piped streams (2, or 0 when it
+ * writes to a file): 0, or an errno (the tool is then killed and reaped here).
+ */
+static int watch(napi_env env, napi_value callback, pid_t pid, const int *out_r, int nout, size_t cap) {
   uv_loop_t *loop = NULL;
   napi_value name;
   struct child *ch = calloc(1, sizeof *ch);
@@ -277,7 +270,7 @@ static int watch(napi_env env, napi_value callback, pid_t pid, int out_r[2], siz
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
     if (pidfd >= 0) close(pidfd);
-    for (int i = 0; i < 2; i++) close(out_r[i]);
+    for (int i = 0; i < nout; i++) close(out_r[i]);
     free(ch);
     return err;
   }
@@ -290,8 +283,9 @@ static int watch(napi_env env, napi_value callback, pid_t pid, int out_r[2], siz
   for (int i = 0; i < 2; i++) {
     struct capture *c = &ch->out[i];
     c->child = ch;
-    c->fd = out_r[i];
+    c->fd = i < nout ? out_r[i] : -1;
     c->poll.data = c;
+    if (c->fd < 0) continue;
     if (uv_poll_init(loop, &c->poll, c->fd)) {
       close(c->fd);
       c->fd = -1;
@@ -332,6 +326,17 @@ static int pipes(int out_r[2], int out_w[2]) {
   return 0;
 }
 
+/* The command both starts take first: a file, its argv (at least argv[0]) and its environment. */
+static int command_args(napi_env env, napi_value *args, char *file, char ***argv, char ***envp) {
+  int present = 0;
+  int err = tv_string_arg(env, args[0], file, &present);
+  if (!err && !present) err = EINVAL;
+  if (!err) err = tv_vector_arg(env, args[1], argv);
+  if (!err && !(*argv)[0]) err = EINVAL;
+  if (!err) err = tv_vector_arg(env, args[2], envp);
+  return err;
+}
+
 /*
  * spawnTool(file, argv, env, extraFds, cap, callback): the tool's pid, or a negative errno when it
  * could not be started (bad arguments: EINVAL, E2BIG, EBADF, ENAMETOOLONG). The callback is called
@@ -341,29 +346,52 @@ napi_value tv_spawn_tool(napi_env env, napi_callback_info info) {
   size_t argc = 6;
   napi_value args[6];
   char file[MAX_STRING], **argv = NULL, **envp = NULL;
-  int present = 0, extra[MAX_EXTRA_FDS], out_r[2], out_w[2], err;
+  int extra[MAX_EXTRA_FDS], out_r[2], out_w[2], err;
   uint32_t nextra = 0;
   int64_t cap = 0;
   napi_valuetype type;
   pid_t pid = 0;
   if (napi_get_cb_info(env, info, &argc, args, NULL, NULL) != napi_ok || argc != 6) return tv_errno_value(env, -EINVAL);
-  err = tv_string_arg(env, args[0], file, &present);
-  if (!err && !present) err = EINVAL;
-  if (!err) err = tv_vector_arg(env, args[1], &argv);
-  if (!err && !argv[0]) err = EINVAL;
-  if (!err) err = tv_vector_arg(env, args[2], &envp);
-  if (!err) err = fds_arg(env, args[3], extra, &nextra);
+  err = command_args(env, args, file, &argv, &envp);
+  if (!err) err = tv_fds_arg(env, args[3], extra, MAX_EXTRA_FDS, &nextra);
   if (!err && (napi_get_value_int64(env, args[4], &cap) != napi_ok || cap < 1 || cap > (1 << 30))) err = EINVAL;
   if (!err && (napi_typeof(env, args[5], &type) != napi_ok || type != napi_function)) err = EINVAL;
   if (!err) err = pipes(out_r, out_w);
   if (!err) {
-    err = spawn_tool(file, argv, envp, extra, nextra, out_w, &pid);
+    err = spawn_tool(file, argv, envp, extra, nextra, out_w, 0, &pid);
     for (int i = 0; i < 2; i++) close(out_w[i]);
     if (err)
       for (int i = 0; i < 2; i++) close(out_r[i]);
     else
-      err = watch(env, args[5], pid, out_r, (size_t)cap);
+      err = watch(env, args[5], pid, out_r, 2, (size_t)cap);
   }
+  tv_free_vector(argv);
+  tv_free_vector(envp);
+  return tv_errno_value(env, err ? -err : pid);
+}
+
+/*
+ * spawnDriver(file, argv, env, outputFd, callback): a third-party FlexVolume driver
+ * (shared/backends/exec-run-native.ts), started as spawnTool starts a tool but with `outputFd` (an
+ * open file) as both its stdout and stderr, as kubelet's combined output, and as the leader of a
+ * process group of its own, so that a deadline can end all it started. Its pid, or a negative errno;
+ * the callback is called once, at its exit, as spawnTool's (with both streams empty).
+ */
+napi_value tv_spawn_driver(napi_env env, napi_callback_info info) {
+  size_t argc = 5;
+  napi_value args[5];
+  char file[MAX_STRING], **argv = NULL, **envp = NULL;
+  int out[2], err;
+  int32_t fd = -1;
+  napi_valuetype type;
+  pid_t pid = 0;
+  if (napi_get_cb_info(env, info, &argc, args, NULL, NULL) != napi_ok || argc != 5) return tv_errno_value(env, -EINVAL);
+  err = command_args(env, args, file, &argv, &envp);
+  if (!err && (napi_get_value_int32(env, args[3], &fd) != napi_ok || fd < 3)) err = EBADF;
+  if (!err && (napi_typeof(env, args[4], &type) != napi_ok || type != napi_function)) err = EINVAL;
+  out[0] = out[1] = fd;
+  if (!err) err = spawn_tool(file, argv, envp, NULL, 0, out, 1, &pid);
+  if (!err) err = watch(env, args[4], pid, NULL, 0, 1);
   tv_free_vector(argv);
   tv_free_vector(envp);
   return tv_errno_value(env, err ? -err : pid);

@@ -9,11 +9,11 @@ import { SPAWN_LOG_LIMIT } from './runner.js';
  * mount(2) and umount2(2) (here, or on libuv's threadpool), statx(2)'s mount-root bit and
  * statmount(2) (the last two for shared/mountinfo.ts), a loop device's LOOP_CONFIGURE,
  * LOOP_CLR_FD and LOOP_SET_CAPACITY, and posix_spawn(3) for the CSI server's tools
- * (shared/spawn-native.ts), from native/*.c, built by `npm ci` (scripts/build-native.mjs)
- * and put beside the CSI server and the FlexVolume executable by the build
- * (dist/csi/twinvol-mount.node, dist/flex/). Spawning mount(8) for a bind mount forks the process
- * and execs a tool, about 2 ms each way and the busiest part of a dir volume's NodePublishVolume and
- * NodeUnpublishVolume; the system call takes tens of microseconds.
+ * (shared/spawn-native.ts) and third-party drivers (shared/backends/exec-run-native.ts), from
+ * native/*.c, built by `npm ci` (scripts/build-native.mjs) and put beside the CSI server and the
+ * FlexVolume executable by the build (dist/csi/twinvol-mount.node, dist/flex/). Spawning mount(8)
+ * for a bind mount forks the process and execs a tool, about 2 ms each way and the busiest part of a
+ * dir volume's NodePublishVolume and NodeUnpublishVolume; the system call takes tens of microseconds.
  *
  * A fast path only (shared/mounter.ts): where the addon is missing (a machine that could not build
  * it, an executable without it beside), or a call fails, the same step goes through mount(8),
@@ -77,6 +77,12 @@ export interface NativeSpawn {
    * `onExit` is called once, when it exits, with the latest `cap` bytes (at least) of each stream.
    */
   start(file: string, argv: readonly string[], env: readonly string[], extraFds: readonly number[], cap: number, onExit: (exit: ToolExit) => void): { pid: number } | { errno: number };
+  /**
+   * Starts a third-party FlexVolume driver as `start` starts a tool, but with `outputFd` as both its
+   * stdout and stderr and in a process group of its own (its pid is the group's id). `onExit` gets
+   * its exit code, null when a signal ended it. Absent in an addon built before it had this.
+   */
+  startDriver?(file: string, argv: readonly string[], env: readonly string[], outputFd: number, onExit: (code: number | null) => void): { pid: number } | { errno: number };
 }
 
 /** How a natively started tool ended, and what it wrote. */
@@ -104,17 +110,22 @@ function toolExit(args: unknown[]): ToolExit {
   };
 }
 
-/** The addon's spawnTool and spawnSupported, typed; undefined when it lacks either. */
-function nativeSpawn(spawnTool: unknown, spawnSupported: unknown): NativeSpawn | undefined {
+/** The addon's spawnTool, spawnSupported and (optional) spawnDriver, typed; undefined when it lacks either of the first two. */
+function nativeSpawn(spawnTool: unknown, spawnSupported: unknown, spawnDriver: unknown): NativeSpawn | undefined {
   if (typeof spawnTool !== 'function' || typeof spawnSupported !== 'function') return undefined;
   return {
     supported: () => spawnSupported() === 0,
-    start(file, argv, env, extraFds, cap, onExit) {
-      const answer: unknown = spawnTool(file, argv, env, extraFds, cap, (...args: unknown[]) => onExit(toolExit(args)));
-      if (typeof answer !== 'number' || !Number.isInteger(answer) || answer === 0) return { errno: -1 };
-      return answer > 0 ? { pid: answer } : { errno: -answer };
-    },
+    start: (file, argv, env, extraFds, cap, onExit) => pidAnswer(spawnTool(file, argv, env, extraFds, cap, (...args: unknown[]) => onExit(toolExit(args)))),
+    ...(typeof spawnDriver === 'function'
+      ? { startDriver: (file: string, argv: readonly string[], env: readonly string[], outputFd: number, onExit: (code: number | null) => void) => pidAnswer(spawnDriver(file, argv, env, outputFd, (...args: unknown[]) => onExit(toolExit(args).code))) }
+      : {}),
   };
+}
+
+/** A start's answer: a pid (a positive integer), else the errno it is the negative of; anything else, unreadable. */
+function pidAnswer(answer: unknown): { pid: number } | { errno: number } {
+  if (typeof answer !== 'number' || !Number.isInteger(answer) || answer === 0) return { errno: -1 };
+  return answer > 0 ? { pid: answer } : { errno: -answer };
 }
 
 /** A mount as /proc/self/mountinfo names it: its id, its parent's id, and where it is mounted. */
@@ -189,7 +200,7 @@ export function parseAddon(exports: unknown): NativeMount | undefined {
   const top = e.get('topMount');
   const topMount = typeof top === 'function' ? (path: string) => topMountAnswer(top(path)) : () => undefined;
   const [attach, detach, refresh, closeFd, mountAsync, umountAsync] = ['loopAttach', 'loopDetach', 'loopRefresh', 'closeFd', 'mountAsync', 'umountAsync'].map((f) => e.get(f));
-  const spawnTool = nativeSpawn(e.get('spawnTool'), e.get('spawnSupported'));
+  const spawnTool = nativeSpawn(e.get('spawnTool'), e.get('spawnSupported'), e.get('spawnDriver'));
   const flags: Partial<Flags> = {};
   for (const n of NUMBERS) {
     const value = e.get(n);

@@ -157,6 +157,24 @@ describe("the addon's spawn, as shared/native-mount.ts parseAddon reads it", () 
   });
 });
 
+describe("the addon's driver start, as parseAddon reads it", () => {
+  it('is there only beside spawnTool, and reads a pid, an errno and the exit code as the tool start does', () => {
+    const codes: (number | null)[] = [];
+    // An addon whose spawnDriver calls back at once with `code`, and answers `answer`.
+    const spawnDriver = (answer: unknown, code: unknown) => (...given: unknown[]) => {
+      const onExit = given[4];
+      if (typeof onExit === 'function') onExit(code, Buffer.alloc(0), 0, Buffer.alloc(0), 0);
+      return answer;
+    };
+    const parsed = (driver: unknown, tool: unknown = () => 7) => parseAddon(addonExports({ spawnTool: tool, spawnSupported: () => 0, spawnDriver: driver }))?.spawnTool;
+    expect(parsed(undefined)?.startDriver).toBeUndefined();
+    expect(parsed(() => 7, null)).toBeUndefined();
+    const start = (answer: unknown, code: unknown) => parsed(spawnDriver(answer, code))?.startDriver?.('x', ['x'], [], 3, (c) => codes.push(c));
+    expect([start(9, 0), start(-13, 1), start('9', 2), start(9, 'x')]).toEqual([{ pid: 9 }, { errno: 13 }, { errno: -1 }, { pid: 9 }]);
+    expect(codes).toEqual([0, 1, 2, null]);
+  });
+});
+
 describe('spawnNatively', () => {
   afterEach(() => {
     setSpawner(spawnHere);
