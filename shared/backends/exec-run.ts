@@ -2,12 +2,16 @@ import { open, unlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execa } from 'execa';
-import { OUTPUT_CAP, toolEnv } from '../runner.js';
+import { nativeMount } from '../native-mount.js';
+import { envPairs, OUTPUT_CAP, toolEnv } from '../runner.js';
+import { runDriverNatively } from './exec-run-native.js';
 
 /**
- * Runs one third-party FlexVolume driver call. This is the one place execa is used, and only the CSI
- * server reaches it: the FlexVolume executable (flex/main.ts) never does, so its start-up stays lean
- * (test/exec/bundle.test.ts checks the bundle).
+ * Runs one third-party FlexVolume driver call: started by the addon's posix_spawn where it can
+ * (shared/backends/exec-run-native.ts, with the same rules), else by execa, the one place execa is
+ * used. The CSI server and the operator's CLI (`twinvol flex check`, `compare`) reach it; the
+ * FlexVolume executable (flex/main.ts) never does, so its start-up stays lean (test/exec/bundle.test.ts
+ * checks the bundle).
  *
  * Why not shared/runner.ts: that runner is for twinvol's own tools; a driver is someone else's program
  * that may hang, fork, or leave a daemon behind, and kubelet's contract with it differs (one combined
@@ -17,9 +21,10 @@ import { OUTPUT_CAP, toolEnv } from '../runner.js';
  *   so the two streams interleave in the order written, as Go's CombinedOutput gives kubelet). No pipe
  *   exists for a daemon the driver leaves behind (FUSE helpers do) to hold open, so the call ends when
  *   the driver exits, never when the last holder of a pipe goes.
- * - Deadline: execa's `timeout` stops the driver (SIGTERM, SIGKILL `forceKillAfterDelay` later); the
- *   driver runs as the leader of its own process group (`detached`), and the whole group is killed as
- *   soon as the call settles past its deadline, so nothing it started (a hung `mount`) lives on.
+ * - Deadline: the driver gets SIGTERM, and SIGKILL `graceMs` later (execa's `timeout` and
+ *   `forceKillAfterDelay`, or the native path's timers). It runs as the leader of its own process
+ *   group (execa's `detached`), and the whole group is killed as soon as the call settles past its
+ *   deadline, so nothing it started (a hung `mount`) lives on.
  * - A driver that exits normally keeps what it deliberately left running in its group (a FUSE daemon
  *   serving the mount it just made; killing it would break the mount), but that cannot delay the reply.
  */
@@ -34,18 +39,26 @@ export interface DriverRunOptions {
    * play kubelet in a scratch world). Default: this process's, with the sbin directories on the PATH.
    */
   env?: Readonly<Record<string, string>>;
+  /** How the driver is started; by default posix_spawn where the addon can, else execa. */
+  spawner?: DriverSpawner;
 }
 
-export interface DriverRun {
-  /** -1 when killed by a signal or never started. */
-  exitCode: number;
-  signal?: string;
-  timedOut: boolean;
+/** The addon's posix_spawn (shared/backends/exec-run-native.ts), or execa. */
+export type DriverSpawner = 'posix_spawn' | 'execa';
+
+export interface DriverRun extends DriverStarted {
   /** Combined stdout and stderr, in order, capped at OUTPUT_CAP bytes. */
   output: string;
+  durationMs: number;
+}
+
+/** How a driver's run ended, whichever spawner ran it. */
+export interface DriverStarted {
+  /** -1 when killed by a signal or never started. */
+  exitCode: number;
+  timedOut: boolean;
   /** Why the driver could not be started at all. */
   startError?: string;
-  durationMs: number;
   pid?: number;
 }
 
@@ -60,36 +73,43 @@ export async function runDriver(executable: string, args: readonly string[], opt
     await unlink(outPath);
     const [file, ...rest] = [...(opts.prefix ?? []), executable, ...args];
     if (file === undefined) throw new Error('no command');
-    const subprocess = execa(file, rest, {
-      stdin: 'ignore',
-      stdout: descriptor(out.fd),
-      stderr: descriptor(out.fd),
-      detached: true,
-      timeout: opts.timeoutMs,
-      killSignal: 'SIGTERM',
-      forceKillAfterDelay: opts.graceMs,
-      reject: false,
-      // kubelet runs a driver with its own environment; the PATH gains the sbin directories.
-      extendEnv: opts.env === undefined,
-      env: opts.env ?? { PATH: toolPath() },
-    });
-    const pid = subprocess.pid;
-    const result = await subprocess;
-    if (result.timedOut && pid !== undefined) killGroup(pid);
+    const native = opts.spawner === 'execa' ? undefined : nativeMount()?.spawnTool;
+    const startDriver = native?.supported() ? native.startDriver : undefined;
+    if (opts.spawner === 'posix_spawn' && !startDriver) throw new Error('the addon cannot start a driver here');
+    const ended = startDriver
+      ? await runDriverNatively(startDriver, file, rest, envPairs(opts.env ?? { ...process.env, PATH: toolPath() }), out.fd, opts)
+      : await runWithExeca(file, rest, out.fd, opts);
     const output = await readAll(out);
-    const spawnFailed = result.failed && result.exitCode === undefined && result.signal === undefined && !result.timedOut;
-    return {
-      exitCode: result.exitCode ?? -1,
-      ...(result.signal ? { signal: result.signal } : {}),
-      timedOut: result.timedOut,
-      output,
-      ...(spawnFailed ? { startError: result.shortMessage } : {}),
-      durationMs: performance.now() - started,
-      ...(pid !== undefined ? { pid } : {}),
-    };
+    return { ...ended, output, durationMs: performance.now() - started };
   } finally {
     await out.close();
   }
+}
+
+async function runWithExeca(file: string, args: readonly string[], outputFd: number, opts: DriverRunOptions): Promise<DriverStarted> {
+  const subprocess = execa(file, args, {
+    stdin: 'ignore',
+    stdout: descriptor(outputFd),
+    stderr: descriptor(outputFd),
+    detached: true,
+    timeout: opts.timeoutMs,
+    killSignal: 'SIGTERM',
+    forceKillAfterDelay: opts.graceMs,
+    reject: false,
+    // kubelet runs a driver with its own environment; the PATH gains the sbin directories.
+    extendEnv: opts.env === undefined,
+    env: opts.env ?? { PATH: toolPath() },
+  });
+  const pid = subprocess.pid;
+  const result = await subprocess;
+  if (result.timedOut && pid !== undefined) killGroup(pid);
+  const spawnFailed = result.failed && result.exitCode === undefined && result.signal === undefined && !result.timedOut;
+  return {
+    exitCode: result.exitCode ?? -1,
+    timedOut: result.timedOut,
+    ...(spawnFailed ? { startError: result.shortMessage } : {}),
+    ...(pid !== undefined ? { pid } : {}),
+  };
 }
 
 /**

@@ -1,0 +1,148 @@
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { type DriverRunOptions, type DriverSpawner, runDriver } from '../../shared/backends/exec-run.js';
+import { OUTPUT_CAP } from '../../shared/runner.js';
+import { builtAddon } from '../shared/built-addon.js';
+import { eventually } from '../helpers/eventually.js';
+import { processGone } from './helpers.js';
+
+// kubelet's contract with a driver, as shared/backends/exec-run.ts keeps it, held against both ways
+// it starts one: the addon's posix_spawn (the default where the addon can) and execa.
+
+let dir: string;
+beforeAll(() => {
+  dir = mkdtempSync('/tmp/twinvol-test-run-driver-');
+});
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const sh = (script: string, spawner: DriverSpawner, more: Partial<DriverRunOptions> = {}) =>
+  runDriver('/bin/sh', ['-c', script], { timeoutMs: 10_000, graceMs: 2_000, spawner, ...more });
+
+/** Kills what a test left running in a driver's group (a daemon it started). */
+function endGroup(pid: number | undefined): void {
+  try {
+    if (pid !== undefined) process.kill(-pid, 'SIGKILL');
+  } catch {
+    // Gone already.
+  }
+}
+
+describe.each<DriverSpawner>(['posix_spawn', 'execa'])('a driver started by %s', (spawner) => {
+  it('writes stdout and stderr to one output, in the order written, and answers its exit code', async () => {
+    const r = await sh('echo one; echo two >&2; echo three; exit 3', spawner);
+    expect(r).toMatchObject({ exitCode: 3, timedOut: false, output: 'one\ntwo\nthree\n' });
+    expect(r.startError).toBeUndefined();
+  });
+
+  it('reads /dev/null for stdin, and leads a process group of its own', async () => {
+    const r = await sh('readlink /proc/$$/fd/0; ps -o pgid= -p $$', spawner);
+    const [stdin, group] = r.output.trim().split('\n');
+    expect(stdin).toBe('/dev/null');
+    expect(Number(group)).toBe(r.pid);
+  });
+
+  it('starts with no signal blocked and SIGPIPE at its default, though Node ignores it', async () => {
+    const r = await runDriver('grep', ['-E', '^Sig(Blk|Ign)', '/proc/self/status'], { timeoutMs: 10_000, graceMs: 2_000, spawner });
+    const [blocked, ignored] = r.output.trim().split('\n').map((l) => BigInt(`0x${l.split('\t')[1]}`));
+    expect(blocked).toBe(0n);
+    expect((ignored ?? -1n) & (1n << 12n)).toBe(0n);
+  });
+
+  it('answers -1 for a driver a signal ended', async () => {
+    expect(await sh('kill -KILL $$', spawner)).toMatchObject({ exitCode: -1, timedOut: false });
+  });
+
+  it("gets this process's environment with the sbin directories on its PATH, or exactly the one given", async () => {
+    vi.stubEnv('TWINVOL_TEST_DRIVER_ENV', 'inherited');
+    try {
+      const inherited = await sh('echo "$TWINVOL_TEST_DRIVER_ENV $PATH"', spawner);
+      const [value, path] = inherited.output.trim().split(' ');
+      expect(value).toBe('inherited');
+      expect(path?.split(':')).toContain('/usr/sbin');
+      const given = await runDriver('env', [], { timeoutMs: 10_000, graceMs: 2_000, spawner, env: { PATH: '/usr/bin:/bin', ONLY: 'this' } });
+      expect(given.output.trim().split('\n').sort()).toEqual(['ONLY=this', 'PATH=/usr/bin:/bin']);
+    } finally {
+      vi.unstubAllEnvs();
+    }
+  });
+
+  it('runs a prefix before the driver, as `--flex-exec host` puts nsenter there', async () => {
+    const r = await runDriver('/bin/sh', ['-c', 'echo "$WORD"'], { timeoutMs: 10_000, graceMs: 2_000, spawner, prefix: ['env', 'WORD=prefixed'] });
+    expect(r.output).toBe('prefixed\n');
+  });
+
+  it('keeps at most OUTPUT_CAP bytes of the output', async () => {
+    const r = await sh(`head -c ${OUTPUT_CAP + 4096} /dev/zero | tr '\\0' a`, spawner);
+    expect(r.exitCode).toBe(0);
+    expect(r.output.length).toBe(OUTPUT_CAP);
+  });
+
+  it('names why a driver could not be started: none there, or not executable', async () => {
+    const missing = await runDriver(join(dir, 'absent'), ['init'], { timeoutMs: 10_000, graceMs: 2_000, spawner });
+    expect(missing).toMatchObject({ exitCode: -1, timedOut: false, startError: expect.stringContaining('ENOENT') });
+    const plain = join(dir, `not-executable-${spawner}`);
+    writeFileSync(plain, '#!/bin/sh\necho hi\n');
+    chmodSync(plain, 0o644);
+    const refused = await runDriver(plain, ['init'], { timeoutMs: 10_000, graceMs: 2_000, spawner });
+    expect(refused).toMatchObject({ exitCode: -1, startError: expect.stringContaining('EACCES') });
+  });
+
+  it('answers at the exit, though a daemon it left still holds the output', async () => {
+    const r = await sh('sleep 300 & echo started $!', spawner);
+    try {
+      expect(r).toMatchObject({ exitCode: 0, timedOut: false });
+      const daemon = Number(r.output.trim().split(' ')[1]);
+      expect(processGone(daemon)).toBe(false);
+    } finally {
+      endGroup(r.pid);
+    }
+  });
+
+  it('at its deadline gets SIGTERM, then SIGKILL after the grace, and all it started is killed', async () => {
+    const pids = join(dir, `pids-${spawner}`);
+    const started = performance.now();
+    const r = await sh(`trap "" TERM; sleep 300 & echo $! > ${pids}; wait; wait`, spawner, { timeoutMs: 300, graceMs: 300 });
+    expect(r).toMatchObject({ timedOut: true, exitCode: -1 });
+    // Not before the grace: SIGTERM alone did not end it.
+    expect(performance.now() - started).toBeGreaterThanOrEqual(550);
+    const sleeper = Number(readFileSync(pids, 'utf8'));
+    expect(await eventually(() => processGone(sleeper))).toBe(true);
+  });
+
+  it('ends at SIGTERM when the driver does', async () => {
+    const r = await sh('sleep 300', spawner, { timeoutMs: 200, graceMs: 30_000 });
+    expect(r).toMatchObject({ timedOut: true, exitCode: -1 });
+    expect(r.durationMs).toBeLessThan(20_000);
+  });
+});
+
+describe('a driver started by posix_spawn', () => {
+  it('holds no descriptor of the server beyond 0, 1 and 2, not even one inherited without close-on-exec', async () => {
+    // libuv, and so execa, closes only what is marked close-on-exec: a descriptor this process was
+    // given without the mark (a test runner's pipe) reaches the driver. The native start closes all.
+    const r = await sh('ls /proc/$$/fd', 'posix_spawn');
+    expect(r.output.trim().split('\n')).toEqual(['0', '1', '2']);
+  });
+});
+
+describe('which way a driver is started', () => {
+  it("is posix_spawn where the addon can, and execa when asked or where it cannot", async () => {
+    const spawn = builtAddon('spawnTool').spawnTool;
+    const startDriver = vi.spyOn(spawn, 'startDriver');
+    try {
+      await runDriver('true', [], { timeoutMs: 10_000, graceMs: 2_000 });
+      expect(startDriver).toHaveBeenCalledTimes(1);
+      await runDriver('true', [], { timeoutMs: 10_000, graceMs: 2_000, spawner: 'execa' });
+      expect(startDriver).toHaveBeenCalledTimes(1);
+      const supported = vi.spyOn(spawn, 'supported').mockReturnValue(false);
+      const fallback = await runDriver('true', [], { timeoutMs: 10_000, graceMs: 2_000 });
+      expect(fallback).toMatchObject({ exitCode: 0, timedOut: false });
+      expect(startDriver).toHaveBeenCalledTimes(1);
+      await expect(runDriver('true', [], { timeoutMs: 10_000, graceMs: 2_000, spawner: 'posix_spawn' })).rejects.toThrow(/cannot start a driver/);
+      supported.mockRestore();
+    } finally {
+      startDriver.mockRestore();
+    }
+  });
+});
