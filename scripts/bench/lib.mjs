@@ -63,13 +63,15 @@ export function makeScratch(prefix) {
   const dataRoot = join(root, 'data');
   const stateDir = join(root, 'state');
   const kubeletDir = join(root, 'kubelet');
-  for (const d of [dataRoot, stateDir, kubeletDir]) mkdirSync(d, { recursive: true });
+  // kubelet's --volume-plugin-dir, where the exec backend finds third-party drivers (scripts/bench/csi-exec.mjs).
+  const pluginDir = join(root, 'plugins');
+  for (const d of [dataRoot, stateDir, kubeletDir, pluginDir]) mkdirSync(d, { recursive: true });
   execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=64m,mode=0700', 'tmpfs', stateDir]);
   const configPath = join(root, 'config.json');
   writeFileSync(configPath, '{}\n');
   const env = { ...BASE_ENV, TWINVOL_CONFIG: configPath, TWINVOL_DATA_ROOT: dataRoot, TWINVOL_STATE_DIR: stateDir, TWINVOL_KUBELET_DIR: kubeletDir, TWINVOL_NODE_NAME: 'bench' };
   return {
-    root, dataRoot, stateDir, kubeletDir, configPath, env,
+    root, dataRoot, stateDir, kubeletDir, pluginDir, configPath, env,
     cleanup: () => {
       releaseUnder(root);
       live.delete(root);
@@ -168,7 +170,7 @@ export const HOSTPATH_BIN = process.env.TWINVOL_BENCH_HOSTPATH || undefined;
 /** The command line of a server of `kind` answering on `socket`. */
 function serverCommand(kind, scratch, name, socket) {
   if (kind === 'twinvol')
-    return [process.execPath, CSI_BIN, '--endpoint', `unix://${socket}`, '--node-id', 'bench', '--data-root', scratch.dataRoot, '--state-dir', scratch.stateDir, '--kubelet-dir', scratch.kubeletDir];
+    return [process.execPath, CSI_BIN, '--endpoint', `unix://${socket}`, '--node-id', 'bench', '--data-root', scratch.dataRoot, '--state-dir', scratch.stateDir, '--kubelet-dir', scratch.kubeletDir, '--flex-plugin-dir', scratch.pluginDir];
   if (kind === 'bare') return [process.execPath, BARE_SERVER, socket];
   // The bare server doing the durable minimum of a controller RPC, on the disk like twinvol's data root.
   if (kind === 'durable') return [process.execPath, BARE_SERVER, socket, '--durable', join(scratch.root, `${name}-durable`)];
@@ -248,11 +250,13 @@ export function csiPaths(kubeletDir, id, pod) {
 
 export const MiB = 2 ** 20;
 
-/** The volume kinds the lifecycles run: a directory, and the default block volume (loop device, ext4). */
+/** The volume kinds the lifecycles run: a directory, the default block volume (loop device, ext4), a FlexVolume driver's. */
 const DIR_KIND = { parameters: { backend: 'dir' }, bytes: MiB, cap: { mount: { fs_type: '', mount_flags: [] }, access_mode: { mode: 'SINGLE_NODE_WRITER' } } };
 export const KINDS = {
   dir: DIR_KIND,
   block: { parameters: { backend: 'block' }, bytes: 64 * MiB, cap: { mount: { fs_type: 'ext4', mount_flags: [] }, access_mode: { mode: 'SINGLE_NODE_WRITER' } } },
+  // A third-party FlexVolume driver's volume (scripts/bench/csi-exec.mjs installs the driver).
+  exec: { ...DIR_KIND, parameters: { backend: 'exec', driver: 'twinvol-bench/bind' } },
   // The Go driver's directories, asked for as twinvol's are: its parameters are its own, and it has no `backend`.
   hostpath: { ...DIR_KIND, parameters: {} },
 };
