@@ -11,8 +11,8 @@ type StartDriver = NonNullable<NativeSpawn['startDriver']>;
  * later, and the whole group killed once a call past its deadline has ended.
  *
  * Why not execa here: its spawn is libuv's, which forks, and a fork copies the page tables of the
- * whole server on the calling thread (docs/exec-backend.md has the figures): a driver call held the
- * CSI service thread about 4 ms, where posix_spawn holds it about 0.1 ms.
+ * whole server on the calling thread (docs/exec-backend.md has the figures): from a server of about
+ * 170 MiB a driver call held the CSI service thread 3.4 ms, where posix_spawn holds it 0.2 ms.
  */
 export function runDriverNatively(start: StartDriver, file: string, args: readonly string[], env: readonly string[], outputFd: number, opts: DriverRunOptions): Promise<DriverStarted> {
   return new Promise((resolve) => {
