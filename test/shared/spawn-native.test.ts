@@ -115,6 +115,21 @@ describe('a tool started by posix_spawn', () => {
     expect(started('sh', ['sh', 'x'.repeat(5000)], env, [], 10).began).toEqual({ errno: 36 });
   });
 
+  it("refuses a driver's arguments it cannot pass on, and an output that is not a descriptor from 3, starting nothing", () => {
+    const startDriver = addonSpawn().startDriver;
+    if (!startDriver) throw new Error('build/Release/twinvol_mount.node lacks spawnDriver: npm ci builds it');
+    const out = openSync(join(dir, 'out'), 'w');
+    const none = () => undefined;
+    try {
+      expect(startDriver('sh', ['sh'], ['PATH=/bin'], 1, none)).toEqual({ errno: 9 });
+      expect(startDriver('sh', [], ['PATH=/bin'], out, none)).toEqual({ errno: 22 });
+      expect(startDriver('s\0h', ['sh'], ['PATH=/bin'], out, none)).toEqual({ errno: 22 });
+      expect(startDriver('sh', ['sh'], ['PATH=/bin', 'A=\0'], out, none)).toEqual({ errno: 22 });
+    } finally {
+      closeSync(out);
+    }
+  });
+
   it('answers no exit code for a tool a signal ended', async () => {
     const { began, exit } = started('sleep', ['sleep', '30.0931'], ['PATH=/bin'], [], 10);
     expect(began).toHaveProperty('pid');
