@@ -1,7 +1,7 @@
 import {
   chmod as chmodCb, chmodSync, chown as chownCb, chownSync, close as closeCb, closeSync, fsync as fsyncCb, fsyncSync,
-  ftruncate as ftruncateCb, ftruncateSync, lstat as lstatCb, lstatSync, mkdir as mkdirCb, mkdirSync, open as openCb, openSync,
-  readdir as readdirCb, readdirSync, readFile as readFileCb, readFileSync, readlink as readlinkCb, readlinkSync,
+  fstat as fstatCb, fstatSync, ftruncate as ftruncateCb, ftruncateSync, lstat as lstatCb, lstatSync, mkdir as mkdirCb, mkdirSync, open as openCb, openSync,
+  read as readCb, readdir as readdirCb, readdirSync, readFile as readFileCb, readFileSync, readSync, readlink as readlinkCb, readlinkSync,
   realpath as realpathCb, realpathSync, rm as rmCb, rmdir as rmdirCb, rmdirSync, rmSync, stat as statCb, statfs as statfsCb,
   statfsSync, statSync, truncate as truncateCb, truncateSync, unlink as unlinkCb, unlinkSync, utimes as utimesCb, utimesSync,
   writeFile as writeFileCb, writeFileSync,
@@ -74,11 +74,18 @@ export function blockingFileCallsWhile(alone: () => boolean): void {
 export const chmod = fileCall(() => promisify(chmodCb), chmodSync);
 export const chown = fileCall(() => promisify(chownCb), chownSync);
 export const close = fileCall(() => promisify(closeCb), closeSync);
+export const fstat = fileCall(() => promisify(fstatCb), fstatSync);
 export const fsync = fileCall(() => promisify(fsyncCb), fsyncSync);
 export const ftruncate = fileCall(() => promisify(ftruncateCb), ftruncateSync);
 export const lstat = fileCall(() => promisify(lstatCb), lstatSync);
 export const mkdir = fileCall(() => promisify(mkdirCb), mkdirSync);
 export const open = fileCall(() => promisify(openCb), openSync);
+/** pread(2): the bytes read into `buffer` at `offset`, from `position` of the file. */
+export const readAt = fileCall(
+  () => (fd: number, buffer: Buffer, offset: number, length: number, position: number) =>
+    new Promise<number>((resolve, reject) => readCb(fd, buffer, offset, length, position, (err, bytesRead) => (err ? reject(err) : resolve(bytesRead)))),
+  readSync,
+);
 export const readdir = fileCall(() => promisify(readdirCb), readdirSync);
 export const readFile = fileCall(() => promisify(readFileCb), readFileSync);
 export const readlink = fileCall(() => promisify(readlinkCb), readlinkSync);

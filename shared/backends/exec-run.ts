@@ -1,7 +1,7 @@
-import { open, unlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execa } from 'execa';
+import { close, fstat, open, readAt, unlink } from '../fs-async.js';
 import { nativeMount } from '../native-mount.js';
 import { envPairs, OUTPUT_CAP, toolEnv } from '../runner.js';
 import { runDriverNatively } from './exec-run-native.js';
@@ -67,6 +67,8 @@ let sequence = 0;
 export async function runDriver(executable: string, args: readonly string[], opts: DriverRunOptions): Promise<DriverRun> {
   const started = performance.now();
   const outPath = join(tmpdir(), `twinvol-flex-${process.pid}-${++sequence}-${Math.random().toString(36).slice(2)}.out`);
+  // The core's file calls: on the CSI service thread they run on the thread while it serves this call
+  // alone, without a round trip through libuv's threadpool for each (shared/fs-async.ts).
   const out = await open(outPath, 'wx+', 0o600);
   try {
     // Unlinked at once: the driver and its descendants write to the open file, which goes with the last fd.
@@ -77,12 +79,12 @@ export async function runDriver(executable: string, args: readonly string[], opt
     const startDriver = native?.supported() ? native.startDriver : undefined;
     if (opts.spawner === 'posix_spawn' && !startDriver) throw new Error('the addon cannot start a driver here');
     const ended = startDriver
-      ? await runDriverNatively(startDriver, file, rest, envPairs(opts.env ?? { ...process.env, PATH: toolPath() }), out.fd, opts)
-      : await runWithExeca(file, rest, out.fd, opts);
+      ? await runDriverNatively(startDriver, file, rest, envPairs(opts.env ?? { ...process.env, PATH: toolPath() }), out, opts)
+      : await runWithExeca(file, rest, out, opts);
     const output = await readAll(out);
     return { ...ended, output, durationMs: performance.now() - started };
   } finally {
-    await out.close();
+    await close(out);
   }
 }
 
@@ -134,13 +136,14 @@ function killGroup(pid: number): void {
   }
 }
 
-async function readAll(fh: import('node:fs/promises').FileHandle): Promise<string> {
-  const { size } = await fh.stat();
+/** What the driver and its descendants wrote, up to OUTPUT_CAP bytes, read from the start of the file they share. */
+async function readAll(fd: number): Promise<string> {
+  const { size } = await fstat(fd);
   const length = Math.min(size, OUTPUT_CAP);
   const buf = Buffer.alloc(length);
   let offset = 0;
   while (offset < length) {
-    const { bytesRead } = await fh.read(buf, offset, length - offset, offset);
+    const bytesRead = await readAt(fd, buf, offset, length - offset, offset);
     if (bytesRead === 0) break;
     offset += bytesRead;
   }

@@ -17,8 +17,17 @@ async function answers(tag: string): Promise<unknown[]> {
   const sub = join(dir, `made-${tag}`);
   const fd = await fsAsync.open(join(dir, 'file'), 'r');
   const synced = await fsAsync.fsync(fd).then(() => 'synced');
+  const buf = Buffer.alloc(4);
+  const read = await fsAsync.readAt(fd, buf, 0, 4, 3).then((n) => [n, buf.toString()]);
+  const size = await fsAsync.fstat(fd).then((st) => st.size);
   await fsAsync.close(fd);
+  const dirFd = await fsAsync.open(dir, 'r');
+  const readDir = await settle(fsAsync.readAt(dirFd, Buffer.alloc(1), 0, 1, 0));
+  await fsAsync.close(dirFd);
   return [
+    read,
+    size,
+    readDir,
     await settle(fsAsync.readFile(join(dir, 'file'), 'utf8')),
     await settle(fsAsync.stat(join(dir, 'file')).then((st) => [st.ino, st.size])),
     await settle(fsAsync.lstat(join(dir, 'missing'))),
@@ -38,7 +47,7 @@ describe('the core file calls', () => {
     fsAsync.blockingFileCalls();
     const blocking = await answers('b');
     expect(blocking).toEqual(onThreadpool);
-    expect(onThreadpool).toEqual(['contents', expect.any(Array), 'rejected ENOENT', join(dir, 'file'), true, 'rejected EEXIST', ['file'], undefined, 'rejected ENOENT', 'synced']);
+    expect(onThreadpool).toEqual([[4, 'tent'], 8, 'rejected EISDIR', 'contents', expect.any(Array), 'rejected ENOENT', join(dir, 'file'), true, 'rejected EEXIST', ['file'], undefined, 'rejected ENOENT', 'synced']);
     // Done before the caller awaits anything: on this thread.
     const made = join(dir, 'made-now');
     void fsAsync.mkdir(made);
