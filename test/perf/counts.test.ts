@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, truncateSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createVolume } from '../../shared/core/volumes.js';
 import { nativeMount } from '../../shared/native-mount.js';
@@ -10,6 +11,7 @@ import { flexOptions, mountOptions, podNamed } from '../helpers/flex-runner.js';
 import { deviceMountPath, podVolumeDir } from '../helpers/kubelet-paths.js';
 import { createScratch, type Scratch } from '../helpers/scratch.js';
 import { blockCap, mountCap, MiB, size, stagingPath, targetPath } from '../csi/helpers/requests.js';
+import { installDrivers, VENDOR } from '../exec/helpers.js';
 import { flexCall, inProcessCsi, measure, type Work } from './in-process.js';
 
 /**
@@ -117,6 +119,32 @@ describe('CSI: the work of each RPC', () => {
     expect(got).toEqual(CSI_EXPECTED[kind]);
   });
 
+  it("of an exec volume through its node lifecycle: one run of the driver for each call kubelet would make", async () => {
+    const pluginDir = join(s.root, 'plugins');
+    installDrivers(pluginDir);
+    const driver = join(pluginDir, `${VENDOR}~tmpfs`, 'tmpfs');
+    const csi = await inProcessCsi(s, 'bench', { pluginDir });
+    const id = 'life-exec';
+    const staging = stagingPath(s.kubeletDir, id);
+    const target = targetPath(s.kubeletDir, `pod-${id}`, id);
+    const got: Table = {};
+    const count = async (service: 'Controller' | 'Node', method: string, request: object) => {
+      const { work } = await measure(() => csi.call(service, method, request));
+      // The driver by name: its path is this test's scratch.
+      got[method] = { ...work, spawns: work.spawns.map((c) => (c === driver ? 'driver' : c)) };
+    };
+    await count('Controller', 'CreateVolume', { name: id, capacity_range: size(MiB), volume_capabilities: [mountCap()], parameters: { backend: 'exec', driver: `${VENDOR}/tmpfs` } });
+    await count('Controller', 'ControllerPublishVolume', { volume_id: id, node_id: 'bench', volume_capability: mountCap() });
+    await count('Node', 'NodeStageVolume', { volume_id: id, staging_target_path: staging, volume_capability: mountCap() });
+    await count('Node', 'NodePublishVolume', { volume_id: id, staging_target_path: staging, target_path: target, volume_capability: mountCap() });
+    await count('Node', 'NodeGetVolumeStats', { volume_id: id, volume_path: target });
+    await count('Node', 'NodeUnpublishVolume', { volume_id: id, target_path: target });
+    await count('Node', 'NodeUnstageVolume', { volume_id: id, staging_target_path: staging });
+    await count('Controller', 'ControllerUnpublishVolume', { volume_id: id, node_id: 'bench' });
+    await count('Controller', 'DeleteVolume', { volume_id: id });
+    expect(got).toEqual(EXEC_EXPECTED);
+  });
+
   it('a block volume made before filesystems were made at create is probed with blkid and formatted at its first stage', async () => {
     const core = coreIn(s, 'bench');
     const id = vid('made-before');
@@ -217,4 +245,21 @@ const CSI_EXPECTED: Record<'dir' | 'block' | 'raw block', Table> = {
   block: { ...COMMON, CreateVolume: w(['mkfs.ext4'], [], 2, 1, 1, 0), NodeStageVolume: w([], ['ioctl', 'mount'], 1, 2, 2, 0), NodeUnstageVolume: w([], ['umount2'], 1, 5, 2, 0) },
   // Asked for as a raw device only: no filesystem is made for it. Bound and let go by an ioctl each.
   'raw block': { ...COMMON, CreateVolume: w([], [], 2, 1, 1, 0), NodeStageVolume: w([], ['ioctl'], 1, 2, 2, 0), NodeUnstageVolume: w([], ['ioctl'], 1, 5, 2, 0) },
+};
+
+// An exec volume (a non-attachable test driver, test/exec/drivers/tmpfs.sh): the driver runs where
+// kubelet would run it, once a call, started by posix_spawn (shared/backends/exec-run.ts). Its init
+// runs at the first call that needs its capabilities, ControllerPublishVolume here, and not again
+// while the file is unchanged. The exec path reads the volume's record to route each call
+// (csi/exec-service.ts), hence more reads than a dir volume's; its mounts are the driver's own.
+const EXEC_EXPECTED: Table = {
+  CreateVolume: w([], [], 2, 1, 1, 0),
+  ControllerPublishVolume: w(['driver'], [], 1, 4, 1, 0),
+  NodeStageVolume: w([], [], 1, 4, 2, 0),
+  NodePublishVolume: w(['driver'], [], 0, 4, 1, 0),
+  NodeGetVolumeStats: w([], [], 0, 3, 0, 0),
+  NodeUnpublishVolume: w(['driver'], [], 0, 4, 1, 0),
+  NodeUnstageVolume: w([], [], 1, 5, 2, 0),
+  ControllerUnpublishVolume: w([], [], 1, 1, 1, 0),
+  DeleteVolume: w([], [], 0, 1, 1, 0),
 };

@@ -2,6 +2,7 @@ import type { UntypedHandleCall } from '@grpc/grpc-js';
 import { loadSync } from '@grpc/proto-loader';
 import { controllerService } from '../../csi/controller.js';
 import type { ServiceContext } from '../../csi/context.js';
+import { ExecService } from '../../csi/exec-service.js';
 import { identityService } from '../../csi/identity.js';
 import { nodeService } from '../../csi/node.js';
 import { invokeUnary, Rpc } from '../../csi/rpc.js';
@@ -10,6 +11,7 @@ import { dispatch } from '../../flex/dispatch.js';
 import type { FlexReply } from '../../flex/reply.js';
 import { isFlexVerb } from '../../flex/verb-names.js';
 import { loadConfig } from '../../shared/config.js';
+import { ExecVolumes } from '../../shared/backends/exec-volumes.js';
 import { openCore } from '../../shared/core/core.js';
 import { registerNode } from '../../shared/core/nodes.js';
 import { Logger } from '../../shared/log.js';
@@ -75,17 +77,25 @@ export interface InProcessCsi {
   call(service: 'Identity' | 'Controller' | 'Node', method: string, request: object): Promise<unknown>;
 }
 
-export async function inProcessCsi(s: Scratch, nodeId = 'bench'): Promise<InProcessCsi> {
+/** `pluginDir`: where third-party FlexVolume drivers are found for exec volumes, as the server's --flex-plugin-dir. */
+export async function inProcessCsi(s: Scratch, nodeId = 'bench', { pluginDir }: { pluginDir?: string } = {}): Promise<InProcessCsi> {
   const config = loadConfig({ TWINVOL_CONFIG: s.env.TWINVOL_CONFIG }, { dataRoot: s.dataRoot, stateDir: s.stateDir, kubeletDir: s.kubeletDir, nodeName: nodeId });
   const node = nid(nodeId);
+  const flex = pluginDir ? new ExecVolumes({ pluginDir, timeoutMs: 30_000, lenient: [], execIn: 'local' }, 30_000) : undefined;
   const ctx: ServiceContext = {
-    core: openCore(config),
+    core: openCore(config, flex ? { flex } : {}),
     rpc: new Rpc(new Logger(() => undefined)),
     settings: { driverName: 'csi.twinvol.io', vendorVersion: 'test', mode: 'all', nodeId: node, maxVolumesPerNode: 0 },
   };
   // As csi/server.ts does before it serves: ControllerPublishVolume needs the node registered.
   await registerNode(ctx.core, node, nodeTopology(node).segments, 'csi');
-  const services: Record<string, object> = { Identity: identityService({ ...ctx, config: ctx.core.config, tools: { missing: [], missingOptional: [] } }), Controller: controllerService(ctx), Node: nodeService(ctx) };
+  // Exec volumes take their own path through each service, as in csi/services.ts.
+  const exec = flex && new ExecService(ctx, { capabilities: (driver) => flex.drivers.capabilities(driver), only: false });
+  const services: Record<string, object> = {
+    Identity: identityService({ ...ctx, config: ctx.core.config, tools: { missing: [], missingOptional: [] } }),
+    Controller: exec ? exec.controller(controllerService(ctx)) : controllerService(ctx),
+    Node: exec ? exec.node(nodeService(ctx)) : nodeService(ctx),
+  };
   return {
     call(service, method, request) {
       const handler = (services[service] as Record<string, UntypedHandleCall | undefined>)[method];
