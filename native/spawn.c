@@ -222,9 +222,10 @@ static int start(const char *file, char **argv, char **envp, const posix_spawn_f
 
 /*
  * The child's descriptors (0 on /dev/null, `out_w` on 1 and 2, then the extra ones), signals (all
- * default, none blocked) and, if `group`, a process group of its own with it as the leader.
+ * default, none blocked) and, if `session`, a session of its own (setsid: it leads a new process
+ * group too, and has no controlling terminal), as libuv makes a `detached` child.
  */
-static int spawn_tool(const char *file, char **argv, char **envp, const int *extra, uint32_t nextra, const int out_w[2], int group, pid_t *pid) {
+static int spawn_tool(const char *file, char **argv, char **envp, const int *extra, uint32_t nextra, const int out_w[2], int session, pid_t *pid) {
   posix_spawn_file_actions_t actions;
   posix_spawnattr_t attr;
   sigset_t none, all;
@@ -239,8 +240,7 @@ static int spawn_tool(const char *file, char **argv, char **envp, const int *ext
   /* Node ignores SIGPIPE and a thread may block signals: the tool starts with neither. */
   err = posix_spawnattr_setsigmask(&attr, &none);
   if (!err) err = posix_spawnattr_setsigdefault(&attr, &all);
-  if (!err) err = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | (group ? POSIX_SPAWN_SETPGROUP : 0));
-  if (!err && group) err = posix_spawnattr_setpgroup(&attr, 0);
+  if (!err) err = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | (session ? POSIX_SPAWN_SETSID : 0));
   if (!err) err = posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   for (int i = 0; i < 2 && !err; i++) err = posix_spawn_file_actions_adddup2(&actions, out_w[i], i + 1);
   for (uint32_t i = 0; i < nextra && !err; i++) err = posix_spawn_file_actions_adddup2(&actions, extra[i], 3 + (int)i);
@@ -373,9 +373,10 @@ napi_value tv_spawn_tool(napi_env env, napi_callback_info info) {
 /*
  * spawnDriver(file, argv, env, outputFd, callback): a third-party FlexVolume driver
  * (shared/backends/exec-run-native.ts), started as spawnTool starts a tool but with `outputFd` (an
- * open file) as both its stdout and stderr, as kubelet's combined output, and as the leader of a
- * process group of its own, so that a deadline can end all it started. Its pid, or a negative errno;
- * the callback is called once, at its exit, as spawnTool's (with both streams empty).
+ * open file) as its stdout and stderr, as kubelet's combined output, and leading a session and
+ * process group of its own: a deadline can end all it started, and run from a terminal (`twinvol
+ * flex check`) it cannot read it, or be stopped for trying. Its pid, or a negative errno; the
+ * callback is called once, at its exit, as spawnTool's (with both streams empty).
  */
 napi_value tv_spawn_driver(napi_env env, napi_callback_info info) {
   size_t argc = 5;

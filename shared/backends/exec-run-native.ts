@@ -7,7 +7,7 @@ type StartDriver = NonNullable<NativeSpawn['startDriver']>;
 /**
  * One driver call through the addon's posix_spawn (native/spawn.c spawnDriver), with the rules
  * shared/backends/exec-run.ts keeps through execa: stdin on /dev/null, stdout and stderr both on
- * `outputFd`, a process group of the driver's own, SIGTERM at the deadline and SIGKILL `graceMs`
+ * `outputFd`, a session and process group of the driver's own, SIGTERM at the deadline and SIGKILL `graceMs`
  * later, and the whole group killed once a call past its deadline has ended.
  *
  * Why not execa here: its spawn is libuv's, which forks, and a fork copies the page tables of the

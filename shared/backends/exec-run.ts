@@ -22,9 +22,9 @@ import { runDriverNatively } from './exec-run-native.js';
  *   exists for a daemon the driver leaves behind (FUSE helpers do) to hold open, so the call ends when
  *   the driver exits, never when the last holder of a pipe goes.
  * - Deadline: the driver gets SIGTERM, and SIGKILL `graceMs` later (execa's `timeout` and
- *   `forceKillAfterDelay`, or the native path's timers). It runs as the leader of its own process
- *   group (execa's `detached`), and the whole group is killed as soon as the call settles past its
- *   deadline, so nothing it started (a hung `mount`) lives on.
+ *   `forceKillAfterDelay`, or the native path's timers). It leads a session and process group of
+ *   its own (execa's `detached`: setsid), and the whole group is killed as soon as the call settles
+ *   past its deadline, so nothing it started (a hung `mount`) lives on.
  * - A driver that exits normally keeps what it deliberately left running in its group (a FUSE daemon
  *   serving the mount it just made; killing it would break the mount), but that cannot delay the reply.
  */

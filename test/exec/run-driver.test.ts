@@ -35,11 +35,11 @@ describe.each<DriverSpawner>(['posix_spawn', 'execa'])('a driver started by %s',
     expect(r.startError).toBeUndefined();
   });
 
-  it('reads /dev/null for stdin, and leads a process group of its own', async () => {
-    const r = await sh('readlink /proc/$$/fd/0; ps -o pgid= -p $$', spawner);
-    const [stdin, group] = r.output.trim().split('\n');
+  it('reads /dev/null for stdin, and leads a session and process group of its own, with no terminal', async () => {
+    const r = await sh('readlink /proc/$$/fd/0; ps -o pgid=,sid=,tty= -p $$', spawner);
+    const [stdin, ids] = r.output.trim().split('\n');
     expect(stdin).toBe('/dev/null');
-    expect(Number(group)).toBe(r.pid);
+    expect(ids?.trim().split(/\s+/)).toEqual([String(r.pid), String(r.pid), '?']);
   });
 
   it('starts with no signal blocked and SIGPIPE at its default, though Node ignores it', async () => {
