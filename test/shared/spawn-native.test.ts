@@ -212,20 +212,28 @@ describe('spawnNatively', () => {
 });
 
 describe('a thread that ends while its tool runs', () => {
-  /** A worker that starts `sleep` through the addon, says its pid, and then ends as `end` says. */
-  const program = (end: string) => `
+  /**
+   * A worker that starts `sleep` through the addon (as a tool, or as a driver writing to a file), says
+   * its pid, and then ends as `end` says.
+   */
+  const program = (start: string, end: string) => `
     const { parentPort } = require('node:worker_threads');
     const addon = require(${JSON.stringify(join(import.meta.dirname, '../../build/Release/twinvol_mount.node'))});
-    const pid = addon.spawnTool('sleep', ['sleep', '30.0457'], ['PATH=/bin'], [], 100, () => parentPort.postMessage('answered'));
+    const answered = () => parentPort.postMessage('answered');
+    const pid = ${start};
     parentPort.postMessage(pid);
     ${end}
   `;
+  const tool = "addon.spawnTool('sleep', ['sleep', '30.0457'], ['PATH=/bin'], [], 100, answered)";
+  const driver = "addon.spawnDriver('sleep', ['sleep', '30.0457'], ['PATH=/bin'], require('node:fs').openSync('/dev/null', 'w'), answered)";
 
   it.each([
-    ['terminated', ''],
-    ['exiting', 'process.exit(0);'],
-  ])('is %s without a crash, and leaves the tool to run on', async (_how, end) => {
-    const worker = new Worker(program(end), { eval: true });
+    ['a tool', 'terminated', tool, ''],
+    ['a tool', 'exiting', tool, 'process.exit(0);'],
+    ['a driver', 'terminated', driver, ''],
+    ['a driver', 'exiting', driver, 'process.exit(0);'],
+  ])('running %s, is %s without a crash, and leaves it to run on', async (_what, _how, start, end) => {
+    const worker = new Worker(program(start, end), { eval: true });
     const messages: unknown[] = [];
     const pid = await new Promise<unknown>((resolve) => worker.once('message', resolve));
     worker.on('message', (m) => messages.push(m));
