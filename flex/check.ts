@@ -1,7 +1,7 @@
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
-import { type DriverRun, type ExecVolume, flexArgv, flexGlobalMountPath, flexPodVolumePath, readMounts, type ReplyOutcome, run, runDriver } from '../shared/index.js';
+import { type DriverRun, type ExecVolume, flexArgv, flexGlobalMountPath, flexPodVolumePath, readMounts, type ReplyOutcome, run, runDriver, signalQuietly } from '../shared/index.js';
 import { addQuirk, formatReport, type Judged, judgeCall, type StepLine, verdictOf } from './check-report.js';
 
 /**
@@ -215,7 +215,7 @@ class Checker {
         await runDriver(this.o.driverFile, ['detach', ...flexArgv.detach(volume, this.node)], { timeoutMs: this.o.timeoutMs, graceMs: Math.min(2000, this.o.timeoutMs) });
       }
     } finally {
-      for (const group of this.groups) killGroup(group);
+      for (const group of this.groups) signalQuietly(-group, 'SIGKILL');
       await umountAll().catch(() => undefined);
       rmSync(this.kubeletDir, { recursive: true, force: true });
     }
@@ -274,12 +274,4 @@ function processesInGroup(group: number): number[] {
     }
   }
   return out;
-}
-
-function killGroup(group: number): void {
-  try {
-    process.kill(-group, 'SIGKILL');
-  } catch {
-    // nothing left in it
-  }
 }

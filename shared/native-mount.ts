@@ -79,8 +79,8 @@ export interface NativeSpawn {
   start(file: string, argv: readonly string[], env: readonly string[], extraFds: readonly number[], cap: number, onExit: (exit: ToolExit) => void): { pid: number } | { errno: number };
   /**
    * Starts a third-party FlexVolume driver as `start` starts a tool, but with `outputFd` as both its
-   * stdout and stderr, leading a session and process group of its own (its pid is the group's id). `onExit` gets
-   * its exit code, null when a signal ended it. Absent in an addon built before it had this.
+   * stdout and stderr, leading a session and process group of its own (its pid is the group's id).
+   * `onExit` gets its exit code, null when a signal ended it. Absent in an addon built before it had this.
    */
   startDriver?(file: string, argv: readonly string[], env: readonly string[], outputFd: number, onExit: (code: number | null) => void): { pid: number } | { errno: number };
 }

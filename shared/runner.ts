@@ -92,6 +92,18 @@ export function keptOutput(bytes: Buffer, dropped: number, cap: number): string 
   return left ? `... (${left} bytes left out)\n${kept.replace(/^\uFFFD+/, '')}` : kept;
 }
 
+/**
+ * A signal to a process (a negative pid: to its whole group) that may be gone already or not ours to
+ * signal (ESRCH, EPERM): a deadline's kill, whose outcome the process's exit, or its absence, tells.
+ */
+export function signalQuietly(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(pid, signal);
+  } catch {
+    // Gone already, or not ours to signal.
+  }
+}
+
 /** The request's environment as `KEY=value` strings, for a spawn below node:child_process. */
 export function envPairs(env: NodeJS.ProcessEnv): string[] {
   return Object.entries(env).flatMap(([k, v]) => (v === undefined ? [] : [`${k}=${v}`]));

@@ -1,6 +1,6 @@
 import { getSystemErrorName } from 'node:util';
 import { nativeMount, type NativeSpawn } from './native-mount.js';
-import { type Captured, envPairs, keptOutput, setSpawner, type SpawnRequest } from './runner.js';
+import { type Captured, envPairs, keptOutput, setSpawner, signalQuietly, type SpawnRequest } from './runner.js';
 
 /**
  * Tools started by the addon (native/spawn.c), for the CSI server: posix_spawn clones without
@@ -37,18 +37,18 @@ export function runNatively(spawn: NativeSpawn, request: SpawnRequest): Promise<
     });
     if ('errno' in began) {
       // As spawn's error event words it: "spawn ENOENT".
-      const name = began.errno > 0 ? getSystemErrorName(-began.errno) : 'an unreadable answer';
-      resolve({ exitCode: -1, stdout: '', stderr: '', durationMs: durationMs(), timedOut: false, startError: `spawn ${name}` });
+      resolve({ exitCode: -1, stdout: '', stderr: '', durationMs: durationMs(), timedOut: false, startError: `spawn ${startErrorName(began.errno)}` });
       return;
     }
     // The tool is reaped only in the exit callback, which clears this first: the pid is still the tool's.
     deadline = setTimeout(() => {
       timedOut = true;
-      try {
-        process.kill(began.pid, 'SIGKILL');
-      } catch {
-        // Not ours to kill (EPERM in a process without the right): its exit still answers the call.
-      }
+      signalQuietly(began.pid, 'SIGKILL');
     }, request.timeoutMs);
   });
+}
+
+/** Why a native start failed, by the errno's name ("ENOENT"); the addon answers -1 for what it could not read. */
+export function startErrorName(errno: number): string {
+  return errno > 0 ? getSystemErrorName(-errno) : 'an unreadable answer';
 }

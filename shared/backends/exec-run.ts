@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { execa } from 'execa';
 import { close, fstat, open, readAt, unlink } from '../fs-async.js';
 import { nativeMount } from '../native-mount.js';
-import { envPairs, OUTPUT_CAP, toolEnv } from '../runner.js';
+import { envPairs, OUTPUT_CAP, signalQuietly, toolEnv } from '../runner.js';
 import { runDriverNatively } from './exec-run-native.js';
 
 /**
@@ -46,14 +46,14 @@ export interface DriverRunOptions {
 /** The addon's posix_spawn (shared/backends/exec-run-native.ts), or execa. */
 export type DriverSpawner = 'posix_spawn' | 'execa';
 
-export interface DriverRun extends DriverStarted {
+export interface DriverRun extends DriverEnded {
   /** Combined stdout and stderr, in order, capped at OUTPUT_CAP bytes. */
   output: string;
   durationMs: number;
 }
 
-/** How a driver's run ended, whichever spawner ran it. */
-export interface DriverStarted {
+/** How a driver's run ended (or why it never started), whichever spawner ran it. */
+export interface DriverEnded {
   /** -1 when killed by a signal or never started. */
   exitCode: number;
   timedOut: boolean;
@@ -88,7 +88,7 @@ export async function runDriver(executable: string, args: readonly string[], opt
   }
 }
 
-async function runWithExeca(file: string, args: readonly string[], outputFd: number, opts: DriverRunOptions): Promise<DriverStarted> {
+async function runWithExeca(file: string, args: readonly string[], outputFd: number, opts: DriverRunOptions): Promise<DriverEnded> {
   const subprocess = execa(file, args, {
     stdin: 'ignore',
     stdout: descriptor(outputFd),
@@ -104,7 +104,8 @@ async function runWithExeca(file: string, args: readonly string[], outputFd: num
   });
   const pid = subprocess.pid;
   const result = await subprocess;
-  if (result.timedOut && pid !== undefined) killGroup(pid);
+  // SIGKILL to every process still in the driver's group.
+  if (result.timedOut && pid !== undefined) signalQuietly(-pid, 'SIGKILL');
   const spawnFailed = result.failed && result.exitCode === undefined && result.signal === undefined && !result.timedOut;
   return {
     exitCode: result.exitCode ?? -1,
@@ -125,15 +126,6 @@ function descriptor(fd: number): 3 {
 /** The PATH twinvol's own tools run with (shared/runner.ts toolEnv): the server's, plus the sbin directories. */
 function toolPath(): string {
   return toolEnv().PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin';
-}
-
-/** SIGKILL to every process still in the driver's group (ESRCH: none left). */
-function killGroup(pid: number): void {
-  try {
-    process.kill(-pid, 'SIGKILL');
-  } catch {
-    // The group is already empty.
-  }
 }
 
 /** What the driver and its descendants wrote, up to OUTPUT_CAP bytes, read from the start of the file they share. */
