@@ -50,18 +50,24 @@ int tv_args_with_path(napi_env env, napi_callback_info info, size_t want, napi_v
   return present ? 0 : EINVAL;
 }
 
+/* A JS array's length, refused above `most` (E2BIG) or when it is no array (EINVAL). */
+static int array_arg(napi_env env, napi_value value, uint32_t most, uint32_t *n) {
+  bool is_array;
+  if (napi_is_array(env, value, &is_array) != napi_ok || !is_array || napi_get_array_length(env, value, n) != napi_ok) return EINVAL;
+  return *n > most ? E2BIG : 0;
+}
+
 /* Each string of a JS array copied into one NULL-terminated vector (freed with tv_free_vector); 0 or an errno. */
 int tv_vector_arg(napi_env env, napi_value value, char ***out) {
   uint32_t n;
-  bool is_array;
-  if (napi_is_array(env, value, &is_array) != napi_ok || !is_array || napi_get_array_length(env, value, &n) != napi_ok) return EINVAL;
-  if (n > MAX_ITEMS) return E2BIG;
+  int err = array_arg(env, value, MAX_ITEMS, &n);
+  if (err) return err;
   char **v = calloc(n + 1, sizeof *v);
   if (!v) return ENOMEM;
   *out = v;
   for (uint32_t i = 0; i < n; i++) {
     napi_value item;
-    int present = 0, err;
+    int present = 0;
     if (!(v[i] = malloc(MAX_STRING))) return ENOMEM;
     if (napi_get_element(env, value, i, &item) != napi_ok) return EINVAL;
     if ((err = tv_string_arg(env, item, v[i], &present))) return err;
@@ -81,9 +87,8 @@ void tv_free_vector(char **v) {
  * at least 3, so that none is overwritten by the dup2 of another.
  */
 int tv_fds_arg(napi_env env, napi_value value, int *fds, uint32_t most, uint32_t *n) {
-  bool is_array;
-  if (napi_is_array(env, value, &is_array) != napi_ok || !is_array || napi_get_array_length(env, value, n) != napi_ok) return EINVAL;
-  if (*n > most) return E2BIG;
+  int err = array_arg(env, value, most, n);
+  if (err) return err;
   for (uint32_t i = 0; i < *n; i++) {
     napi_value item;
     int32_t fd;
