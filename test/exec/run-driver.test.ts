@@ -1,8 +1,8 @@
-import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type DriverRunOptions, type DriverSpawner, runDriver } from '../../shared/backends/exec-run.js';
-import { OUTPUT_CAP } from '../../shared/runner.js';
+import { OUTPUT_CAP, signalQuietly } from '../../shared/runner.js';
 import { builtAddon } from '../shared/built-addon.js';
 import { eventually } from '../helpers/eventually.js';
 import { processGone } from './helpers.js';
@@ -19,14 +19,6 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const sh = (script: string, spawner: DriverSpawner, more: Partial<DriverRunOptions> = {}) =>
   runDriver('/bin/sh', ['-c', script], { timeoutMs: 10_000, graceMs: 2_000, spawner, ...more });
 
-/** Kills what a test left running in a driver's group (a daemon it started). */
-function endGroup(pid: number | undefined): void {
-  try {
-    if (pid !== undefined) process.kill(-pid, 'SIGKILL');
-  } catch {
-    // Gone already.
-  }
-}
 
 describe.each<DriverSpawner>(['posix_spawn', 'execa'])('a driver started by %s', (spawner) => {
   it('writes stdout and stderr to one output, in the order written, and answers its exit code', async () => {
@@ -95,23 +87,31 @@ describe.each<DriverSpawner>(['posix_spawn', 'execa'])('a driver started by %s',
       const daemon = Number(r.output.trim().split(' ')[1]);
       expect(processGone(daemon)).toBe(false);
     } finally {
-      endGroup(r.pid);
+      // What the test left running in the driver's group: the daemon.
+      if (r.pid !== undefined) signalQuietly(-r.pid, 'SIGKILL');
     }
   });
 
   it('at its deadline gets SIGTERM, then SIGKILL after the grace, and all it started is killed', async () => {
     const pids = join(dir, `pids-${spawner}`);
     const started = performance.now();
-    const r = await sh(`trap "" TERM; sleep 300 & echo $! > ${pids}; wait; wait`, spawner, { timeoutMs: 300, graceMs: 300 });
-    expect(r).toMatchObject({ timedOut: true, exitCode: -1 });
-    // Not before the grace: SIGTERM alone did not end it.
-    expect(performance.now() - started).toBeGreaterThanOrEqual(550);
-    const sleeper = Number(readFileSync(pids, 'utf8'));
-    expect(await eventually(() => processGone(sleeper))).toBe(true);
+    try {
+      const r = await sh(`trap "" TERM; sleep 300 & echo $$ $! > ${pids}; wait; wait`, spawner, { timeoutMs: 300, graceMs: 300 });
+      expect(r).toMatchObject({ timedOut: true, exitCode: -1 });
+      // Not before the grace: SIGTERM alone did not end it.
+      expect(performance.now() - started).toBeGreaterThanOrEqual(550);
+      const sleeper = Number(readFileSync(pids, 'utf8').split(' ')[1]);
+      expect(await eventually(() => processGone(sleeper))).toBe(true);
+    } finally {
+      // Should a kill have been missed, the driver and its sleeper go with the test, not 300 s later.
+      if (existsSync(pids)) for (const pid of readFileSync(pids, 'utf8').trim().split(' ').map(Number)) if (pid > 0) signalQuietly(pid, 'SIGKILL');
+    }
   });
 
   it('ends at SIGTERM when the driver does', async () => {
     const r = await sh('sleep 300', spawner, { timeoutMs: 200, graceMs: 30_000 });
+    // Whatever a missed kill left in the group goes with the test.
+    if (r.pid !== undefined) signalQuietly(-r.pid, 'SIGKILL');
     expect(r).toMatchObject({ timedOut: true, exitCode: -1 });
     expect(r.durationMs).toBeLessThan(20_000);
   });
