@@ -14,12 +14,13 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
 import { build } from 'esbuild';
 
-const [calls = 50, rounds = 7] = process.argv.slice(2).filter((a, i, all) => !a.startsWith('--') && all[i - 1] !== '--grow').map(Number);
-const growIndex = process.argv.indexOf('--grow');
-const grow = growIndex > 0 ? Number(process.argv[growIndex + 1]) : 0;
-if (!Number.isFinite(grow) || grow < 0) throw new Error('--grow takes a size in MiB');
+const { values, positionals } = parseArgs({ allowPositionals: true, options: { grow: { type: 'string', default: '0' } } });
+const [calls = 50, rounds = 7] = positionals.map(Number);
+const grow = Number(values.grow);
+if (!Number.isInteger(grow) || grow < 0) throw new Error('--grow takes a size in MiB');
 
 // The sources are TypeScript: bundle what is measured, through the core's public entry, into one module.
 const scratch = mkdtempSync('/tmp/twinvol-bench-execa-');
