@@ -113,8 +113,10 @@ function toolExit(args: unknown[]): ToolExit {
 /** The addon's spawnTool, spawnSupported and (optional) spawnDriver, typed; undefined when it lacks either of the first two. */
 function nativeSpawn(spawnTool: unknown, spawnSupported: unknown, spawnDriver: unknown): NativeSpawn | undefined {
   if (typeof spawnTool !== 'function' || typeof spawnSupported !== 'function') return undefined;
+  // The kernel's answer does not change in a process's life: asked once, not at every driver call.
+  let supported: boolean | undefined;
   return {
-    supported: () => spawnSupported() === 0,
+    supported: () => (supported ??= spawnSupported() === 0),
     start: (file, argv, env, extraFds, cap, onExit) => pidAnswer(spawnTool(file, argv, env, extraFds, cap, (...args: unknown[]) => onExit(toolExit(args)))),
     ...(typeof spawnDriver === 'function'
       ? { startDriver: (file: string, argv: readonly string[], env: readonly string[], outputFd: number, onExit: (code: number | null) => void) => pidAnswer(spawnDriver(file, argv, env, outputFd, (...args: unknown[]) => onExit(toolExit(args).code))) }
