@@ -4,8 +4,9 @@ import { asTwinvolError, checkVolumeSpec, type Config, type Core, createVolume, 
 import type { CheckOptions } from './check.js';
 import { statusLines } from './status.js';
 import { stepProgress } from './progress.js';
+import { checkedNode } from './node-shebang.js';
 import { configText, DEFAULT_FLEX_PLUGIN_DIR, DEFAULT_VENDOR, installFlex, installTarget, type InstallTarget, runningExecutable, uninstallFlex } from './install.js';
-import type { loadPacked } from './packed-modules.js';
+import { isSea, type loadPacked } from './packed-modules.js';
 
 /**
  * The administrator's side of FlexVolume, which has no provisioning: volumes are made here before
@@ -151,15 +152,24 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
           'flex',
           'copy this executable to <plugin-dir>/<vendor>~twinvol/twinvol, atomically (kubelet probes the directory on every change), and write the config file; a no-op when both are already in place',
           (c) =>
-            targetOptions(c).option('config', {
-              type: 'string',
-              describe: `the settings to write to ${DEFAULT_CONFIG_PATH} (or TWINVOL_CONFIG): JSON text, or a file holding it`,
-            }),
+            targetOptions(c)
+              .option('config', {
+                type: 'string',
+                describe: `the settings to write to ${DEFAULT_CONFIG_PATH} (or TWINVOL_CONFIG): JSON text, or a file holding it`,
+              })
+              .option('node', {
+                type: 'string',
+                describe: 'a bundle only: the Node.js its first line names (e.g. /usr/bin/node), instead of the one env finds on kubelet\'s PATH; one exec fewer per call',
+              }),
           async (a) => {
             const target = usable(() => targetOf(a));
             const config = a.config === undefined ? undefined : usable(() => configText(a.config ?? ''));
             if (typeof config === 'object') throw new UsageError(config.error);
-            const r = installFlex(target, runningExecutable(), config === undefined ? undefined : { text: config, path: process.env.TWINVOL_CONFIG || DEFAULT_CONFIG_PATH });
+            const node = a.node === undefined ? undefined : await nodeFor(a.node);
+            const r = installFlex(target, runningExecutable(), {
+              ...(config === undefined ? {} : { config: { text: config, path: process.env.TWINVOL_CONFIG || DEFAULT_CONFIG_PATH } }),
+              ...(node === undefined ? {} : { node }),
+            });
             if (r.modules) print(`${r.modules.changed ? 'installed' : 'unchanged'}: ${r.modules.path} (the commands kubelet never runs)`);
             if (r.addon) print(`${r.addon.changed ? 'installed' : 'unchanged'}: ${r.addon.path} (mount(2) for the driver)`);
             print(`${r.driver.changed ? 'installed' : 'unchanged'}: ${r.driver.path} (kubelet driver ${target.vendor}/twinvol)`);
@@ -314,6 +324,14 @@ function targetOptions<T>(c: Argv<T>) {
   return c
     .option('plugin-dir', { type: 'string', default: DEFAULT_FLEX_PLUGIN_DIR, describe: "kubelet's --volume-plugin-dir" })
     .option('vendor', { type: 'string', default: DEFAULT_VENDOR, describe: 'the driver is <vendor>/twinvol in a PV' });
+}
+
+/** `--node`: a bundle's, checked by running it (flex/node-shebang.ts); a single executable carries its own Node. */
+async function nodeFor(path: string): Promise<string> {
+  if (isSea()) throw new UsageError('--node is for the bundle: a single executable carries its own Node.js');
+  const node = await checkedNode(path);
+  if (typeof node === 'object') throw new UsageError(node.error);
+  return node;
 }
 
 function targetOf(a: { 'plugin-dir': string; vendor: string }): InstallTarget {

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { closeSync, constants, fchmodSync, fsyncSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, realpathSync, renameSync, rmdirSync, unlinkSync, writeSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join, normalize } from 'node:path';
 import { checkConfigText, type Core, errnoCode, failedPrecondition, NATIVE_MOUNT_FILE } from '../shared/index.js';
+import { withNodeShebang } from './node-shebang.js';
 import { BESIDE_SUFFIX, isSea } from './packed-modules.js';
 
 /** kubelet's --volume-plugin-dir default: where it probes for `<vendor>~<driver>/<driver>`. */
@@ -140,9 +141,13 @@ export interface InstallResult {
  * `twinvol install flex`: the running executable into kubelet's plugin directory, then the config. A
  * bundle's file beside it (`<executable>.modules`, the commands kubelet never runs) goes first, so
  * the driver placed after it never names a file that is not there; a single executable carries its
- * own, and one left by an earlier bundle install is removed after the driver is replaced.
+ * own, and one left by an earlier bundle install is removed after the driver is replaced. With
+ * `node`, a bundle's first line names that Node instead of asking env for one on PATH.
  */
-export function installFlex(target: InstallTarget, source: string, config?: { text: string; path: string }): InstallResult {
+export function installFlex(target: InstallTarget, source: string, o: { config?: { text: string; path: string }; node?: string } = {}): InstallResult {
+  const { config } = o;
+  // Made first: a first line that cannot be rewritten is refused before anything is placed.
+  const driverBytes = driverContent(source, o.node);
   // Whether to bring a file beside is what the running executable is, not whether such a file is
   // lying there: a bundle runs this very command from its own, a single executable reads none.
   const besideSource = isSea() ? undefined : `${source}${BESIDE_SUFFIX}`;
@@ -152,11 +157,17 @@ export function installFlex(target: InstallTarget, source: string, config?: { te
   const addonTarget = join(driverDir(target), NATIVE_MOUNT_FILE);
   const addonContent = readIfPresent(join(dirname(source), NATIVE_MOUNT_FILE));
   const addon = addonContent ? placeFile(addonTarget, addonContent, 0o755) : undefined;
-  const driver = placeFile(driverPath(target), readFileSync(source), 0o755);
+  const driver = placeFile(driverPath(target), driverBytes, 0o755);
   if (!besideSource) removeIfPresent(besideTarget);
   if (!addonContent) removeIfPresent(addonTarget);
   const placed = { driver, ...(modules ? { modules } : {}), ...(addon ? { addon } : {}) };
   return config ? { ...placed, config: placeFile(config.path, Buffer.from(config.text), 0o644) } : placed;
+}
+
+/** The bundle as installed: as it is, or with its first line naming `node` (flex/node-shebang.ts). */
+function driverContent(source: string, node: string | undefined): Buffer {
+  const content = readFileSync(source);
+  return node === undefined ? content : withNodeShebang(content, node);
 }
 
 function readIfPresent(path: string): Buffer | undefined {
