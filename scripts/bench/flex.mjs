@@ -16,9 +16,11 @@ function mountOptions(pv, uid, extra = {}) {
 
 /**
  * Rows for one FlexVolume executable `bin`, labelled `tag` ("bundle", "single executable"): row ids
- * are `flex.<tag>.<verb>`. Every figure is a median over `rounds` interleaved rounds.
+ * are `flex.<tag>.<verb>`. Every figure is a median over `rounds` interleaved rounds. With
+ * `installedWithNode`, `init` also of a copy installed by `twinvol install flex --node`, whose first
+ * line names node rather than env (flex/node-shebang.ts): what the flag saves a call.
  */
-export async function flexRows(bin, tag, { rounds }) {
+export async function flexRows(bin, tag, { rounds, installedWithNode = false }) {
   if (!existsSync(bin)) throw new Error(`${bin} is missing: run npm run build`);
   const s = makeScratch('flex');
   try {
@@ -32,6 +34,8 @@ export async function flexRows(bin, tag, { rounds }) {
     const blkOpts = flexOptions('pv-blk', { volumeId: 'vol-blk' });
     const global = join(s.kubeletDir, 'plugins/kubernetes.io/flexvolume/acme/twinvol/mounts/pv-blk');
     const blkTarget = join(s.kubeletDir, 'pods/uid-b/volumes/acme~twinvol/pv-blk');
+    const pinned = join(s.pluginDir, 'acme~twinvol/twinvol');
+    if (installedWithNode) cli('install', 'flex', '--plugin-dir', s.pluginDir, '--vendor', 'acme', '--node', process.execPath);
     const contenders = [
       () => timeSpawn(process.execPath, ['-e', '0'], env),
       () => flex('init'),
@@ -51,9 +55,10 @@ export async function flexRows(bin, tag, { rounds }) {
         };
         return ATTACHABLE.reduce((sum, verb) => sum + steps[verb](), 0);
       },
+      ...(installedWithNode ? [() => timeSpawn(pinned, ['init'], env, flexOk(['init']))] : []),
     ];
     progress(`FlexVolume (${tag}): ${rounds} interleaved rounds`);
-    const [node, init, getvolumename, isattached, dirPair, blockLife] = await interleaved(contenders, rounds);
+    const [node, init, getvolumename, isattached, dirPair, blockLife, pinnedInit] = await interleaved(contenders, rounds);
     const base = median(node);
     const ref = 'node -e 0';
     return [
@@ -63,6 +68,7 @@ export async function flexRows(bin, tag, { rounds }) {
       row(`flex.${tag}.dir-mount`, `FlexVolume ${tag}: mount (dir volume)`, median(dirPair.map((p) => p[0])), 'ms', base, ref),
       row(`flex.${tag}.dir-unmount`, `FlexVolume ${tag}: unmount (dir volume)`, median(dirPair.map((p) => p[1])), 'ms', base, ref),
       row(`flex.${tag}.block-lifecycle`, `FlexVolume ${tag}: attachable lifecycle, block (7 calls)`, median(blockLife), 'ms', 7 * base, `7 x ${ref}`),
+      ...(pinnedInit ? [row(`flex.${tag}.init-node`, `FlexVolume ${tag}, installed with --node: init`, median(pinnedInit), 'ms', base, ref)] : []),
     ];
   } finally {
     s.cleanup();
@@ -72,5 +78,5 @@ export async function flexRows(bin, tag, { rounds }) {
 export const suite = {
   title: 'FlexVolume (bundle)',
   order: 10,
-  run: (opts) => flexRows(FLEX_BIN, 'bundle', { rounds: opts.short ? 2 : 30 }),
+  run: (opts) => flexRows(FLEX_BIN, 'bundle', { rounds: opts.short ? 2 : 30, installedWithNode: true }),
 };

@@ -26,7 +26,7 @@ const LIFECYCLE = ['CreateVolume', 'ControllerPublishVolume', 'NodeStageVolume',
 const DURABLE = ['CreateVolume', 'ControllerPublishVolume', 'ControllerUnpublishVolume', 'DeleteVolume'];
 const READS = ['Probe', 'GetPluginInfo', 'NodeGetCapabilities', 'ControllerGetVolume', 'ValidateVolumeCapabilities', 'ListVolumes', 'GetCapacity'];
 const EXPECTED = [
-  ...['init', 'getvolumename', 'isattached', 'dir-mount', 'dir-unmount', 'block-lifecycle'].map((v) => `flex.bundle.${v}`),
+  ...['init', 'getvolumename', 'isattached', 'dir-mount', 'dir-unmount', 'block-lifecycle', 'init-node'].map((v) => `flex.bundle.${v}`),
   'csi.cold-start',
   'csi.rss.idle',
   'csi.rss.loaded',
