@@ -57,6 +57,22 @@ static int array_arg(napi_env env, napi_value value, uint32_t most, uint32_t *n)
   return *n > most ? E2BIG : 0;
 }
 
+/*
+ * A string argument copied to a buffer of its own size (*out, freed by the caller), refused when it
+ * holds a NUL. No cap of ours: an argument or environment string is the kernel's to refuse
+ * (E2BIG from the exec, above 128 KiB), as it is for a child started by libuv. A driver's options
+ * are one argument, with the pod's secrets in it, and can pass 4 KiB (a certificate).
+ */
+static int string_copy(napi_env env, napi_value value, char **out) {
+  napi_valuetype type;
+  size_t length = 0;
+  if (napi_typeof(env, value, &type) != napi_ok || type != napi_string) return EINVAL;
+  if (napi_get_value_string_utf8(env, value, NULL, 0, &length) != napi_ok) return EINVAL;
+  if (!(*out = malloc(length + 1))) return ENOMEM;
+  if (napi_get_value_string_utf8(env, value, *out, length + 1, &length) != napi_ok) return EINVAL;
+  return strlen(*out) == length ? 0 : EINVAL;
+}
+
 /* Each string of a JS array copied into one NULL-terminated vector (freed with tv_free_vector); 0 or an errno. */
 int tv_vector_arg(napi_env env, napi_value value, char ***out) {
   uint32_t n;
@@ -67,11 +83,8 @@ int tv_vector_arg(napi_env env, napi_value value, char ***out) {
   *out = v;
   for (uint32_t i = 0; i < n; i++) {
     napi_value item;
-    int present = 0;
-    if (!(v[i] = malloc(MAX_STRING))) return ENOMEM;
     if (napi_get_element(env, value, i, &item) != napi_ok) return EINVAL;
-    if ((err = tv_string_arg(env, item, v[i], &present))) return err;
-    if (!present) return EINVAL;
+    if ((err = string_copy(env, item, &v[i]))) return err;
   }
   return 0;
 }

@@ -25,7 +25,7 @@ const SECRET_B64 = Buffer.from(SECRET).toString('base64');
 const mountsAt = (path: string) => readMounts().filter((m) => m.mountPoint === path).length;
 
 /** NodePublishVolume of a static PV of `driver` (non-attachable: no stage), with a secret. */
-function publish(csi: ExecSuite, driver: TestDriver, id: string) {
+function publish(csi: ExecSuite, driver: TestDriver, id: string, secrets: Record<string, string> = { password: SECRET }) {
   const target = targetPath(csi.s.kubeletDir, `uid-${id}`, id);
   const call = () =>
     csi.node('NodePublishVolume', {
@@ -33,7 +33,7 @@ function publish(csi: ExecSuite, driver: TestDriver, id: string) {
       target_path: target,
       volume_capability: mountCap(),
       volume_context: { backend: 'exec', driver: `acme/${driver}`, 'csi.storage.k8s.io/pod.name': 'p', 'csi.storage.k8s.io/pod.namespace': 'ns', 'csi.storage.k8s.io/pod.uid': `uid-${id}`, 'csi.storage.k8s.io/serviceAccount.name': 'sa' },
-      secrets: { password: SECRET },
+      secrets,
     });
   return { target, call };
 }
@@ -72,6 +72,16 @@ describe('exec backend: kubelet reply rules (strict)', () => {
       'kubernetes.io/serviceAccount.name': 'sa',
       'kubernetes.io/secret/password': SECRET_B64,
     });
+  });
+
+  it('a secret of 12 KiB (a certificate chain) reaches the driver whole, in its one options argument', async () => {
+    const chain = `-----BEGIN CERTIFICATE-----\n${'MIIF'.repeat(3 * 1024)}\n-----END CERTIFICATE-----\n`;
+    const { target, call } = publish(strict, 'tmpfs', 'tmpfs-big', { 'tls.crt': chain });
+    await call();
+    const mount = strict.calls('tmpfs').find((c) => c[0] === 'mount' && c[1] === target);
+    expect(optionsOf(mount, 2)).toMatchObject({ 'kubernetes.io/secret/tls.crt': Buffer.from(chain).toString('base64') });
+    await strict.node('NodeUnpublishVolume', { volume_id: 'tmpfs-big', target_path: target });
+    expect(mountsAt(target)).toBe(0);
   });
 
   it('stderr noise around the JSON fails as under kubelet, with the driver output in the error and the secret cut out', async () => {

@@ -80,6 +80,16 @@ describe.each<DriverSpawner>(['posix_spawn', 'execa'])('a driver started by %s',
     expect(refused).toMatchObject({ exitCode: -1, startError: expect.stringContaining('EACCES') });
   });
 
+  it("passes an argument and an environment string of 100 KiB whole (options with a pod's secrets), and the kernel's refusal of one above 128 KiB", async () => {
+    // kubelet hands a driver its options as one argument, secrets included: a certificate alone passes 4 KiB.
+    const big = 'o'.repeat(100 * 1024);
+    const r = await runDriver('/bin/sh', ['-c', 'echo ${#1} ${#BIG}', 'sh', big], { timeoutMs: 10_000, graceMs: 2_000, spawner, env: { PATH: '/usr/bin:/bin', BIG: big } });
+    expect(r).toMatchObject({ exitCode: 0, output: `${big.length} ${big.length}\n` });
+    // MAX_ARG_STRLEN (linux/binfmts.h): 32 pages a string, its NUL included.
+    const over = await runDriver('/bin/echo', ['p'.repeat(128 * 1024)], { timeoutMs: 10_000, graceMs: 2_000, spawner });
+    expect(over).toMatchObject({ exitCode: -1, timedOut: false, startError: expect.stringContaining('E2BIG') });
+  });
+
   it('answers at the exit, though a daemon it left still holds the output', async () => {
     const r = await sh('sleep 300 & echo started $!', spawner);
     try {
