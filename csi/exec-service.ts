@@ -16,6 +16,7 @@ import {
   invalidArgument,
   isExecVolume,
   notFound,
+  parseDriverName,
   type PodInfo,
   publish,
   stage,
@@ -26,6 +27,7 @@ import {
 } from '../shared/index.js';
 import { type Capability, accessRequestOf, execControllerCapabilities, execNodeCapabilities, parseCapabilities, parseCapability } from './capabilities.js';
 import { sizeFromRange } from './capacity.js';
+import { isEphemeralRequest } from './ephemeral.js';
 import { type ServiceContext, servesController } from './context.js';
 import { toCsiVolume } from './convert.js';
 import type {
@@ -65,6 +67,8 @@ export interface ExecServing {
   driver?: DriverName;
   /** --backends exec: every volume is an exec volume, and the capabilities are the driver's. */
   only: boolean;
+  /** --flex-inline: the drivers whose volumes may be CSI inline volumes. */
+  inline: readonly string[];
 }
 
 const POD_KEYS = { name: `${CO_PREFIX}pod.name`, namespace: `${CO_PREFIX}pod.namespace`, uid: `${CO_PREFIX}pod.uid`, serviceAccount: `${CO_PREFIX}serviceAccount.name` };
@@ -119,6 +123,25 @@ export class ExecService {
     this.checked(volume.driver);
     await createVolume(this.core, { id, backend: EXEC_BACKEND, capacityBytes: 0, fsType: volume.fsType, access: cap.scope, parameters: execRecordParameters(own), createdBy: 'csi' });
     return { id, driver: volume.driver };
+  }
+
+  /**
+   * A CSI inline volume's attributes are written by the pod's author, where a PV's are written by an
+   * administrator. An exec volume's name its FlexVolume driver and that driver's options, which stand
+   * beside, and in kubelet's merge over, the pod identity and secrets the driver is told
+   * (shared/backends/exec-volumes.ts); a pod allowed CSI inline volumes alone (Pod Security's
+   * restricted profile) could otherwise run any driver on the node with options of its choosing, as
+   * whichever pod it claims to be. So only a driver the operator names with --flex-inline, and never
+   * with kubelet's own keys; twinvol's own inline volumes refuse a backend whose data they do not own
+   * for the same reason (csi/ephemeral.ts).
+   */
+  private allowedInline(context: StringMap): void {
+    const named = context.driver ?? this.serving.driver?.full;
+    const driver = named === undefined ? undefined : parseDriverName(named, 'volume_context driver').full;
+    if (driver === undefined || !this.serving.inline.includes(driver))
+      throw invalidArgument(`an inline volume cannot be of FlexVolume driver ${driver ?? '(none named)'}: its options would be the pod author's (the node plugin's --flex-inline ${driver ?? '<vendor/name>'} allows it)`);
+    const forged = Object.keys(context).find((k) => k.startsWith('kubernetes.io/'));
+    if (forged) throw invalidArgument(`volume_context key ${JSON.stringify(forged)} in an inline volume: kubernetes.io/ keys are kubelet's, which twinvol fills in from the request`);
   }
 
   private checked(driver: DriverName): DriverName {
@@ -258,6 +281,7 @@ export class ExecService {
         rpc.unary<NodePublishVolumeRequest, Empty>('NodePublishVolume', async (r, note) => {
           const target = await checkedPathUnder(r.target_path, kubeletDir, 'target_path');
           const cap = requireFilesystem(parseCapability(r.volume_capability));
+          if (isEphemeralRequest(r.volume_context)) this.allowedInline(r.volume_context);
           const { id, driver } = await this.registered(r.volume_id, r.volume_context, cap);
           note({ driver: driver.full });
           // No staging path: a driver that does not attach mounts the target itself (no stage step); one

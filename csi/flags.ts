@@ -25,6 +25,8 @@ export const USAGE = `Usage: twinvol-csi --endpoint unix:///path/csi.sock [optio
                                (default: /usr/libexec/kubernetes/kubelet-plugins/volume/exec)
   --flex-timeout-ms <n>        deadline of each driver call (default: the config's commandTimeoutMs)
   --flex-lenient <vendor/name> read that driver's replies leniently (the last JSON object); repeatable
+  --flex-inline <vendor/name>  let pods use that driver through CSI inline volumes, whose options the
+                               pod's author writes (default: none); repeatable
   --flex-exec local|host       run drivers here, or in pid 1's namespaces (nsenter) (default: local)
   --log-level <level>          trace, debug, info, warn or error (default: info); Probe and the
                                capability calls are logged at debug
@@ -68,6 +70,8 @@ export interface ExecFlags {
   /** Undefined: the config's commandTimeoutMs. */
   timeoutMs?: number;
   lenient: string[];
+  /** Drivers whose volumes may be CSI inline volumes (csi/exec-service.ts says why only these). */
+  inline: string[];
   execIn: 'local' | 'host';
 }
 
@@ -98,6 +102,7 @@ export function parseFlags(argv: readonly string[], env: Readonly<Record<string,
         'flex-plugin-dir': { type: 'string', default: DEFAULT_PLUGIN_DIR },
         'flex-timeout-ms': { type: 'string' },
         'flex-lenient': { type: 'string', multiple: true, default: [] },
+        'flex-inline': { type: 'string', multiple: true, default: [] },
         'flex-exec': { type: 'string', default: 'local' },
         'log-level': { type: 'string', default: 'info' },
         'metrics-address': { type: 'string' },
@@ -165,7 +170,7 @@ export function parseListenAddress(value: string, flag: string): ListenAddress {
   return { ...(host ? { host } : {}), port };
 }
 
-function execFlags(values: { backends: string; 'flex-driver'?: string; 'flex-plugin-dir': string; 'flex-timeout-ms'?: string; 'flex-lenient': string[]; 'flex-exec': string }): ExecFlags {
+function execFlags(values: { backends: string; 'flex-driver'?: string; 'flex-plugin-dir': string; 'flex-timeout-ms'?: string; 'flex-lenient': string[]; 'flex-inline': string[]; 'flex-exec': string }): ExecFlags {
   if (values.backends !== 'all' && values.backends !== 'exec') throw new UsageError('--backends must be all or exec');
   const only = values.backends === 'exec';
   const driver = values['flex-driver'];
@@ -189,6 +194,7 @@ function execFlags(values: { backends: string; 'flex-driver'?: string; 'flex-plu
     pluginDir: dir.replace(/\/+$/, '') || '/',
     ...(timeout !== undefined ? { timeoutMs: Number(timeout) } : {}),
     lenient: values['flex-lenient'].map((v) => named(v, '--flex-lenient')),
+    inline: values['flex-inline'].map((v) => named(v, '--flex-inline')),
     execIn,
   };
 }

@@ -59,7 +59,7 @@ async function sweepWork(core: Core, log: Log): Promise<void> {
  * call third-party FlexVolume drivers without importing what runs them.
  */
 function flexPortOf(flags: ExecFlags | undefined, config: Config, log: Log): { volumes: ExecVolumes; flags: ExecFlags } {
-  const f: ExecFlags = flags ?? { only: false, pluginDir: DEFAULT_PLUGIN_DIR, lenient: [], execIn: 'local' };
+  const f: ExecFlags = flags ?? { only: false, pluginDir: DEFAULT_PLUGIN_DIR, lenient: [], inline: [], execIn: 'local' };
   const timeoutMs = f.timeoutMs ?? config.commandTimeoutMs;
   const volumes = new ExecVolumes({ pluginDir: f.pluginDir, timeoutMs, lenient: f.lenient, execIn: f.execIn }, config.commandTimeoutMs, (level, message, fields) => log[level](message, fields));
   return { volumes, flags: f };
@@ -97,6 +97,7 @@ export async function openServices({ settings, config, log, exec, metrics }: Ser
   const execService = new ExecService(ctx, {
     capabilities: (driver) => flex.volumes.drivers.capabilities(driver),
     only: flex.flags.only,
+    inline: flex.flags.inline,
     ...(flex.flags.driver !== undefined ? { driver: parseDriverName(flex.flags.driver) } : {}),
   });
   // Identity is the main thread's (csi/server-main.ts), but for what only a driver can tell.

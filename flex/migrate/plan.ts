@@ -86,11 +86,18 @@ function targetOf(src: FlexSource, options: PlanOptions): CsiTarget {
  */
 function inlineTarget(src: FlexSource, options: PlanOptions): CsiTarget {
   const target = targetOf(src, options);
-  if (target.route === 'twinvol' || target.route === 'exec') return target;
+  if (target.route === 'twinvol') return target;
+  if (target.route === 'exec') return allowedInline(target, src);
   if (target.mountOptions.length === 0 && !target.newSecret && target.secretRef?.placement !== 'nodeStage') return target;
   const exec = execTarget(src);
   exec.notes.push(`served by the exec backend: ${target.driver} would need ${target.mountOptions.length ? 'mount options' : 'a node stage secret'}, which an inline CSI volume cannot carry`);
-  return exec;
+  return allowedInline(exec, src);
+}
+
+/** twinvol's node plugin serves an exec inline volume only for a driver it names (csi/exec-service.ts). */
+function allowedInline(target: CsiTarget, src: FlexSource): CsiTarget {
+  target.notes.push(`the twinvol CSI node plugin serves it only when run with --flex-inline ${src.driver}: the pod's author writes an inline volume's options`);
+  return target;
 }
 
 function planPv(pv: KubeObject, inv: Inventory, options: PlanOptions, users: ReadonlyMap<string, WorkloadUse[]>): Move {

@@ -6,8 +6,8 @@ const EP = ['--endpoint', 'unix:///run/csi/csi.sock'];
 
 describe('exec flags', () => {
   it('reads every --flex-* flag and --backends', () => {
-    const f = parseFlags([...EP, '--backends', 'exec', '--flex-driver', 'acme/nfs', '--flex-plugin-dir', '/opt/flex/', '--flex-timeout-ms', '5000', '--flex-lenient', 'acme/nfs', '--flex-lenient', 'b/c', '--flex-exec', 'host'], {});
-    expect(f.exec).toEqual({ only: true, driver: 'acme/nfs', pluginDir: '/opt/flex', timeoutMs: 5000, lenient: ['acme/nfs', 'b/c'], execIn: 'host' });
+    const f = parseFlags([...EP, '--backends', 'exec', '--flex-driver', 'acme/nfs', '--flex-plugin-dir', '/opt/flex/', '--flex-timeout-ms', '5000', '--flex-lenient', 'acme/nfs', '--flex-lenient', 'b/c', '--flex-inline', 'acme/nfs', '--flex-exec', 'host'], {});
+    expect(f.exec).toEqual({ only: true, driver: 'acme/nfs', pluginDir: '/opt/flex', timeoutMs: 5000, lenient: ['acme/nfs', 'b/c'], inline: ['acme/nfs'], execIn: 'host' });
   });
 
   it.each([
@@ -16,6 +16,7 @@ describe('exec flags', () => {
     [['--flex-driver', 'nfs'], 'must be <vendor>/<name>'],
     [['--flex-driver', 'a/b/c'], 'must be <vendor>/<name>'],
     [['--flex-lenient', '../x'], 'must be <vendor>/<name>'],
+    [['--flex-inline', 'x'], 'must be <vendor>/<name>'],
     [['--flex-plugin-dir', 'relative'], 'must be an absolute path'],
     [['--flex-timeout-ms', '5s'], 'whole number'],
     [['--flex-exec', 'chroot'], 'local or host'],

@@ -4,6 +4,8 @@ import { describe, expect, it } from 'vitest';
 import { readMounts } from '../../shared/mountinfo.js';
 import { outcome } from '../csi/helpers/client.js';
 import { mountCap, targetPath } from '../csi/helpers/requests.js';
+import { vid } from '../helpers/ids.js';
+import { coreIn } from '../shared/core-scratch.js';
 import { useExecServer } from './helpers.js';
 
 /**
@@ -13,6 +15,7 @@ import { useExecServer } from './helpers.js';
 const tmpfs = useExecServer(() => ['--backends', 'exec', '--flex-driver', 'acme/tmpfs']);
 const loop = useExecServer(() => ['--backends', 'exec', '--flex-driver', 'acme/loop']);
 const host = useExecServer(() => ['--flex-exec', 'host']);
+const allowed = useExecServer(() => ['--flex-inline', 'acme/tmpfs']);
 
 const controllerCaps = async (csi: typeof tmpfs) => (await csi.ctl('ControllerGetCapabilities', {})).capabilities.map((c) => c.rpc.type).sort();
 const nodeCaps = async (csi: typeof tmpfs) => (await csi.node('NodeGetCapabilities', {})).capabilities.map((c) => c.rpc.type).sort();
@@ -52,6 +55,42 @@ describe('exec backend: a server fronting one driver', () => {
     expect(await nodeCaps(loop)).toEqual(['EXPAND_VOLUME', 'STAGE_UNSTAGE_VOLUME', 'VOLUME_MOUNT_GROUP']);
     expect(await controllerCaps(loop)).toEqual(['CREATE_DELETE_VOLUME', 'EXPAND_VOLUME', 'PUBLISH_READONLY', 'PUBLISH_UNPUBLISH_VOLUME']);
     expect(loop.calls('loop').filter((c) => c[0] === 'init')).toHaveLength(2);
+  });
+});
+
+describe('exec backend: inline volumes', () => {
+  const inline = (extra: Record<string, string>) => ({ 'csi.storage.k8s.io/ephemeral': 'true', 'csi.storage.k8s.io/pod.name': 'web-0', 'csi.storage.k8s.io/pod.namespace': 'team-a', 'csi.storage.k8s.io/pod.uid': 'uid-inline', 'csi.storage.k8s.io/serviceAccount.name': 'default', ...extra });
+  const publishInline = (csi: typeof tmpfs, volume_context: Record<string, string>) =>
+    outcome(csi.node('NodePublishVolume', { volume_id: 'csi-inline', target_path: targetPath(csi.s.kubeletDir, 'uid-inline', 'csi-inline'), volume_capability: mountCap(), volume_context }));
+  /** Nothing was asked of the driver, registered or made for the refused volume. */
+  const untouched = async (csi: typeof tmpfs) => {
+    const target = targetPath(csi.s.kubeletDir, 'uid-inline', 'csi-inline');
+    expect(csi.calls('tmpfs').filter((c) => c[0] === 'mount' && c[1] === target)).toEqual([]);
+    expect(await coreIn(csi.s).catalog.getVolume(vid('csi-inline'))).toBeUndefined();
+    expect(existsSync(target)).toBe(false);
+  };
+
+  it("are refused unless the node plugin names the driver with --flex-inline: a pod's author would choose the driver and its options", async () => {
+    expect(await publishInline(host, inline({ backend: 'exec', driver: 'acme/tmpfs', server: 'attacker.example' }))).toEqual({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('an inline volume cannot be of FlexVolume driver acme/tmpfs: its options would be the pod author\'s (the node plugin\'s --flex-inline acme/tmpfs allows it)') });
+    await untouched(host);
+    // A server fronting one driver routes every volume to it, inline ones too.
+    expect(await publishInline(tmpfs, inline({}))).toEqual({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('cannot be of FlexVolume driver acme/tmpfs') });
+    await untouched(tmpfs);
+  });
+
+  it("with --flex-inline, mount with the pod the CO names, and never with kubernetes.io/ keys of the pod author's", async () => {
+    for (const key of ['kubernetes.io/pod.namespace', 'kubernetes.io/secret/password', 'kubernetes.io/fsType']) {
+      const refused = await publishInline(allowed, inline({ backend: 'exec', driver: 'acme/tmpfs', [key]: 'forged' }));
+      expect(refused).toEqual({ code: 'INVALID_ARGUMENT', message: expect.stringContaining(`volume_context key "${key}" in an inline volume`) });
+      await untouched(allowed);
+    }
+    expect(await publishInline(allowed, inline({ backend: 'exec', driver: 'acme/loop' }))).toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('--flex-inline acme/loop allows it') });
+    const target = targetPath(allowed.s.kubeletDir, 'uid-inline', 'csi-inline');
+    expect(await publishInline(allowed, inline({ backend: 'exec', driver: 'acme/tmpfs', share: 'scratch' }))).toMatchObject({ code: 'OK' });
+    const mount = allowed.calls('tmpfs').find((c) => c[0] === 'mount' && c[1] === target);
+    expect(JSON.parse(mount?.[2] ?? '{}')).toMatchObject({ share: 'scratch', 'kubernetes.io/pod.namespace': 'team-a', 'kubernetes.io/pod.name': 'web-0' });
+    await allowed.node('NodeUnpublishVolume', { volume_id: 'csi-inline', target_path: target });
+    expect(readMounts().filter((m) => m.mountPoint === target)).toHaveLength(0);
   });
 });
 

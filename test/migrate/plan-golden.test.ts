@@ -145,6 +145,9 @@ describe('migrate plan: every driver behind csi.twinvol.io (the default, --prefe
     const inline = linesOf(run.stderr, 'inline');
     expect(inline.map((l) => l.slice(0, l.indexOf(' -> ')))).toEqual(['Deployment shop/web volume static (k8s/nfs)', 'Deployment shop/legacy-app volume smb-share (microsoft.com/smb)']);
     const replacements = inline.map((l) => JSON.parse(l.slice(l.indexOf(' -> ') + 4).replace(/ \(.*\)$/, '')) as JsonObject);
+    // Each goes through the exec backend, which serves a driver's inline volumes only when told to.
+    expect(inline[0]).toContain('the twinvol CSI node plugin serves it only when run with --flex-inline k8s/nfs');
+    expect(inline[1]).toContain('--flex-inline microsoft.com/smb');
     expect(replacements).toEqual([
       { name: 'static', csi: { driver: 'csi.twinvol.io', fsType: 'nfs', readOnly: true, volumeAttributes: { backend: 'exec', driver: 'k8s/nfs', server: 'nfs.example.internal', share: '/exports/static' } } },
       { name: 'smb-share', csi: { driver: 'csi.twinvol.io', volumeAttributes: { backend: 'exec', driver: 'microsoft.com/smb', source: '//fs.example.internal/legacy', mountoptions: 'vers=3.0' }, nodePublishSecretRef: { name: 'smbcreds' } } },

@@ -90,7 +90,7 @@ export async function inProcessCsi(s: Scratch, nodeId = 'bench', { pluginDir }: 
   // As csi/server.ts does before it serves: ControllerPublishVolume needs the node registered.
   await registerNode(ctx.core, node, nodeTopology(node).segments, 'csi');
   // Exec volumes take their own path through each service, as in csi/services.ts.
-  const exec = flex && new ExecService(ctx, { capabilities: (driver) => flex.drivers.capabilities(driver), only: false });
+  const exec = flex && new ExecService(ctx, { capabilities: (driver) => flex.drivers.capabilities(driver), only: false, inline: [] });
   const services: Record<string, object> = {
     Identity: identityService({ ...ctx, config: ctx.core.config, tools: { missing: [], missingOptional: [] } }),
     Controller: exec ? exec.controller(controllerService(ctx)) : controllerService(ctx),
