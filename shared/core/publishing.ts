@@ -84,6 +84,7 @@ export async function publish(core: Core, id: VolumeId, targetPath: string, opts
     await makeMountPoint(target, opts.block ? 'file' : 'dir');
     let madeStaging: MountRecord | undefined;
     let attachedHere = false;
+    let mountedAnyway = false;
     let record: MountRecord;
     try {
       let staging: MountRecord | undefined;
@@ -119,10 +120,17 @@ export async function publish(core: Core, id: VolumeId, targetPath: string, opts
           : false;
         if (!own) await bindFromStaging(core, volume, target, staging, opts);
       } catch (err) {
-        await core.nodeState.remove(record);
+        // A FlexVolume driver's mount that failed, or ran out its deadline, after mounting leaves the
+        // target mounted. The kernel is the truth: the record stays, so that an unpublish takes the
+        // mount off (kubelet's teardown calls the driver's unmount all the same) and a retry finds
+        // it published (kubelet's finds the path mounted), rather than one a record never names.
+        mountedAnyway = isMountPoint(target);
+        if (!mountedAnyway) await core.nodeState.remove(record);
         throw err;
       }
     } catch (err) {
+      // What the mount left in place stands on the staging and attachment too.
+      if (mountedAnyway) throw err;
       // Undo what this call made: the target, and any staging (with the attachment it stood for).
       await removeMountPoint(target);
       if (madeStaging) await unstageLocked(core, madeStaging).catch(() => undefined);

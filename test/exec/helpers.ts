@@ -19,6 +19,7 @@ const SCRIPTS: Record<string, string> = {
   hang: 'tmpfs.sh',
   daemon: 'tmpfs.sh',
   nofsgroup: 'tmpfs.sh',
+  halfway: 'tmpfs.sh',
 };
 export type TestDriver = keyof typeof SCRIPTS;
 export const VENDOR = 'acme';

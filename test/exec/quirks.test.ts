@@ -84,6 +84,16 @@ describe('exec backend: kubelet reply rules (strict)', () => {
     expect(mountsAt(target)).toBe(0);
   });
 
+  it('a mount that fails after mounting keeps its record: a retry answers OK, as kubelet finds the path mounted, and an unpublish takes it off', async () => {
+    const { target, call } = publish(strict, 'halfway', 'halfway-1');
+    expect(await outcome(call())).toEqual({ code: 'INTERNAL', message: expect.stringContaining('quota check failed after mount') });
+    expect(mountsAt(target)).toBe(1);
+    expect(await outcome(call())).toEqual({ code: 'OK', message: '' });
+    await strict.node('NodeUnpublishVolume', { volume_id: 'halfway-1', target_path: target });
+    expect(mountsAt(target)).toBe(0);
+    expect(strict.calls('halfway').map((c) => c[0])).toEqual(['init', 'mount', 'unmount']);
+  });
+
   it('stderr noise around the JSON fails as under kubelet, with the driver output in the error and the secret cut out', async () => {
     const { target, call } = publish(strict, 'noise', 'noise-1');
     const failed = await outcome(call());

@@ -8,6 +8,7 @@
 #   hang    hangs in mount, with a child, past any deadline
 #   daemon  leaves a daemon holding its stdout after answering
 #   nofsgroup  well behaved, but its init says fsGroup: false (kubelet then leaves ownership alone)
+#   halfway mounts, then answers Failure (a check after the mount that failed)
 # Pids of anything left running go to pids.log; argv to calls.log (see loop.sh).
 set -u
 here=$(dirname "$0")
@@ -42,6 +43,7 @@ mount)
     printf 'Traceback (most recent call last):\n  File "/opt/driver.py", line 12, in <module>\n    cleanup({"tmp": 1})\nOSError: [Errno 2] No such file\n' >&2
     exit 0 ;;
   exit1) printf '{"status":"Success"}\n'; exit 1 ;;
+  halfway) fail "quota check failed after mount" ;;
   daemon)
     sleep 300 & echo $! >>"$here/pids.log"
     ok ;;
