@@ -81,7 +81,7 @@ export async function runDriver(executable: string, args: readonly string[], opt
     const ended = startDriver
       ? await runDriverNatively(startDriver, file, rest, envPairs(opts.env ?? { ...process.env, PATH: toolPath() }), out, opts)
       : await runWithExeca(file, rest, out, opts);
-    const output = await readAll(out);
+    const output = await readTail(out);
     return { ...ended, output, durationMs: performance.now() - started };
   } finally {
     await close(out);
@@ -128,16 +128,24 @@ function toolPath(): string {
   return toolEnv().PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin';
 }
 
-/** What the driver and its descendants wrote, up to OUTPUT_CAP bytes, read from the start of the file they share. */
-async function readAll(fd: number): Promise<string> {
+/**
+ * What the driver and its descendants wrote: all of it, or past OUTPUT_CAP bytes its last OUTPUT_CAP,
+ * after a line that says how many went before, as the runner keeps a tool's (shared/runner.ts
+ * keptOutput). The end, because a driver's reply comes last: kubelet reads the whole output, and a
+ * driver that logs megabytes before its reply must still be read leniently (shared/backends/exec-reply.ts).
+ */
+async function readTail(fd: number): Promise<string> {
   const { size } = await fstat(fd);
   const length = Math.min(size, OUTPUT_CAP);
+  const start = size - length;
   const buf = Buffer.alloc(length);
   let offset = 0;
   while (offset < length) {
-    const bytesRead = await readAt(fd, buf, offset, length - offset, offset);
+    const bytesRead = await readAt(fd, buf, offset, length - offset, start + offset);
     if (bytesRead === 0) break;
     offset += bytesRead;
   }
-  return buf.subarray(0, offset).toString('utf8');
+  const text = buf.subarray(0, offset).toString('utf8');
+  // A cut through a character leaves replacement marks at the start: not the driver's words.
+  return start ? `... (${start} bytes left out)\n${text.replace(/^\uFFFD+/, '')}` : text;
 }

@@ -64,10 +64,13 @@ describe.each<DriverSpawner>(['posix_spawn', 'execa'])('a driver started by %s',
     expect(r.output).toBe('prefixed\n');
   });
 
-  it('keeps at most OUTPUT_CAP bytes of the output', async () => {
-    const r = await sh(`head -c ${OUTPUT_CAP + 4096} /dev/zero | tr '\\0' a`, spawner);
+  it('keeps the last OUTPUT_CAP bytes of the output, where a reply after megabytes of noise is, and says how many went before', async () => {
+    const r = await sh(`head -c ${OUTPUT_CAP + 4096} /dev/zero | tr '\\0' a; echo '{"status":"Success"}'`, spawner);
     expect(r.exitCode).toBe(0);
-    expect(r.output.length).toBe(OUTPUT_CAP);
+    const reply = '{"status":"Success"}\n';
+    expect(r.output.startsWith(`... (${4096 + reply.length} bytes left out)\n`)).toBe(true);
+    expect(r.output.endsWith(`aaaa${reply}`)).toBe(true);
+    expect(r.output.length).toBe(OUTPUT_CAP + `... (${4096 + reply.length} bytes left out)\n`.length);
   });
 
   it('names why a driver could not be started: none there, or not executable', async () => {
