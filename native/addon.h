@@ -4,8 +4,13 @@
 #include <node_api.h>
 
 #define MAX_STRING 4096
-/* At most this many strings in an array argument (a tool's arguments, its environment). */
-#define MAX_ITEMS 4096
+/*
+ * At most this many strings in an array argument (a tool's arguments, its environment): a bound on
+ * what one call allocates, not a rule. The kernel's limit is their total size (E2BIG past ARG_MAX, a
+ * quarter of the stack limit), which a million pointers alone pass; a count of 4096 refused the
+ * environment of a pod in a namespace with some 600 Services (their links are 7 variables each).
+ */
+#define MAX_ITEMS (1 << 20)
 
 int tv_string_arg(napi_env env, napi_value value, char *buf, int *present);
 int tv_flags_arg(napi_env env, napi_value value, unsigned long *flags);

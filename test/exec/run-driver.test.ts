@@ -93,6 +93,12 @@ describe.each<DriverSpawner>(['posix_spawn', 'execa'])('a driver started by %s',
     expect(over).toMatchObject({ exitCode: -1, timedOut: false, startError: expect.stringContaining('E2BIG') });
   });
 
+  it('passes an environment of 5,000 variables, as a pod among some 700 Services has from their links', async () => {
+    const env = Object.fromEntries([['PATH', '/usr/bin:/bin'], ...Array.from({ length: 4999 }, (_, i) => [`SVC_${i}_SERVICE_HOST`, '10.0.0.1'])]);
+    const r = await runDriver('/bin/sh', ['-c', 'env | grep -c "^SVC_"'], { timeoutMs: 10_000, graceMs: 2_000, spawner, env });
+    expect(r).toMatchObject({ exitCode: 0, output: '4999\n' });
+  });
+
   it('answers at the exit, though a daemon it left still holds the output', async () => {
     const r = await sh('sleep 300 & echo started $!', spawner);
     try {
