@@ -5,6 +5,7 @@ import {
   checkedPathUnder,
   type Core,
   createVolume,
+  describeVolume,
   type DriverCapabilities,
   type DriverName,
   EXEC_BACKEND,
@@ -105,23 +106,24 @@ export class ExecService {
   }
 
   /**
-   * The volume's id once it is in the catalog: it is there already, or it is a static PV's, registered
-   * now from its volume attributes (else this server's one driver), so that the teardown calls, which
-   * carry no context, find its driver. Returns the driver for the log line.
+   * The volume's id once the catalog holds it as the request describes it: a static PV's volume
+   * attributes (driver, else this server's one, else the recorded one; options; fsType) registered, or
+   * brought up to date while nothing holds the volume (shared/core/volumes.ts describeVolume), so that
+   * the teardown calls, which carry no context, find its driver and options. A request with no
+   * attributes at all takes the record as it is. Returns the driver for the log line.
    */
   private async registered(rawId: string, context: StringMap, cap: Capability): Promise<{ id: VolumeId; driver: DriverName }> {
     const id = validateVolumeId(rawId, 'volume_id');
     const record = await this.core.catalog.getVolume(id);
-    if (record) {
-      if (!isExecVolume(record)) throw invalidArgument(`volume ${id} is a ${record.backend} volume, not one of a FlexVolume driver`);
-      return { id, driver: this.checked(execVolumeOfRecord(record).driver) };
-    }
+    if (record && !isExecVolume(record)) throw invalidArgument(`volume ${id} is a ${record.backend} volume, not one of a FlexVolume driver`);
     const own = withoutCoKeys(context);
-    if (own.driver === undefined && this.serving.driver) own.driver = this.serving.driver.full;
-    if (own.driver === undefined) throw notFound(`volume ${id} is not known, and names no FlexVolume driver`);
+    if (record && Object.keys(own).length === 0) return { id, driver: this.checked(execVolumeOfRecord(record).driver) };
+    const driver = own.driver ?? this.serving.driver?.full ?? record?.parameters.driver;
+    if (driver === undefined) throw notFound(`volume ${id} is not known, and names no FlexVolume driver`);
+    own.driver = driver;
     const volume = execVolumeOf(id, own, own.fsType ?? cap.fsType);
     this.checked(volume.driver);
-    await createVolume(this.core, { id, backend: EXEC_BACKEND, capacityBytes: 0, fsType: volume.fsType, access: cap.scope, parameters: execRecordParameters(own), createdBy: 'csi' });
+    await describeVolume(this.core, { id, backend: EXEC_BACKEND, capacityBytes: 0, fsType: volume.fsType, access: cap.scope, parameters: execRecordParameters(own), createdBy: 'csi' });
     return { id, driver: volume.driver };
   }
 

@@ -140,6 +140,37 @@ export async function createVolume(core: Core, spec: CreateVolumeSpec, progress?
   });
 }
 
+/**
+ * A volume whose description comes with every call that uses it (an exec volume's static PV: the CO
+ * sends the PV's attributes with each stage and publish, and kubelet reads a FlexVolume PV afresh on
+ * every call): made if new, answered as it is if the same. Another description (a PV deleted and made
+ * again under the same handle, or a first call's typo) replaces the recorded one while nothing holds
+ * the volume: no attachment on any node, no mount record on this node. While something does, the
+ * mounts in place were made from the recorded one, and FailedPrecondition names what differs.
+ */
+export async function describeVolume(core: Core, spec: CreateVolumeSpec): Promise<VolumeRecord> {
+  const wanted = recordFor(core.config, spec);
+  if (!(await core.catalog.getVolume(wanted.id))) return (await createVolume(core, spec)).volume;
+  return core.catalog.lock('volume', wanted.id, async () => {
+    const existing = await core.catalog.requireVolume(wanted.id);
+    if (existing.backend !== wanted.backend) throw alreadyExists(`volume ${wanted.id} already exists as a ${existing.backend} volume`);
+    const diff = [...(existing.fsType !== wanted.fsType ? [`fsType ${existing.fsType || '(none)'}`] : []), ...changedKeys(existing.parameters, wanted.parameters)];
+    if (!diff.length) return existing;
+    const held = [...existing.attachments.map((a) => `attached to node ${a.node}`), ...(await core.nodeState.listForVolume(existing.id)).map((r) => `${r.kind === 'stage' ? 'staged' : 'published'} at ${r.path}`)];
+    if (held.length)
+      throw failedPrecondition(`volume ${wanted.id} is in use (${held.slice(0, 3).join('; ')}${held.length > 3 ? '; ...' : ''}) as it was described before, and this call describes it otherwise (${diff.join(', ')}): unpublish and unstage it first`);
+    const next: VolumeRecord = { ...existing, fsType: wanted.fsType, parameters: wanted.parameters };
+    await core.catalog.updateVolumeUnlocked(next);
+    return next;
+  });
+}
+
+/** The keys whose values differ, each said to be added, removed or changed; not the values, which may be secret. */
+function changedKeys(before: Readonly<Record<string, string>>, after: Readonly<Record<string, string>>): string[] {
+  const keys = [...new Set([...Object.keys(before), ...Object.keys(after)])].sort();
+  return keys.filter((k) => before[k] !== after[k]).map((k) => `${k} ${!(k in before) ? 'added' : !(k in after) ? 'removed' : 'changed'}`);
+}
+
 async function populateSource(core: Core, volume: VolumeRecord): Promise<PopulateSource | undefined> {
   const src = volume.contentSource;
   if (!src) return undefined;

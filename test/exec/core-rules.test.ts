@@ -86,6 +86,33 @@ describe('exec volumes under the core\'s rules', () => {
   });
 });
 
+describe("a static PV's attributes, sent with every call", () => {
+  it('are taken afresh while nothing holds the volume, and refused, naming what differs, while something does', async () => {
+    const id = 'rules-described';
+    const target = targetPath(csi.s.kubeletDir, 'uid-d', id);
+    const publishWith = (ctx: Record<string, string>) => csi.node('NodePublishVolume', { volume_id: id, target_path: target, volume_capability: mountCap(), volume_context: ctx });
+    // A typo in the PV: its first publish fails, but it described the volume.
+    expect(await expectCode(publishWith({ backend: 'exec', driver: 'acme/absent', share: 'a' }), 'FAILED_PRECONDITION')).toContain('acme~absent/absent');
+    expect((await core().catalog.getVolume(vid(id)))?.parameters).toMatchObject({ driver: 'acme/absent' });
+    // The PV made again, right: its description is the one used, not the first call's.
+    await publishWith({ backend: 'exec', driver: 'acme/tmpfs', share: 'b' });
+    expect(mountsAt(target)).toBe(1);
+    const mount = csi.calls('tmpfs').find((c) => c[0] === 'mount' && c[1] === target);
+    expect(JSON.parse(mount?.[2] ?? '{}')).toMatchObject({ share: 'b' });
+    // While it is published from that description, another is refused, and the record stays.
+    const refused = await expectCode(publishWith({ backend: 'exec', driver: 'acme/tmpfs', share: 'c', extra: 'x' }), 'FAILED_PRECONDITION');
+    expect(refused).toContain(`volume ${id} is in use (attached to node node-a; published at ${target})`);
+    expect(refused).toContain('(extra added, share changed)');
+    expect(refused).not.toContain('"c"');
+    expect((await core().catalog.getVolume(vid(id)))?.parameters).toMatchObject({ driver: 'acme/tmpfs', share: 'b' });
+    // The same description again is the same publish; teardown, which carries none, uses the record.
+    await publishWith({ backend: 'exec', driver: 'acme/tmpfs', share: 'b' });
+    await csi.node('NodeUnpublishVolume', { volume_id: id, target_path: target });
+    expect(mountsAt(target)).toBe(0);
+    expect(csi.calls('tmpfs').filter((c) => c[1] === target).map((c) => c[0])).toEqual(['mount', 'unmount']);
+  });
+});
+
 describe('fsGroup after an exec publish, as kubelet\'s flexvolume mounter.go', () => {
   const gidAt = (path: string) => statSync(path).gid;
 
