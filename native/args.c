@@ -96,17 +96,20 @@ void tv_free_vector(char **v) {
 }
 
 /*
- * Descriptors to hand a child from its fd 3 on (native/spawn.c): at most `most`, each an integer of
- * at least 3, so that none is overwritten by the dup2 of another.
+ * Descriptors to hand a child from its fd 3 on (native/spawn.c): at most `most`, each a whole number
+ * that is a descriptor, and the j-th at least 3 + j. The child dup2s them in order onto 3, 4, ...: one
+ * below its own place would be overwritten by an earlier dup2 before it is read (EBADF, not a wrong file).
  */
 int tv_fds_arg(napi_env env, napi_value value, int *fds, uint32_t most, uint32_t *n) {
   int err = array_arg(env, value, most, n);
   if (err) return err;
   for (uint32_t i = 0; i < *n; i++) {
     napi_value item;
-    int32_t fd;
-    if (napi_get_element(env, value, i, &item) != napi_ok || napi_get_value_int32(env, item, &fd) != napi_ok || fd < 3) return EBADF;
-    fds[i] = fd;
+    int64_t fd;
+    /* int64, not int32: napi_get_value_int32 wraps 2**32 + 3 to 3. */
+    if (napi_get_element(env, value, i, &item) != napi_ok || napi_get_value_int64(env, item, &fd) != napi_ok) return EBADF;
+    if (fd < 3 + (int64_t)i || fd > INT32_MAX) return EBADF;
+    fds[i] = (int)fd;
   }
   return 0;
 }

@@ -110,6 +110,9 @@ describe('a tool started by posix_spawn', () => {
     expect(started('sh', ['sh', 'a\0b'], env, [], 10).began).toEqual({ errno: 22 });
     expect(started('sh', [], env, [], 10).began).toEqual({ errno: 22 });
     expect(started('sh', ['sh'], env, [1], 10).began).toEqual({ errno: 9 });
+    // The second would be read from fd 3 after the first was put there; a number past int32 is no descriptor.
+    expect(started('sh', ['sh'], env, [4, 3], 10).began).toEqual({ errno: 9 });
+    expect(started('sh', ['sh'], env, [2 ** 32 + 3], 10).began).toEqual({ errno: 9 });
     expect(started('sh', ['sh'], ['PATH=/bin', 'A=\0'], [], 10).began).toEqual({ errno: 22 });
     expect(started('sh', ['sh'], env, [], 0).began).toEqual({ errno: 22 });
     // A file name past PATH_MAX; an argument that long is the kernel's to judge (test/exec/run-driver.test.ts).
