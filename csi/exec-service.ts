@@ -123,7 +123,7 @@ export class ExecService {
     own.driver = driver;
     const volume = execVolumeOf(id, own, own.fsType ?? cap.fsType);
     this.checked(volume.driver);
-    await describeVolume(this.core, { id, backend: EXEC_BACKEND, capacityBytes: 0, fsType: volume.fsType, access: cap.scope, parameters: execRecordParameters(own), createdBy: 'csi' });
+    await describeVolume(this.core, { id, backend: EXEC_BACKEND, capacityBytes: 0, fsType: volume.fsType, access: cap.scope, parameters: execRecordParameters(own), createdBy: 'csi' }, record);
     return { id, driver: volume.driver };
   }
 

@@ -148,13 +148,17 @@ export async function createVolume(core: Core, spec: CreateVolumeSpec, progress?
  * the volume: no attachment on any node, no mount record on this node. While something does, the
  * mounts in place were made from the recorded one, and FailedPrecondition names what differs.
  */
-export async function describeVolume(core: Core, spec: CreateVolumeSpec): Promise<VolumeRecord> {
+export async function describeVolume(core: Core, spec: CreateVolumeSpec, known?: VolumeRecord): Promise<VolumeRecord> {
   const wanted = recordFor(core.config, spec);
-  if (!(await core.catalog.getVolume(wanted.id))) return (await createVolume(core, spec)).volume;
+  // `known`: the record as the caller has just read it. The same description, the common case (a CO
+  // sends a volume's context with every call), writes nothing, so it takes no lock and no second read.
+  const seen = known ?? (await core.catalog.getVolume(wanted.id));
+  if (!seen) return (await createVolume(core, spec)).volume;
+  if (seen.backend === wanted.backend && !describedOtherwise(seen, wanted).length) return seen;
   return core.catalog.lock('volume', wanted.id, async () => {
     const existing = await core.catalog.requireVolume(wanted.id);
     if (existing.backend !== wanted.backend) throw alreadyExists(`volume ${wanted.id} already exists as a ${existing.backend} volume`);
-    const diff = [...(existing.fsType !== wanted.fsType ? [`fsType ${existing.fsType || '(none)'}`] : []), ...changedKeys(existing.parameters, wanted.parameters)];
+    const diff = describedOtherwise(existing, wanted);
     if (!diff.length) return existing;
     const held = [...existing.attachments.map((a) => `attached to node ${a.node}`), ...(await core.nodeState.listForVolume(existing.id)).map((r) => `${r.kind === 'stage' ? 'staged' : 'published'} at ${r.path}`)];
     if (held.length)
@@ -163,6 +167,11 @@ export async function describeVolume(core: Core, spec: CreateVolumeSpec): Promis
     await core.catalog.updateVolumeUnlocked(next);
     return next;
   });
+}
+
+/** What a description changes of a record: its fsType, and its parameters by key. */
+function describedOtherwise(existing: VolumeRecord, wanted: VolumeRecord): string[] {
+  return [...(existing.fsType !== wanted.fsType ? [`fsType ${existing.fsType || '(none)'}`] : []), ...changedKeys(existing.parameters, wanted.parameters)];
 }
 
 /** The keys whose values differ, each said to be added, removed or changed; not the values, which may be secret. */

@@ -134,9 +134,12 @@ describe('CSI: the work of each RPC', () => {
       got[method] = { ...work, spawns: work.spawns.map((c) => (c === driver ? 'driver' : c)) };
     };
     await count('Controller', 'CreateVolume', { name: id, capacity_range: size(MiB), volume_capabilities: [mountCap()], parameters: { backend: 'exec', driver: `${VENDOR}/tmpfs` } });
-    await count('Controller', 'ControllerPublishVolume', { volume_id: id, node_id: 'bench', volume_capability: mountCap() });
-    await count('Node', 'NodeStageVolume', { volume_id: id, staging_target_path: staging, volume_capability: mountCap() });
-    await count('Node', 'NodePublishVolume', { volume_id: id, staging_target_path: staging, target_path: target, volume_capability: mountCap() });
+    // The context CreateVolume answered, which a CO sends with each call that describes the volume:
+    // the same description, so nothing more is read or locked for it (shared/core/volumes.ts describeVolume).
+    const volume_context = (await csi.call('Controller', 'CreateVolume', { name: id, capacity_range: size(MiB), volume_capabilities: [mountCap()], parameters: { backend: 'exec', driver: `${VENDOR}/tmpfs` } })).volume.volume_context;
+    await count('Controller', 'ControllerPublishVolume', { volume_id: id, node_id: 'bench', volume_capability: mountCap(), volume_context });
+    await count('Node', 'NodeStageVolume', { volume_id: id, staging_target_path: staging, volume_capability: mountCap(), volume_context });
+    await count('Node', 'NodePublishVolume', { volume_id: id, staging_target_path: staging, target_path: target, volume_capability: mountCap(), volume_context });
     await count('Node', 'NodeGetVolumeStats', { volume_id: id, volume_path: target });
     await count('Node', 'NodeUnpublishVolume', { volume_id: id, target_path: target });
     await count('Node', 'NodeUnstageVolume', { volume_id: id, staging_target_path: staging });
@@ -254,9 +257,9 @@ const CSI_EXPECTED: Record<'dir' | 'block' | 'raw block', Table> = {
 // (csi/exec-service.ts), hence more reads than a dir volume's; its mounts are the driver's own.
 const EXEC_EXPECTED: Table = {
   CreateVolume: w([], [], 2, 1, 1, 0),
-  ControllerPublishVolume: w(['driver'], [], 1, 4, 1, 0),
-  NodeStageVolume: w([], [], 1, 4, 2, 0),
-  NodePublishVolume: w(['driver'], [], 0, 4, 1, 0),
+  ControllerPublishVolume: w(['driver'], [], 1, 3, 1, 0),
+  NodeStageVolume: w([], [], 1, 3, 2, 0),
+  NodePublishVolume: w(['driver'], [], 0, 3, 1, 0),
   NodeGetVolumeStats: w([], [], 0, 3, 0, 0),
   NodeUnpublishVolume: w(['driver'], [], 0, 4, 1, 0),
   NodeUnstageVolume: w([], [], 1, 5, 2, 0),
