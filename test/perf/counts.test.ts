@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, truncateSync } from 'node:fs';
 import { join } from 'node:path';
+import * as v from 'valibot';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createVolume } from '../../shared/core/volumes.js';
 import { nativeMount } from '../../shared/native-mount.js';
@@ -136,7 +137,9 @@ describe('CSI: the work of each RPC', () => {
     await count('Controller', 'CreateVolume', { name: id, capacity_range: size(MiB), volume_capabilities: [mountCap()], parameters: { backend: 'exec', driver: `${VENDOR}/tmpfs` } });
     // The context CreateVolume answered, which a CO sends with each call that describes the volume:
     // the same description, so nothing more is read or locked for it (shared/core/volumes.ts describeVolume).
-    const volume_context = (await csi.call('Controller', 'CreateVolume', { name: id, capacity_range: size(MiB), volume_capabilities: [mountCap()], parameters: { backend: 'exec', driver: `${VENDOR}/tmpfs` } })).volume.volume_context;
+    const again = await csi.call('Controller', 'CreateVolume', { name: id, capacity_range: size(MiB), volume_capabilities: [mountCap()], parameters: { backend: 'exec', driver: `${VENDOR}/tmpfs` } });
+    const volume_context = v.parse(v.object({ volume: v.object({ volume_context: v.record(v.string(), v.string()) }) }), again).volume.volume_context;
+    expect(volume_context).toMatchObject({ backend: 'exec', driver: `${VENDOR}/tmpfs` });
     await count('Controller', 'ControllerPublishVolume', { volume_id: id, node_id: 'bench', volume_capability: mountCap(), volume_context });
     await count('Node', 'NodeStageVolume', { volume_id: id, staging_target_path: staging, volume_capability: mountCap(), volume_context });
     await count('Node', 'NodePublishVolume', { volume_id: id, staging_target_path: staging, target_path: target, volume_capability: mountCap(), volume_context });
