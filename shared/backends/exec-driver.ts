@@ -89,7 +89,8 @@ export class FlexDrivers {
   /**
    * Runs `<driver> <verb> <args...>`. Success gives the status; "Not supported" is remembered and
    * answered without a run until the driver changes; any failure throws with the driver's message.
-   * Every string in `secrets` is cut out of whatever this puts in a log line or an error.
+   * Every string in `secrets`, in each form it travels in, is cut out of whatever this puts in a log
+   * line or an error (`scrub`; the driver's own text by `shownOutput`).
    */
   async call(driver: DriverName, verb: string, args: readonly string[], secrets: readonly string[] = []): Promise<CallResult> {
     const probed = await this.current(driver);
@@ -117,7 +118,7 @@ export class FlexDrivers {
       this.log('warn', 'FlexVolume driver call passed its deadline; its process group was killed', fields);
       throw internal(`FlexVolume driver ${driver.full}: ${verb} did not answer within ${timeoutMs} ms (killed)`);
     }
-    const { outcome, quirks } = readReply(verb, { exitCode: done.exitCode, output: done.output }, this.mode(driver));
+    const { outcome, quirks } = readReply(verb, { exitCode: done.exitCode, output: done.output }, this.mode(driver), (text) => shownOutput(text, secrets));
     record(outcome.kind === 'failure');
     if (quirks.length) this.log('warn', 'FlexVolume driver reply read leniently', { ...fields, quirks: quirks.map((q) => scrub(q, secrets)) });
     this.log('info', 'FlexVolume driver call', { ...fields, outcome: outcome.kind });
@@ -137,11 +138,80 @@ async function fileVersion(path: string): Promise<string> {
   }
 }
 
-/** Each secret, and its base64 form as the driver received it, replaced wherever it appears. */
+const REDACTED = '[redacted]';
+/** In place of driver output still holding a short secret; its words are too long to be one (see `scrub`). */
+const WITHHELD = '[withheld: holds a short secret]';
+
+interface Cutter {
+  /** Every form of every secret, longest first (a value holding another is cut whole), as one pattern. */
+  pattern: RegExp | undefined;
+  /** The forms of one or two characters. */
+  short: string[];
+}
+
+/** One per secrets list: a call's list is scrubbed out of many strings (every field of its log lines). */
+const cutters = new WeakMap<readonly string[], Cutter>();
+
+/**
+ * Each secret replaced wherever it appears, in every form it travels in: as given, base64 as the
+ * driver receives it (kubernetes.io/secret/<key>), and escaped as JSON text quotes it (a driver's reply,
+ * written by JavaScript, Python or Go).
+ *
+ * A form of one or two characters ("bad PIN 42") is cut only where it stands as a word of its own: no
+ * letter or digit against a side of it that is a letter or digit. Cut everywhere, "42" would also go out
+ * of every "1425", volume id and path in the call's log lines (which pass through here too), leaving
+ * them unreadable; inside a longer word it stays. Text the driver printed, where it may stand anyhow,
+ * goes through `shownOutput`, which withholds such text whole.
+ */
 export function scrub(text: string, secrets: readonly string[]): string {
-  let out = text;
-  for (const s of secrets) if (s.length >= 3) out = out.split(s).join('[redacted]');
-  return out;
+  if (secrets.length === 0) return text;
+  const { pattern } = cutterFor(secrets);
+  return pattern ? text.replace(pattern, REDACTED) : text;
+}
+
+/**
+ * The driver's output (or its status or message) as an error or a log line may show it: scrubbed, and
+ * withheld whole while a secret of one or two characters is still in it, inside a longer word where
+ * `scrub` left it ("PIN42"). The driver prints what it likes, so no rule for where a value ends can be
+ * trusted with its text; a 600-character excerpt that might spell the secret is worth less than the
+ * secret. The whole text is checked, not just its excerpt: a cut could leave half a secret at its edge.
+ */
+export function shownOutput(text: string, secrets: readonly string[]): string {
+  if (secrets.length === 0) return text;
+  const out = scrub(text, secrets);
+  const { short } = cutterFor(secrets);
+  if (short.length === 0) return out;
+  return out.split(REDACTED).some((piece) => short.some((s) => piece.includes(s))) ? WITHHELD : out;
+}
+
+function cutterFor(secrets: readonly string[]): Cutter {
+  let cutter = cutters.get(secrets);
+  if (!cutter) {
+    const forms = [...new Set(secrets.flatMap(formsOf))].sort((a, b) => b.length - a.length);
+    const short = forms.filter((f) => f.length < 3);
+    cutter = { pattern: forms.length ? new RegExp(forms.map(patternOf).join('|'), 'gu') : undefined, short };
+    cutters.set(secrets, cutter);
+  }
+  return cutter;
+}
+
+function formsOf(secret: string): string[] {
+  if (secret === '') return [];
+  const json = JSON.stringify(secret).slice(1, -1);
+  const escape = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
+  // Python's json.dumps escapes every non-ASCII code unit, Go's json.Marshal <, > and & (both in lower case hex).
+  return [secret, Buffer.from(secret, 'utf8').toString('base64'), json, json.replace(/[^\x20-\x7e]/g, escape), json.replace(/[<>&\u2028\u2029]/g, escape)];
+}
+
+const WORD_CHAR = /[\p{L}\p{N}]/u;
+
+/** A form as a pattern: a short one kept from cutting into a word where it ends in a letter or digit. */
+function patternOf(form: string): string {
+  const literal = form.replace(/[\\^$.*+?()[\]{}|/]/g, '\\$&');
+  if (form.length >= 3) return literal;
+  const before = WORD_CHAR.test(form.slice(0, 1)) ? '(?<![\\p{L}\\p{N}])' : '';
+  const after = WORD_CHAR.test(form.slice(-1)) ? '(?![\\p{L}\\p{N}])' : '';
+  return `${before}${literal}${after}`;
 }
 
 /**
