@@ -113,7 +113,7 @@ export class FlexDrivers {
     // In the spawn log and the command metrics like twinvol's own tools; failed when it gave no answer or a Failure.
     const record = (failed: boolean) => recordSpawn({ command: executable, args: [verb, ...args.map(withheldOptions)], exitCode: done.exitCode, durationMs: done.durationMs, failed });
     if (done.startError || done.timedOut) record(true);
-    if (done.startError) throw failedPrecondition(`FlexVolume driver ${driver.full} could not be run: ${scrub(done.startError, secrets)}`);
+    if (done.startError) throw failedPrecondition(`FlexVolume driver ${driver.full} could not be run: ${scrub(done.startError, secrets)}${tooBig(done.startError, args)}`);
     if (done.timedOut) {
       this.log('warn', 'FlexVolume driver call passed its deadline; its process group was killed', fields);
       throw internal(`FlexVolume driver ${driver.full}: ${verb} did not answer within ${timeoutMs} ms (killed)`);
@@ -138,18 +138,29 @@ async function fileVersion(path: string): Promise<string> {
   }
 }
 
+/**
+ * Why a start failed with E2BIG, which otherwise reads like a missing driver: the options argument
+ * (the volume's attributes and the pod's secrets, base64) past what the kernel takes for one argument
+ * (MAX_ARG_STRLEN, 128 KiB), or all of them with the environment past ARG_MAX.
+ */
+function tooBig(startError: string, args: readonly string[]): string {
+  if (!/\bE2BIG\b/.test(startError)) return '';
+  const largest = Math.max(0, ...args.map((a) => Buffer.byteLength(a)));
+  return ` (its arguments, the largest ${largest} bytes, and its environment are more than the kernel takes for one exec: 128 KiB an argument; the options argument holds the volume's attributes and the pod's secrets)`;
+}
+
 const REDACTED = '[redacted]';
 /** In place of driver output still holding a short secret; its words are too long to be one (see `scrub`). */
 const WITHHELD = '[withheld: holds a short secret]';
 
 interface Cutter {
-  /** Every form of every secret, longest first (a value holding another is cut whole), as one pattern. */
-  pattern: RegExp | undefined;
-  /** The forms of one or two characters. */
+  /** The forms of three characters or more, longest first (a value holding another is cut whole). */
+  long: string[];
+  /** The forms of one or two characters, as one pattern that keeps them from cutting into a word. */
+  shortPattern: RegExp | undefined;
   short: string[];
 }
 
-/** One per secrets list: a call's list is scrubbed out of many strings (every field of its log lines). */
 const cutters = new WeakMap<readonly string[], Cutter>();
 
 /**
@@ -165,8 +176,10 @@ const cutters = new WeakMap<readonly string[], Cutter>();
  */
 export function scrub(text: string, secrets: readonly string[]): string {
   if (secrets.length === 0) return text;
-  const { pattern } = cutterFor(secrets);
-  return pattern ? text.replace(pattern, REDACTED) : text;
+  const { long, shortPattern } = cutterFor(secrets);
+  let out = text;
+  for (const form of long) if (out.includes(form)) out = out.split(form).join(REDACTED);
+  return shortPattern ? out.replace(shortPattern, REDACTED) : out;
 }
 
 /**
@@ -189,7 +202,9 @@ function cutterFor(secrets: readonly string[]): Cutter {
   if (!cutter) {
     const forms = [...new Set(secrets.flatMap(formsOf))].sort((a, b) => b.length - a.length);
     const short = forms.filter((f) => f.length < 3);
-    cutter = { pattern: forms.length ? new RegExp(forms.map(patternOf).join('|'), 'gu') : undefined, short };
+    // The long ones by split and join, not in one pattern: a secret of 60 KiB made a pattern past
+    // V8's limit, and the SyntaxError, its text quoting the pattern, ended the server (test/exec/quirks.test.ts).
+    cutter = { long: forms.filter((f) => f.length >= 3), shortPattern: short.length ? new RegExp(short.map(patternOf).join('|'), 'gu') : undefined, short };
     cutters.set(secrets, cutter);
   }
   return cutter;
@@ -205,10 +220,9 @@ function formsOf(secret: string): string[] {
 
 const WORD_CHAR = /[\p{L}\p{N}]/u;
 
-/** A form as a pattern: a short one kept from cutting into a word where it ends in a letter or digit. */
+/** A short form as a pattern, kept from cutting into a word where it ends in a letter or digit. */
 function patternOf(form: string): string {
   const literal = form.replace(/[\\^$.*+?()[\]{}|/]/g, '\\$&');
-  if (form.length >= 3) return literal;
   const before = WORD_CHAR.test(form.slice(0, 1)) ? '(?<![\\p{L}\\p{N}])' : '';
   const after = WORD_CHAR.test(form.slice(-1)) ? '(?![\\p{L}\\p{N}])' : '';
   return `${before}${literal}${after}`;

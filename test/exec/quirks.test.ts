@@ -94,6 +94,22 @@ describe('exec backend: kubelet reply rules (strict)', () => {
     expect(strict.calls('halfway').map((c) => c[0])).toEqual(['init', 'mount', 'unmount']);
   });
 
+  it('options past what the kernel takes for one argument: FAILED_PRECONDITION saying so, not as if the driver were missing', async () => {
+    // 50 KiB of attributes and 60 KiB of secret (80 KiB in base64): one argument of some 130 KiB.
+    const target = targetPath(strict.s.kubeletDir, 'uid-huge', 'huge-1');
+    const volume_context = { backend: 'exec', driver: 'acme/tmpfs', notes: 'n'.repeat(50 * 1024) };
+    const refused = await outcome(strict.node('NodePublishVolume', { volume_id: 'huge-1', target_path: target, volume_capability: mountCap(), volume_context, secrets: { key: 'k'.repeat(60 * 1024) } }));
+    expect(refused.code).toBe('FAILED_PRECONDITION');
+    expect(refused.message).toMatch(/E2BIG \(its arguments, the largest 1\d{5} bytes, and its environment are more than the kernel takes for one exec: 128 KiB an argument/);
+    expect(mountsAt(target)).toBe(0);
+    // Cutting a secret that long out of the log once built a pattern past V8's limit: the server ended.
+    expect(await outcome(strict.identity('Probe', {}))).toEqual({ code: 'OK', message: '' });
+    const log = (await strict.server.logWhen((e) => e.some((l) => l.volumeId === 'huge-1' && l.method === 'NodePublishVolume' && l.level !== 'info'))).text;
+    expect(log).toContain('huge-1');
+    expect(log).not.toContain('k'.repeat(64));
+    expect(log).not.toContain(Buffer.from('k'.repeat(64)).toString('base64'));
+  });
+
   it('stderr noise around the JSON fails as under kubelet, with the driver output in the error and the secret cut out', async () => {
     const { target, call } = publish(strict, 'noise', 'noise-1');
     const failed = await outcome(call());
