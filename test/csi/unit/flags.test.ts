@@ -20,7 +20,7 @@ describe('flags: defaults and what each flag becomes', () => {
       help: false,
       version: false,
       socketPath: '/run/csi/csi.sock',
-      exec: { only: false, pluginDir: '/usr/libexec/kubernetes/kubelet-plugins/volume/exec', lenient: [], execIn: 'local' },
+      exec: { only: false, pluginDir: '/usr/libexec/kubernetes/kubelet-plugins/volume/exec', lenient: [], inline: [], execIn: 'local' },
       mode: 'all',
       driverName: 'csi.twinvol.io',
       maxVolumesPerNode: 0,
