@@ -41,6 +41,8 @@ export const suite = {
         const t1 = performance.now();
         await run(driver, ['unmount', target], { env: s.env });
         const t2 = performance.now();
+        // The reference must do the work it stands for: its unmount once left the bind in place.
+        if (await run('mountpoint', ['-q', target]).then(() => true, () => false)) throw new Error(`the bench driver left ${target} mounted`);
         direct.mount.push(t1 - t0);
         direct.unmount.push(t2 - t1);
         return t2 - t0;

@@ -12,7 +12,7 @@ mount)
   mkdir -p "$here/data" "$2" && mount --bind "$here/data" "$2" || fail "bind of $2 failed"
   ok ;;
 unmount)
-  if mountpoint -q "$1"; then umount "$1" || fail "umount of $1 failed"; fi
+  if mountpoint -q "$2"; then umount "$2" || fail "umount of $2 failed"; fi
   ok ;;
 *) printf '{"status":"Not supported"}\n'; exit 1 ;;
 esac
