@@ -11,29 +11,23 @@ import type { LogFields } from '../shared/index.js';
 export interface CallScope {
   /** method, requestId, and the ids the call is about (volumeId, snapshotId, ...). */
   readonly fields: LogFields;
-  /** The request's secret values (and the forms they travel in): cut out of any line the call writes. */
+  /** The request's secret values: cut out of any line the call writes, in every form they travel in. */
   secrets: readonly string[];
 }
 
 export const callScope = new AsyncLocalStorage<CallScope>();
 
 /**
- * Every value of the request's `secrets` maps (CSI names every secrets field so), as sent, base64
- * encoded (the exec backend hands them to a FlexVolume driver so, as kubelet does) and JSON-escaped
- * (how a value with quotes or backslashes appears in JSON text a message quotes: a driver's reply).
+ * Every value of the request's `secrets` maps (CSI names every secrets field so), as sent. The forms
+ * they travel in (base64, as the exec backend hands them to a FlexVolume driver; JSON-escaped, as a
+ * driver's reply quotes them) are scrub's to derive (shared/backends/exec-driver.ts), once per call.
  */
 export function secretValuesOf(request: unknown): string[] {
   if (!request || typeof request !== 'object') return [];
   const out = new Set<string>();
   for (const [key, value] of Object.entries(request)) {
     if (key !== 'secrets' || !value || typeof value !== 'object') continue;
-    for (const v of Object.values(value)) {
-      if (typeof v !== 'string' || v.length === 0) continue;
-      out.add(v);
-      out.add(Buffer.from(v).toString('base64'));
-      out.add(JSON.stringify(v).slice(1, -1));
-    }
+    for (const v of Object.values(value)) if (typeof v === 'string' && v.length > 0) out.add(v);
   }
-  // Longest first: a value that contains another is cut whole, not around the shorter one.
-  return [...out].sort((a, b) => b.length - a.length);
+  return [...out];
 }

@@ -67,9 +67,9 @@ export const flexArgv = {
       extra[KEY.serviceAccount] = opts.pod.serviceAccount;
     }
     for (const [name, value] of Object.entries(opts.secrets ?? {})) {
-      const encoded = Buffer.from(value, 'utf8').toString('base64');
-      extra[`${KEY.secret}/${name}`] = encoded;
-      secrets.push(value, encoded);
+      extra[`${KEY.secret}/${name}`] = Buffer.from(value, 'utf8').toString('base64');
+      // As given: scrub derives the base64 and escaped forms (shared/backends/exec-driver.ts).
+      secrets.push(value);
     }
     if (opts.fsGroup !== undefined) extra[KEY.fsGroup] = String(opts.fsGroup);
     return [target, optionsJson(volume, opts.readonly, extra)];
