@@ -87,9 +87,15 @@ export const OUTPUT_CAP = 4 * 2 ** 20;
  */
 export function keptOutput(bytes: Buffer, dropped: number, cap: number): string {
   const over = Math.max(0, bytes.length - cap);
-  const left = dropped + over;
-  const kept = bytes.subarray(over).toString('utf8').replace(/\n$/, '');
-  return left ? `... (${left} bytes left out)\n${kept.replace(/^\uFFFD+/, '')}` : kept;
+  return afterLeftOut(bytes.subarray(over).toString('utf8').replace(/\n$/, ''), dropped + over);
+}
+
+/**
+ * The end of an output after a line that says how many bytes went before it (`left`; none: the text
+ * as it is). A cut through a character leaves replacement marks at the start: not the writer's words.
+ */
+export function afterLeftOut(text: string, left: number): string {
+  return left ? `... (${left} bytes left out)\n${text.replace(/^\uFFFD+/, '')}` : text;
 }
 
 /**

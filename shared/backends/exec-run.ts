@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { execa } from 'execa';
 import { close, fstat, open, readAt, unlink } from '../fs-async.js';
 import { nativeMount } from '../native-mount.js';
-import { envPairs, OUTPUT_CAP, signalQuietly, toolEnv } from '../runner.js';
+import { afterLeftOut, envPairs, OUTPUT_CAP, signalQuietly, toolEnv } from '../runner.js';
 import { runDriverNatively } from './exec-run-native.js';
 
 /**
@@ -130,8 +130,7 @@ function toolPath(): string {
 
 /**
  * What the driver and its descendants wrote: all of it, or past OUTPUT_CAP bytes its last OUTPUT_CAP,
- * after a line that says how many went before, as the runner keeps a tool's (shared/runner.ts
- * keptOutput). The end, because a driver's reply comes last: kubelet reads the whole output, and a
+ * after a line that says how many went before, as the runner keeps a tool's (shared/runner.ts). The end, because a driver's reply comes last: kubelet reads the whole output, and a
  * driver that logs megabytes before its reply must still be read leniently (shared/backends/exec-reply.ts).
  */
 async function readTail(fd: number): Promise<string> {
@@ -145,7 +144,5 @@ async function readTail(fd: number): Promise<string> {
     if (bytesRead === 0) break;
     offset += bytesRead;
   }
-  const text = buf.subarray(0, offset).toString('utf8');
-  // A cut through a character leaves replacement marks at the start: not the driver's words.
-  return start ? `... (${start} bytes left out)\n${text.replace(/^\uFFFD+/, '')}` : text;
+  return afterLeftOut(buf.subarray(0, offset).toString('utf8'), start);
 }
