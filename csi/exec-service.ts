@@ -118,7 +118,7 @@ export class ExecService {
     if (record && !isExecVolume(record)) throw invalidArgument(`volume ${id} is a ${record.backend} volume, not one of a FlexVolume driver`);
     const own = withoutCoKeys(context);
     if (record && Object.keys(own).length === 0) return { id, driver: this.checked(execVolumeOfRecord(record).driver) };
-    const driver = own.driver ?? this.serving.driver?.full ?? record?.parameters.driver;
+    const driver = own.driver ?? this.serving.driver?.full ?? (record && execVolumeOfRecord(record).driver.full);
     if (driver === undefined) throw notFound(`volume ${id} is not known, and names no FlexVolume driver`);
     own.driver = driver;
     const volume = execVolumeOf(id, own, own.fsType ?? cap.fsType);

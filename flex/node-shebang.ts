@@ -16,7 +16,7 @@ const ENV_SHEBANG = /^#!\/usr\/bin\/env -S node( [^\s]+)?\n/;
  */
 const SHEBANG_MAX = 255;
 
-/** package.json's engines: the bundle's syntax and builtins need this Node (checked against it in test/flex/install-node.test.ts). */
+/** package.json's engines: the bundle's syntax and builtins need this Node (checked against it in test/flex/install.test.ts). */
 export const MIN_NODE: readonly [number, number] = [20, 17];
 
 /** How long `<node> --version` may take: a Node that does not answer in this has a problem of its own. */
