@@ -18,6 +18,7 @@ napi_value tv_errno_value(napi_env env, int err);
 int tv_args_with_path(napi_env env, napi_callback_info info, size_t want, napi_value *argv, char *path);
 int tv_vector_arg(napi_env env, napi_value value, char ***out);
 void tv_free_vector(char **v);
+int tv_fd_arg(napi_env env, napi_value value, int min, int *fd);
 int tv_fds_arg(napi_env env, napi_value value, int *fds, uint32_t most, uint32_t *n);
 
 napi_value tv_loop_attach(napi_env env, napi_callback_info info);

@@ -95,21 +95,24 @@ void tv_free_vector(char **v) {
   free(v);
 }
 
+/* A descriptor argument of at least `min`: 0, or EBADF. Read as an int64: napi_get_value_int32 wraps 2**32 + 3 to 3. */
+int tv_fd_arg(napi_env env, napi_value value, int min, int *fd) {
+  int64_t n;
+  if (napi_get_value_int64(env, value, &n) != napi_ok || n < min || n > INT32_MAX) return EBADF;
+  *fd = (int)n;
+  return 0;
+}
+
 /*
- * Descriptors to hand a child from its fd 3 on (native/spawn.c): at most `most`, each a whole number
- * that is a descriptor, and the j-th at least 3 + j. The child dup2s them in order onto 3, 4, ...: one
- * below its own place would be overwritten by an earlier dup2 before it is read (EBADF, not a wrong file).
+ * Descriptors to hand a child from its fd 3 on (native/spawn.c): at most `most`, and the j-th at least
+ * 3 + j. The child dup2s them in order onto 3, 4, ...: one below its own place would be overwritten by
+ * an earlier dup2 before it is read (EBADF, not a wrong file).
  */
 int tv_fds_arg(napi_env env, napi_value value, int *fds, uint32_t most, uint32_t *n) {
   int err = array_arg(env, value, most, n);
-  if (err) return err;
-  for (uint32_t i = 0; i < *n; i++) {
+  for (uint32_t i = 0; !err && i < *n; i++) {
     napi_value item;
-    int64_t fd;
-    /* int64, not int32: napi_get_value_int32 wraps 2**32 + 3 to 3. */
-    if (napi_get_element(env, value, i, &item) != napi_ok || napi_get_value_int64(env, item, &fd) != napi_ok) return EBADF;
-    if (fd < 3 + (int64_t)i || fd > INT32_MAX) return EBADF;
-    fds[i] = (int)fd;
+    err = napi_get_element(env, value, i, &item) != napi_ok ? EBADF : tv_fd_arg(env, item, 3 + (int)i, &fds[i]);
   }
-  return 0;
+  return err;
 }

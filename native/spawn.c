@@ -383,12 +383,12 @@ napi_value tv_spawn_driver(napi_env env, napi_callback_info info) {
   napi_value args[5];
   char file[MAX_STRING], **argv = NULL, **envp = NULL;
   int out[2], err;
-  int32_t fd = -1;
+  int fd = -1;
   napi_valuetype type;
   pid_t pid = 0;
   if (napi_get_cb_info(env, info, &argc, args, NULL, NULL) != napi_ok || argc != 5) return tv_errno_value(env, -EINVAL);
   err = command_args(env, args, file, &argv, &envp);
-  if (!err && (napi_get_value_int32(env, args[3], &fd) != napi_ok || fd < 3)) err = EBADF;
+  if (!err) err = tv_fd_arg(env, args[3], 3, &fd);
   if (!err && (napi_typeof(env, args[4], &type) != napi_ok || type != napi_function)) err = EINVAL;
   out[0] = out[1] = fd;
   if (!err) err = spawn_tool(file, argv, envp, NULL, 0, out, 1, &pid);

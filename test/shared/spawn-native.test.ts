@@ -133,6 +133,8 @@ describe('a tool started by posix_spawn', () => {
     const none = () => undefined;
     try {
       expect(startDriver('sh', ['sh'], ['PATH=/bin'], 1, none)).toEqual({ errno: 9 });
+      // Not taken for `out` wrapped into 32 bits.
+      expect(startDriver('sh', ['sh'], ['PATH=/bin'], 2 ** 32 + out, none)).toEqual({ errno: 9 });
       expect(startDriver('sh', [], ['PATH=/bin'], out, none)).toEqual({ errno: 22 });
       expect(startDriver('s\0h', ['sh'], ['PATH=/bin'], out, none)).toEqual({ errno: 22 });
       expect(startDriver('sh', ['sh'], ['PATH=/bin', 'A=\0'], out, none)).toEqual({ errno: 22 });
