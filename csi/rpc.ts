@@ -107,8 +107,9 @@ export class Rpc {
           (err: unknown) => {
             const e = asTwinvolError(err);
             const code = GRPC_CODE[e.code];
-            finish(code, e.message);
-            callback({ code, details: e.message });
+            const details = boundedDetails(e.message);
+            finish(code, details);
+            callback({ code, details });
           },
         ),
       );
@@ -143,6 +144,32 @@ export function invokeUnary(handler: UntypedHandleCall, request: unknown): Promi
       else resolve({ reply });
     });
   });
+}
+
+/** What of an error message a status carries: its first and last 2,048 characters (see `boundedDetails`). */
+export const DETAILS_CAP = 4096;
+
+/**
+ * An error's message as the status and the call's log line carry it. A FlexVolume driver's reason can
+ * be a whole log (test/exec/drivers/tmpfs.sh `verbose`), and a status whose message passed about 64 KB
+ * was never answered at all: grpc-js could not send the trailers, and the caller waited out its
+ * deadline and retried into the same silence. The beginning says which call and volume, the end is
+ * where drivers and tools explain, so the middle goes. Percent-encoded in the trailer, 4,096
+ * characters take at most 36 KiB, under the limit.
+ */
+export function boundedDetails(message: string): string {
+  if (message.length <= DETAILS_CAP) return message;
+  const half = DETAILS_CAP / 2;
+  // Not between the halves of a surrogate pair: a lone half would reach the CO as U+FFFD.
+  const head = message.slice(0, isLowSurrogate(message, half) ? half - 1 : half);
+  const tailFrom = message.length - half;
+  const tail = message.slice(isLowSurrogate(message, tailFrom) ? tailFrom + 1 : tailFrom);
+  return `${head} ... (${message.length - head.length - tail.length} characters left out) ... ${tail}`;
+}
+
+function isLowSurrogate(text: string, at: number): boolean {
+  const c = text.charCodeAt(at);
+  return c >= 0xdc00 && c <= 0xdfff;
 }
 
 /** Subject fields come from the caller: a 4 MiB "volume id" must not become a 4 MiB log line. */

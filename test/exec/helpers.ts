@@ -20,6 +20,7 @@ const SCRIPTS: Record<string, string> = {
   daemon: 'tmpfs.sh',
   nofsgroup: 'tmpfs.sh',
   halfway: 'tmpfs.sh',
+  verbose: 'tmpfs.sh',
 };
 export type TestDriver = keyof typeof SCRIPTS;
 export const VENDOR = 'acme';

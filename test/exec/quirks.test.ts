@@ -3,6 +3,7 @@ import { mkdirSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readMounts } from '../../shared/mountinfo.js';
+import { DETAILS_CAP } from '../../csi/rpc.js';
 import { outcome } from '../csi/helpers/client.js';
 import { mountCap, stagingPath, targetPath } from '../csi/helpers/requests.js';
 import { type ExecSuite, optionsOf, processGone, type TestDriver, useExecServer } from './helpers.js';
@@ -92,6 +93,15 @@ describe('exec backend: kubelet reply rules (strict)', () => {
     await strict.node('NodeUnpublishVolume', { volume_id: 'halfway-1', target_path: target });
     expect(mountsAt(target)).toBe(0);
     expect(strict.calls('halfway').map((c) => c[0])).toEqual(['init', 'mount', 'unmount']);
+  });
+
+  it('a reason of 1 MiB arrives as an error with its start and end, not as silence until the deadline', async () => {
+    const { target, call } = publish(strict, 'verbose', 'verbose-1');
+    const failed = await outcome(call());
+    expect(failed.code).toBe('INTERNAL');
+    expect(failed.message).toMatch(/^FlexVolume driver acme\/verbose: mount command failed, status: Failure, reason: mount refused: x+ \.\.\. \(\d+ characters left out\) \.\.\. x+ \(end of the log\)$/);
+    expect(failed.message.length).toBeLessThan(DETAILS_CAP + 64);
+    expect(mountsAt(target)).toBe(0);
   });
 
   it('options past what the kernel takes for one argument: FAILED_PRECONDITION saying so, not as if the driver were missing', async () => {

@@ -1,6 +1,6 @@
 import { type handleUnaryCall, status } from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
-import { invokeUnary, Rpc } from '../../../csi/rpc.js';
+import { boundedDetails, DETAILS_CAP, invokeUnary, Rpc } from '../../../csi/rpc.js';
 import { type ErrorCode, TwinvolError } from '../../../shared/errors.js';
 import { Logger } from '../../../shared/log.js';
 
@@ -84,6 +84,30 @@ describe('error mapping: each core ErrorCode answers its gRPC status, with its m
     const { rpc } = rpcWithLog();
     const h = rpc.unary<{ n: number }, { doubled: number }>('M', async (r) => ({ doubled: r.n * 2 }));
     expect(await invoke(h, { n: 21 })).toEqual({ code: 'OK', details: '', reply: { doubled: 42 } });
+  });
+
+  it('a message past the cap keeps its start and end, in the status and the log line alike', async () => {
+    const { rpc, lines } = rpcWithLog();
+    const reason = `driver says: ${'x'.repeat(1 << 20)} the end`;
+    const h = rpc.unary<object, object>('M', async () => {
+      throw new TwinvolError('Internal', reason);
+    });
+    const answer = await invoke(h, {});
+    expect(answer.code).toBe('INTERNAL');
+    expect(answer.details).toMatch(/^driver says: x+ \.\.\. \(\d+ characters left out\) \.\.\. x+ the end$/);
+    expect(answer.details).toContain(`(${reason.length - DETAILS_CAP} characters left out)`);
+    expect(answer.details.replace(/ \.\.\. \(\d+ characters left out\) \.\.\. /, '')).toHaveLength(DETAILS_CAP);
+    expect(lines).toMatchObject([{ level: 'error', code: 'INTERNAL', message: answer.details }]);
+  });
+
+  it('a message at the cap is whole; a cut never splits a surrogate pair', () => {
+    const exact = 'a'.repeat(DETAILS_CAP);
+    expect(boundedDetails(exact)).toBe(exact);
+    // Both cuts fall between a pair's halves: the head then ends before the pair, the tail after it.
+    const cut = boundedDetails(`${'a'.repeat(DETAILS_CAP / 2 - 1)}${'\u{1F600}'.repeat(DETAILS_CAP)}${'b'.repeat(DETAILS_CAP / 2 - 1)}`);
+    // A lone half would not survive UTF-8, as the trailer carries it.
+    expect(Buffer.from(cut, 'utf8').toString('utf8')).toBe(cut);
+    expect(cut).toMatch(/^a{2047} \.\.\. \(\d+ characters left out\) \.\.\. b{2047}$/u);
   });
 
   it('an RPC twinvol does not offer is UNIMPLEMENTED, never INTERNAL', async () => {

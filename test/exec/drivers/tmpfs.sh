@@ -9,6 +9,7 @@
 #   daemon  leaves a daemon holding its stdout after answering
 #   nofsgroup  well behaved, but its init says fsGroup: false (kubelet then leaves ownership alone)
 #   halfway mounts, then answers Failure (a check after the mount that failed)
+#   verbose fails mount with a message of 1 MiB (a whole log dumped into it)
 # Pids of anything left running go to pids.log; argv to calls.log (see loop.sh).
 set -u
 here=$(dirname "$0")
@@ -26,6 +27,11 @@ init)
 mount)
   target=$2
   case "$name" in
+  verbose)
+    printf '{"status":"Failure","message":"mount refused: '
+    head -c 1048576 /dev/zero | tr '\0' 'x'
+    printf ' (end of the log)"}\n'
+    exit 1 ;;
   hang)
     sleep 300 & echo $! >>"$here/pids.log"
     echo $$ >>"$here/pids.log"
