@@ -28,7 +28,7 @@ import {
 } from '../shared/index.js';
 import { type Capability, accessRequestOf, execControllerCapabilities, execNodeCapabilities, parseCapabilities, parseCapability } from './capabilities.js';
 import { sizeFromRange } from './capacity.js';
-import { isEphemeralRequest } from './ephemeral.js';
+import { endIfUnmountedInline, isEphemeralRequest } from './ephemeral.js';
 import { type ServiceContext, servesController } from './context.js';
 import { toCsiVolume } from './convert.js';
 import type {
@@ -110,9 +110,10 @@ export class ExecService {
    * attributes (driver, else this server's one, else the recorded one; options; fsType) registered, or
    * brought up to date while nothing holds the volume (shared/core/volumes.ts describeVolume), so that
    * the teardown calls, which carry no context, find its driver and options. A request with no
-   * attributes at all takes the record as it is. Returns the driver for the log line.
+   * attributes at all takes the record as it is. `lifetime` "pod" marks a CSI inline volume's record,
+   * deleted with its last mount. Returns the driver for the log line.
    */
-  private async registered(rawId: string, context: StringMap, cap: Capability): Promise<{ id: VolumeId; driver: DriverName }> {
+  private async registered(rawId: string, context: StringMap, cap: Capability, lifetime?: 'pod'): Promise<{ id: VolumeId; driver: DriverName }> {
     const id = validateVolumeId(rawId, 'volume_id');
     const record = await this.core.catalog.getVolume(id);
     if (record && !isExecVolume(record)) throw invalidArgument(`volume ${id} is a ${record.backend} volume, not one of a FlexVolume driver`);
@@ -123,7 +124,7 @@ export class ExecService {
     own.driver = driver;
     const volume = execVolumeOf(id, own, own.fsType ?? cap.fsType);
     this.checked(volume.driver);
-    await describeVolume(this.core, { id, backend: EXEC_BACKEND, capacityBytes: 0, fsType: volume.fsType, access: cap.scope, parameters: execRecordParameters(own), createdBy: 'csi' }, record);
+    await describeVolume(this.core, { id, backend: EXEC_BACKEND, capacityBytes: 0, fsType: volume.fsType, access: cap.scope, parameters: execRecordParameters(own), createdBy: 'csi', ...(lifetime ? { lifetime } : {}) }, record);
     return { id, driver: volume.driver };
   }
 
@@ -283,8 +284,10 @@ export class ExecService {
         rpc.unary<NodePublishVolumeRequest, Empty>('NodePublishVolume', async (r, note) => {
           const target = await checkedPathUnder(r.target_path, kubeletDir, 'target_path');
           const cap = requireFilesystem(parseCapability(r.volume_capability));
-          if (isEphemeralRequest(r.volume_context)) this.allowedInline(r.volume_context);
-          const { id, driver } = await this.registered(r.volume_id, r.volume_context, cap);
+          const inline = isEphemeralRequest(r.volume_context);
+          if (inline) this.allowedInline(r.volume_context);
+          // An inline volume's record goes with its last mount (csi/node.ts NodeUnpublishVolume).
+          const { id, driver } = await this.registered(r.volume_id, r.volume_context, cap, inline ? 'pod' : undefined);
           note({ driver: driver.full });
           // No staging path: a driver that does not attach mounts the target itself (no stage step); one
           // that attaches has STAGE_UNSTAGE_VOLUME, and a publish without its staging skipped a step.
@@ -299,6 +302,10 @@ export class ExecService {
             ...(cap.mountGroup !== undefined ? { fsGroup: cap.mountGroup } : {}),
             ...podOf(r.volume_context),
             secrets: r.secrets,
+          }).catch(async (err: unknown) => {
+            // A failed inline publish that left a mount keeps its record (shared/core/publishing.ts): kubelet unpublishes it.
+            if (inline) await endIfUnmountedInline(this.core, id).catch(() => undefined);
+            throw err;
           });
           return {};
         }, at((r) => r.target_path)),

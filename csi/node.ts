@@ -1,7 +1,7 @@
-import { type Claims, type Core, createVolume, deleteVolume, expandOnNode, failedPrecondition, invalidArgument, mountsOf, publish, stage, unpublish, unstage, validatePathUnder, validateVolumeId, type VolumeId, volumeStats } from '../shared/index.js';
+import { type Claims, type Core, createVolume, expandOnNode, failedPrecondition, invalidArgument, publish, stage, unpublish, unstage, validatePathUnder, validateVolumeId, type VolumeId, volumeStats } from '../shared/index.js';
 import { type Capability, accessRequestOf, parseCapability } from './capabilities.js';
 import type { ServiceContext } from './context.js';
-import { ephemeralSpec, isEphemeralRequest, isEphemeralVolume } from './ephemeral.js';
+import { endIfUnmountedInline, ephemeralSpec, isEphemeralRequest } from './ephemeral.js';
 import type {
   Empty,
   NodeCapabilityName,
@@ -77,8 +77,7 @@ export function nodeService({ core, rpc, settings }: ServiceContext): NodeHandle
       const left = await unpublish(core, target, { volumeId: id });
       if (left) note({ warning: left });
       // An inline volume lives as long as its pod: gone with its last mount.
-      const volume = await core.catalog.getVolume(id);
-      if (volume && isEphemeralVolume(volume) && !(await mountsOf(core, id)).length) await deleteVolume(core, id);
+      await endIfUnmountedInline(core, id);
       return {};
     }, changes((r) => r.target_path)),
 
@@ -131,12 +130,11 @@ async function publishStaged(core: Core, id: VolumeId, target: string, cap: Capa
 /** An inline volume: made on first publish, staged by twinvol itself (no stage call comes for it). */
 async function publishEphemeral(core: Core, id: VolumeId, target: string, cap: Capability, r: NodePublishVolumeRequest): Promise<void> {
   if (cap.access !== 'mount') throw invalidArgument('an inline volume is a filesystem: use mount access');
-  const { created } = await createVolume(core, ephemeralSpec(id, r.volume_context));
+  await createVolume(core, ephemeralSpec(id, r.volume_context));
   try {
     await publish(core, id, target, { readonly: r.readonly, fsGroup: cap.mountGroup, mountFlags: cap.mountFlags, via: 'csi' });
   } catch (err) {
-    // Nothing else would ever delete it: kubelet only unpublishes what it saw published.
-    if (created) await deleteVolume(core, id).catch(() => undefined);
+    await endIfUnmountedInline(core, id).catch(() => undefined);
     throw err;
   }
 }

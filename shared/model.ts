@@ -93,6 +93,11 @@ export interface VolumeRecord extends Versioned {
   madeFilesystem?: 'ext4' | 'xfs';
   /** The size before the expansion still pending on a node (exec: expandfs's old size, expander.go). */
   fsResizeFrom?: number;
+  /**
+   * "pod": a CSI inline volume, which lives as long as its pod and is deleted with its last mount
+   * (csi/node.ts NodeUnpublishVolume). Absent for every other volume.
+   */
+  lifetime?: 'pod';
   createdBy: Origin;
   createdAt: string;
 }

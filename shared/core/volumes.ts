@@ -36,6 +36,8 @@ export interface CreateVolumeSpec {
   accessRequests?: readonly AccessRequest[];
   /** Where the volume must be reachable from (CSI accessibility_requirements; shared/core/placement.ts). */
   topologyRequirement?: TopologyRequirement;
+  /** A CSI inline volume's: deleted with its last mount (VolumeRecord.lifetime). */
+  lifetime?: 'pod';
 }
 
 export function validateBackend(value: unknown): BackendKind {
@@ -68,6 +70,7 @@ function recordFor(config: Config, spec: CreateVolumeSpec): VolumeRecord {
     createdAt: now(),
   };
   if (spec.contentSource) record.contentSource = spec.contentSource;
+  if (spec.lifetime) record.lifetime = spec.lifetime;
   for (const request of accessRequests) requireAccess(record, request);
   return record;
 }
@@ -87,6 +90,8 @@ function differences(existing: VolumeRecord, wanted: VolumeRecord): string[] {
   if (!same(existing.mountOptions ?? [], wanted.mountOptions ?? [])) diff.push('mountOptions');
   if (!sameStringMap(existing.parameters, wanted.parameters)) diff.push('parameters');
   if (!same(existing.contentSource ?? null, wanted.contentSource ?? null)) diff.push('content source');
+  // Not the lifetime: an inline volume of twinvol's own, recorded before the mark (schema 6), is told
+  // apart by its parameters (csi/ephemeral.ts), and its repeated NodePublish must still find it the same.
   return diff;
 }
 
@@ -163,15 +168,27 @@ export async function describeVolume(core: Core, spec: CreateVolumeSpec, known?:
     const held = [...existing.attachments.map((a) => `attached to node ${a.node}`), ...(await core.nodeState.listForVolume(existing.id)).map((r) => `${r.kind === 'stage' ? 'staged' : 'published'} at ${r.path}`)];
     if (held.length)
       throw failedPrecondition(`volume ${wanted.id} is in use (${held.slice(0, 3).join('; ')}${held.length > 3 ? '; ...' : ''}) as it was described before, and this call describes it otherwise (${diff.join(', ')}): unpublish and unstage it first`);
-    const next: VolumeRecord = { ...existing, fsType: wanted.fsType, parameters: wanted.parameters };
+    // Written whole as now described, at this version: the lifetime mark is a version 7 key.
+    const next: VolumeRecord = { ...existing, schema: wanted.schema, fsType: wanted.fsType, parameters: wanted.parameters };
+    if (wanted.lifetime) next.lifetime = wanted.lifetime;
+    else delete next.lifetime;
     await core.catalog.updateVolumeUnlocked(next);
     return next;
   });
 }
 
-/** What a description changes of a record: its fsType, and its parameters by key. */
+/** What a description changes of a record: its fsType, its lifetime, and its parameters by key. */
 function describedOtherwise(existing: VolumeRecord, wanted: VolumeRecord): string[] {
-  return [...(existing.fsType !== wanted.fsType ? [`fsType ${existing.fsType || '(none)'}`] : []), ...changedKeys(existing.parameters, wanted.parameters)];
+  return [
+    ...(existing.fsType !== wanted.fsType ? [`fsType ${existing.fsType || '(none)'}`] : []),
+    ...(existing.lifetime !== wanted.lifetime ? [lifetimeOf(existing)] : []),
+    ...changedKeys(existing.parameters, wanted.parameters),
+  ];
+}
+
+/** A record's lifetime as a difference names it: what the record says now. */
+function lifetimeOf(volume: VolumeRecord): string {
+  return volume.lifetime === 'pod' ? 'lifetime: an inline volume' : 'lifetime: not an inline volume';
 }
 
 /** The keys whose values differ, each said to be added, removed or changed; not the values, which may be secret. */

@@ -10,9 +10,10 @@ import { describeIssues } from './record-schemas.js';
  * schemas would refuse its new keys anyway, with a less helpful message). 2: volumes keep their name,
  * access requests and topology; snapshots their name; node records. 3: group snapshots, a snapshot's
  * group, and an attachment's inUse and fenced marks. 4: an attachment's implicit mark. 5: a block
- * volume's madeFilesystem. 6: a staging's recordOnly mark. Records of versions 1 to 5 parse as they are.
+ * volume's madeFilesystem. 6: a staging's recordOnly mark. 7: a volume's lifetime. Records of versions 1
+ * to 6 parse as they are.
  */
-export const SCHEMA_VERSION = 6;
+export const SCHEMA_VERSION = 7;
 
 export interface Versioned {
   schema: number;

@@ -62,6 +62,7 @@ const volumeRecord = () =>
     fsResizePending: v.optional(v.boolean()),
     madeFilesystem: v.optional(v.picklist(['ext4', 'xfs'])),
     fsResizeFrom: v.optional(count()),
+    lifetime: v.optional(v.literal('pod')),
     createdBy: origin(),
     createdAt: timestamp(),
   });

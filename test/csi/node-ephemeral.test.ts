@@ -1,6 +1,6 @@
 // NodePublishVolume of an inline (ephemeral) volume: the volume is made by the publish and removed
 // by the unpublish (csi/ephemeral.ts). Apart from test/csi/node.test.ts so that neither passes 400 lines.
-import { existsSync, lstatSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { mountAt } from '../../shared/mountinfo.js';
@@ -16,7 +16,7 @@ const csi = useCsiServer({ nodeId: 'node-a' });
 const { ctl, node } = csi;
 
 /** The volume's catalog record as written, or undefined once it is gone. */
-function record(id: string): { parameters: Record<string, string> } | undefined {
+function record(id: string): { parameters: Record<string, string>; lifetime?: string; schema: number } | undefined {
   try {
     return JSON.parse(readFileSync(join(csi.s.dataRoot, 'volumes', id, 'volume.json'), 'utf8'));
   } catch {
@@ -33,12 +33,27 @@ describe('inline ephemeral volumes', () => {
     const req = { volume_id: id, target_path: t, volume_capability: mountCap(), volume_context: ephemeral({ size: '16Mi' }) };
     await repeatedOk('NodePublishVolume ephemeral', () => node('NodePublishVolume', req));
     expect(mountAt(t)).toBeDefined();
-    expect(record(id)?.parameters).toEqual({ size: '16Mi', ephemeral: 'true' });
+    expect(record(id)).toMatchObject({ parameters: { size: '16Mi', ephemeral: 'true' }, lifetime: 'pod' });
     writeFileSync(join(t, 'scratch.txt'), 'temporary');
     await repeatedOk('NodeUnpublishVolume ephemeral', () => node('NodeUnpublishVolume', { volume_id: id, target_path: t }));
     expect(existsSync(t)).toBe(false);
     expect(record(id)).toBeUndefined();
     expect(existsSync(join(csi.s.dataRoot, 'volumes', id))).toBe(false);
+  });
+
+  it('one recorded before the lifetime mark (schema 6) is still the same volume to a repeated publish, and still goes with its unpublish', async () => {
+    const id = 'csi-before-lifetime';
+    const t = targetPath(csi.s.kubeletDir, 'pod-eph-6', 'scratch');
+    const req = { volume_id: id, target_path: t, volume_capability: mountCap(), volume_context: ephemeral({ size: '16Mi' }) };
+    await node('NodePublishVolume', req);
+    const { lifetime: _, ...before } = record(id) ?? { parameters: {}, schema: 0 };
+    const file = join(csi.s.dataRoot, 'volumes', id, 'volume.json');
+    writeFileSync(`${file}.new`, JSON.stringify({ ...before, schema: 6 }));
+    renameSync(`${file}.new`, file);
+    await node('NodePublishVolume', req);
+    expect(record(id)).toMatchObject({ schema: 6, parameters: { ephemeral: 'true' } });
+    await node('NodeUnpublishVolume', { volume_id: id, target_path: t });
+    expect(record(id)).toBeUndefined();
   });
 
   it('creates a block volume with a filesystem when asked, and leaves no loop device behind', async () => {

@@ -15,7 +15,7 @@ import { useExecServer } from './helpers.js';
 const tmpfs = useExecServer(() => ['--backends', 'exec', '--flex-driver', 'acme/tmpfs']);
 const loop = useExecServer(() => ['--backends', 'exec', '--flex-driver', 'acme/loop']);
 const host = useExecServer(() => ['--flex-exec', 'host']);
-const allowed = useExecServer(() => ['--flex-inline', 'acme/tmpfs']);
+const allowed = useExecServer(() => ['--flex-inline', 'acme/tmpfs', '--flex-inline', 'acme/verbose', '--flex-inline', 'acme/halfway']);
 
 const controllerCaps = async (csi: typeof tmpfs) => (await csi.ctl('ControllerGetCapabilities', {})).capabilities.map((c) => c.rpc.type).sort();
 const nodeCaps = async (csi: typeof tmpfs) => (await csi.node('NodeGetCapabilities', {})).capabilities.map((c) => c.rpc.type).sort();
@@ -89,8 +89,34 @@ describe('exec backend: inline volumes', () => {
     expect(await publishInline(allowed, inline({ backend: 'exec', driver: 'acme/tmpfs', share: 'scratch' }))).toMatchObject({ code: 'OK' });
     const mount = allowed.calls('tmpfs').find((c) => c[0] === 'mount' && c[1] === target);
     expect(JSON.parse(mount?.[2] ?? '{}')).toMatchObject({ share: 'scratch', 'kubernetes.io/pod.namespace': 'team-a', 'kubernetes.io/pod.name': 'web-0' });
+    expect(await coreIn(allowed.s).catalog.getVolume(vid('csi-inline'))).toMatchObject({ lifetime: 'pod', parameters: { driver: 'acme/tmpfs', share: 'scratch' } });
     await allowed.node('NodeUnpublishVolume', { volume_id: 'csi-inline', target_path: target });
     expect(readMounts().filter((m) => m.mountPoint === target)).toHaveLength(0);
+    // Gone with its pod, as twinvol's own inline volumes are: one record per pod ever run would pile up.
+    expect(await coreIn(allowed.s).catalog.getVolume(vid('csi-inline'))).toBeUndefined();
+    expect(await outcome(allowed.node('NodeUnpublishVolume', { volume_id: 'csi-inline', target_path: target }))).toEqual({ code: 'OK', message: '' });
+  });
+
+  it('a published PV volume of the same id is not taken for an inline one: its record stays without the lifetime', async () => {
+    const pvTarget = targetPath(allowed.s.kubeletDir, 'uid-pv', 'csi-inline');
+    await allowed.node('NodePublishVolume', { volume_id: 'csi-inline', target_path: pvTarget, volume_capability: mountCap(), volume_context: { backend: 'exec', driver: 'acme/tmpfs' } });
+    expect(await publishInline(allowed, inline({ backend: 'exec', driver: 'acme/tmpfs' }))).toEqual({ code: 'FAILED_PRECONDITION', message: expect.stringContaining('describes it otherwise (lifetime: not an inline volume)') });
+    expect(await coreIn(allowed.s).catalog.getVolume(vid('csi-inline'))).not.toHaveProperty('lifetime');
+    await allowed.node('NodeUnpublishVolume', { volume_id: 'csi-inline', target_path: pvTarget });
+    expect(await coreIn(allowed.s).catalog.getVolume(vid('csi-inline'))).toMatchObject({ parameters: { driver: 'acme/tmpfs' } });
+    await allowed.ctl('DeleteVolume', { volume_id: 'csi-inline' });
+    expect(await coreIn(allowed.s).catalog.getVolume(vid('csi-inline'))).toBeUndefined();
+  });
+
+  it('a failed inline publish leaves no record unless it left a mount, which the unpublish then takes with the record', async () => {
+    const target = targetPath(allowed.s.kubeletDir, 'uid-inline', 'csi-inline');
+    expect(await publishInline(allowed, inline({ backend: 'exec', driver: 'acme/verbose' }))).toMatchObject({ code: 'INTERNAL' });
+    expect(await coreIn(allowed.s).catalog.getVolume(vid('csi-inline'))).toBeUndefined();
+    expect(await publishInline(allowed, inline({ backend: 'exec', driver: 'acme/halfway' }))).toMatchObject({ code: 'INTERNAL', message: expect.stringContaining('quota check failed after mount') });
+    expect(await coreIn(allowed.s).catalog.getVolume(vid('csi-inline'))).toMatchObject({ lifetime: 'pod' });
+    await allowed.node('NodeUnpublishVolume', { volume_id: 'csi-inline', target_path: target });
+    expect(readMounts().filter((m) => m.mountPoint === target)).toHaveLength(0);
+    expect(await coreIn(allowed.s).catalog.getVolume(vid('csi-inline'))).toBeUndefined();
   });
 });
 
