@@ -42,8 +42,15 @@ class PinoLog implements Log {
     private readonly fallback: (line: string) => void,
   ) {}
 
+  /** A child whose fields could not be cleaned carries none of them, only that they were withheld (see `write`). */
   with(fields: LogFields): Log {
-    return new PinoLog(this.pino.child(clean(fields)), this.fallback);
+    let own: LogFields;
+    try {
+      own = clean(fields);
+    } catch {
+      own = { withheldFields: true };
+    }
+    return new PinoLog(this.pino.child(own), this.fallback);
   }
   enabled(level: LogLevel): boolean {
     return this.pino.isLevelEnabled(level);
