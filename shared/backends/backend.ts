@@ -62,6 +62,8 @@ export interface DescribedVolume {
   source?: string;
   /** A list, or the comma-separated text a PV option or StorageClass parameter holds. */
   mountOptions?: string[] | string;
+  /** Creation parameters: an exec volume's name its driver (shared/backends/exec.ts). */
+  parameters?: Readonly<Record<string, string>>;
   createdBy: Origin;
 }
 

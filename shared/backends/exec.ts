@@ -143,6 +143,8 @@ export const execBackend: Backend = {
   describe(spec) {
     if (spec.source !== undefined || (spec.mountOptions !== undefined && spec.mountOptions.length > 0))
       throw invalidArgument('source and mountOptions belong to static volumes; an exec volume passes its options to its driver');
+    // Every later call runs this driver: a record without one could only fail them all.
+    parseDriverName(spec.parameters?.driver, 'parameter driver');
     const fsType = spec.fsType ?? '';
     if (fsType !== '' && !/^[a-z0-9][a-z0-9._-]{0,31}$/.test(fsType)) throw invalidArgument(`fsType ${quoted(fsType)} is not a filesystem type name`);
     return { fsType };

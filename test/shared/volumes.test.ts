@@ -124,6 +124,9 @@ describe('createVolume', () => {
     await expectRejects(createVolume(core, tmpfs('v', { source: '/a/../b' })), 'InvalidArgument', 'is not a valid mount source');
     await expectRejects(createVolume(core, tmpfs('v', { mountOptions: 'size=8m,exec;x' })), 'InvalidArgument', 'is not allowed');
     await expectRejects(createVolume(core, dir('../v')), 'InvalidArgument', 'volume id');
+    // An exec volume's every call runs its driver: without one it could only fail them all.
+    await expectRejects(createVolume(core, { id: 'v', backend: 'exec', capacityBytes: 0, createdBy: 'flex' }), 'InvalidArgument', 'parameter driver');
+    await expectRejects(createVolume(core, { id: 'v', backend: 'exec', capacityBytes: 0, parameters: { driver: '../x' }, createdBy: 'csi' }), 'InvalidArgument', 'parameter driver');
     // Access against backend: a block volume's filesystem is mounted by one node at a time.
     await expectRejects(createVolume(core, block('v', { access: 'multi-node' })), 'InvalidArgument', 'one node at a time can mount');
     expect(existsSync(join(s.dataRoot, 'volumes'))).toBe(false);
