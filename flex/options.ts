@@ -1,4 +1,4 @@
-import { type Claims, type Core, createVolume, invalidArgument, notFound, parseBoolean, parseGid, parseSize, quoted, refuseContradiction, validatePvName, validateStringMap, validateVolumeId, type VolumeId, type VolumeRecord } from '../shared/index.js';
+import { asksForExec, type Claims, type Core, createVolume, invalidArgument, notFound, parseBoolean, parseGid, parseSize, quoted, refuseContradiction, validatePvName, validateStringMap, validateVolumeId, type VolumeId, type VolumeRecord } from '../shared/index.js';
 
 /** Keys kubelet adds to every options map (kubelet's pkg/volume/flexvolume adds them); everything else comes from the PV. */
 const KUBE = 'kubernetes.io/';
@@ -20,6 +20,11 @@ export interface FlexOptions {
   readonly: boolean;
   fsGroup?: number;
   secretKeys: string[];
+  /**
+   * What a missing volume would be made as: parsed with the rest, so a bad value is refused whether
+   * or not the volume exists, and the same options get the same answer either way.
+   */
+  create: { wanted: boolean; backend: string; capacityBytes: number; access: VolumeRecord['access'] };
 }
 
 /** Parses the options argv element: one JSON object of strings, as kubelet's Go encoder writes it. */
@@ -50,6 +55,12 @@ export function parseOptions(json: string | undefined): FlexOptions {
     raw,
     readonly: readwrite === 'ro' || parseBoolean(raw.readOnly, 'readOnly', false),
     secretKeys,
+    create: {
+      wanted: parseBoolean(raw.createIfMissing, 'createIfMissing', false),
+      backend: flexBackend(raw.backend),
+      capacityBytes: raw.size === undefined ? 0 : parseSize(raw.size),
+      access: parseAccess(raw.access),
+    },
   };
   if (raw.volumeId !== undefined) options.volumeId = validateVolumeId(raw.volumeId, 'option volumeId');
   if (raw[K_PV_NAME]) options.pvName = validatePvName(raw[K_PV_NAME], K_PV_NAME);
@@ -96,19 +107,27 @@ export async function resolveVolume(core: Core, opts: FlexOptions): Promise<Volu
   // refused like one that changes it, and a refused attach records nothing, not even the PV.
   if (existing) refuseContradiction(existing, claimsOf(opts));
   if (existing) return existing;
-  if (!parseBoolean(opts.raw.createIfMissing, 'createIfMissing', false))
-    throw notFound(`volume ${id} does not exist: create it with "twinvol volume create", or set createIfMissing and size`);
+  if (!opts.create.wanted) throw notFound(`volume ${id} does not exist: create it with "twinvol volume create", or set createIfMissing and size`);
   const { volume } = await createVolume(core, {
     id,
-    backend: opts.raw.backend ?? 'block',
-    capacityBytes: opts.raw.size === undefined ? 0 : parseSize(opts.raw.size),
+    backend: opts.create.backend,
+    capacityBytes: opts.create.capacityBytes,
     fsType: opts.raw.fsType || opts.raw[K_FS_TYPE] || undefined,
-    access: parseAccess(opts.raw.access),
+    access: opts.create.access,
     source: opts.raw.source,
     mountOptions: opts.raw.mountOptions,
     createdBy: 'flex',
   });
   return volume;
+}
+
+/**
+ * The backend a PV's options may create: an exec volume is a third-party driver's, served through
+ * twinvol-csi's exec backend (docs/exec-backend.md); made here it could only fail every verb.
+ */
+function flexBackend(value: string | undefined): string {
+  if (value !== undefined && asksForExec({ backend: value })) throw invalidArgument('option backend "exec": a FlexVolume driver\'s volume is served by twinvol-csi\'s exec backend, not by this executable (use block, dir or static)');
+  return value ?? 'block';
 }
 
 function parseAccess(value: string | undefined): VolumeRecord['access'] {

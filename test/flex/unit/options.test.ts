@@ -3,6 +3,9 @@ import { parseOptions } from '../../../flex/options.js';
 import { goJson } from '../../helpers/go-json.js';
 import { expectThrows } from '../../shared/expect-error.js';
 
+/** What options that ask for no creation say of one: the defaults. */
+const NO_CREATE = { wanted: false, backend: 'block', capacityBytes: 0, access: 'single-node' };
+
 /** kubelet's own keys on every call (kubelet's pkg/volume/flexvolume adds them), plus `extra`. */
 const kubelet = (extra: Record<string, string> = {}) =>
   goJson({ 'kubernetes.io/fsType': '', 'kubernetes.io/pvOrVolumeName': 'pv-1', 'kubernetes.io/readwrite': 'rw', ...extra });
@@ -15,6 +18,7 @@ describe('FlexVolume options: one JSON object of strings, as kubelet\'s Go encod
       pvName: 'pv-1',
       readonly: false,
       secretKeys: [],
+      create: NO_CREATE,
     });
   });
 
@@ -27,17 +31,28 @@ describe('FlexVolume options: one JSON object of strings, as kubelet\'s Go encod
   });
 
   it('a call without a PV name or volume id leaves both unset', () => {
-    expect(parseOptions('{}')).toEqual({ raw: {}, readonly: false, secretKeys: [] });
+    expect(parseOptions('{}')).toEqual({ raw: {}, readonly: false, secretKeys: [], create: NO_CREATE });
   });
 });
 
 describe('FlexVolume options: the PV\'s own keys', () => {
-  it.each([['volumeId'], ['createIfMissing'], ['size'], ['backend'], ['fsType'], ['readOnly'], ['access'], ['source'], ['mountOptions']])(
+  it.each([['volumeId', 'v'], ['createIfMissing', 'true'], ['size', '1Gi'], ['backend', 'dir'], ['fsType', 'x'], ['readOnly', 'true'], ['access', 'multi-node'], ['source', 'x'], ['mountOptions', 'x']])(
     '%s is a key twinvol reads',
-    (key) => {
-      expect(() => parseOptions(goJson({ [key]: key === 'volumeId' ? 'v' : key === 'readOnly' ? 'true' : 'x' }))).not.toThrow();
+    (key, value) => {
+      expect(() => parseOptions(goJson({ [key]: value }))).not.toThrow();
     },
   );
+
+  it('what a creation would use is read with the rest: a bad value is refused whether or not the volume exists', () => {
+    expect(parseOptions(goJson({ createIfMissing: 'true', size: '16Mi', backend: 'dir', access: 'multi-node' })).create).toEqual({ wanted: true, backend: 'dir', capacityBytes: 16 * 2 ** 20, access: 'multi-node' });
+    expectThrows(() => parseOptions(goJson({ volumeId: 'v', size: 'notasize' })), 'InvalidArgument', 'notasize');
+    expectThrows(() => parseOptions(goJson({ volumeId: 'v', access: 'bogus' })), 'InvalidArgument', 'access must be');
+    expectThrows(() => parseOptions(goJson({ volumeId: 'v', createIfMissing: 'maybe' })), 'InvalidArgument', 'createIfMissing');
+  });
+
+  it('backend exec is refused: a FlexVolume driver\'s volume is twinvol-csi\'s to serve', () => {
+    expectThrows(() => parseOptions(goJson({ volumeId: 'v', createIfMissing: 'true', size: '1Mi', backend: 'exec' })), 'InvalidArgument', 'option backend "exec"');
+  });
 
   it.each([['volumeID'], ['VolumeId'], ['readonly'], ['pool'], ['kubernetes.iox/fsType']])('%s is refused, naming the key and the keys twinvol reads', (key) => {
     expectThrows(() => parseOptions(goJson({ [key]: 'x' })), 'InvalidArgument', `unknown option "${key}" (twinvol reads: volumeId, createIfMissing, size,`);
