@@ -65,6 +65,8 @@ export function validatePathUnder(value: unknown, root: string, what: string): s
   if (typeof value !== 'string' || value === '') throw invalidArgument(`${what} is required`);
   if (value.includes('\0')) throw invalidArgument(`${what} contains a NUL byte`);
   if (Buffer.byteLength(value) > 4096) throw invalidArgument(`${what} is longer than 4096 bytes`);
+  // Options JSON where a path belongs (arguments out of order) may hold the pod's secrets: never quoted.
+  if (value.trimStart().startsWith('{')) throw invalidArgument(`${what} is a JSON object, not a path: are the arguments out of order?`);
   if (!posix.isAbsolute(value)) throw invalidArgument(`${what} ${quoted(value)} must be an absolute path`);
   // Past NAME_MAX the kernel answers ENAMETOOLONG deep inside a verb, as if twinvol were at fault.
   if (value.split('/').some((part) => Buffer.byteLength(part) > 255)) throw invalidArgument(`${what} ${quoted(value)} has a component longer than 255 bytes`);

@@ -105,6 +105,13 @@ describe('validatePathUnder', () => {
     bad(`/var/lib/kubelet/${'a'.repeat(4096)}`, 'longer than 4096 bytes');
   });
 
+  it('names options JSON where a path belongs, without quoting a word of it (its secrets)', () => {
+    const options = ' {"kubernetes.io/secret/a":"SGVsbG9TZWNyZXQ="}';
+    const { message } = expectThrows(() => ok(options), 'InvalidArgument', 'is a JSON object, not a path: are the arguments out of order?');
+    expect(message).not.toContain('SGVs');
+    expect(message).not.toContain('secret');
+  });
+
   // Found by test/fuzz/csi-requests.test.ts: a 300-byte component reached realpath, whose ENAMETOOLONG
   // came back as INTERNAL, though the caller's path was at fault.
   it('refuses a path component longer than a file name can be (255 bytes), counting bytes', () => {
