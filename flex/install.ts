@@ -138,8 +138,9 @@ export interface InstallResult {
 }
 
 /**
- * `twinvol install flex`: the running executable into kubelet's plugin directory, then the config. A
- * bundle's file beside it (`<executable>.modules`, the commands kubelet never runs) goes first, so
+ * `twinvol install flex`: the config, then the running executable into kubelet's plugin directory.
+ * The config goes first: a config that cannot be written leaves nothing installed, and kubelet never
+ * runs the new driver with the old config (or none). A bundle's file beside it (`<executable>.modules`, the commands kubelet never runs) goes first, so
  * the driver placed after it never names a file that is not there; a single executable carries its
  * own, and one left by an earlier bundle install is removed after the driver is replaced. With
  * `node`, a bundle's first line names that Node instead of asking env for one on PATH.
@@ -148,6 +149,7 @@ export function installFlex(target: InstallTarget, source: string, o: { config?:
   const { config } = o;
   // Made first: a first line that cannot be rewritten is refused before anything is placed.
   const driverBytes = driverContent(source, o.node);
+  const placedConfig = config ? placeFile(config.path, Buffer.from(config.text), 0o644) : undefined;
   // Whether to bring a file beside is what the running executable is, not whether such a file is
   // lying there: a bundle runs this very command from its own, a single executable reads none.
   const besideSource = isSea() ? undefined : `${source}${BESIDE_SUFFIX}`;
@@ -160,8 +162,7 @@ export function installFlex(target: InstallTarget, source: string, o: { config?:
   const driver = placeFile(driverPath(target), driverBytes, 0o755);
   if (!besideSource) removeIfPresent(besideTarget);
   if (!addonContent) removeIfPresent(addonTarget);
-  const placed = { driver, ...(modules ? { modules } : {}), ...(addon ? { addon } : {}) };
-  return config ? { ...placed, config: placeFile(config.path, Buffer.from(config.text), 0o644) } : placed;
+  return { driver, ...(modules ? { modules } : {}), ...(addon ? { addon } : {}), ...(placedConfig ? { config: placedConfig } : {}) };
 }
 
 /** The bundle as installed: as it is, or with its first line naming `node` (flex/node-shebang.ts). */

@@ -179,6 +179,15 @@ describe('twinvol install flex', () => {
     expect(existsSync(pluginDir)).toBe(false);
     expect(readFileSync(s.env.TWINVOL_CONFIG!, 'utf8')).toBe(configBefore);
   });
+
+  it('a config that cannot be written leaves nothing installed: kubelet never runs the driver without it', async () => {
+    const notADir = join(s.root, 'plain-file');
+    writeFileSync(notADir, '');
+    const r = await runAdmin({ ...s.env, TWINVOL_CONFIG: join(notADir, 'config.json') }, ['install', 'flex', ...targetArgs(), '--config', '{"flexAttach":false}']);
+    expect(r.exitCode, r.stderr).toBe(1);
+    expect(r.stderr).toMatch(/^twinvol: cannot create directory [^\n]*plain-file[^\n]*\n$/);
+    expect(existsSync(installed)).toBe(false);
+  });
 });
 
 describe('twinvol uninstall flex', () => {
