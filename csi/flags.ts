@@ -1,6 +1,6 @@
 import { isIP } from 'node:net';
 import { parseArgs } from 'node:util';
-import { type ConfigOverrides, DATA_ROOT_SCOPES, DEFAULT_CSI_DRIVER_NAME, DEFAULT_PLUGIN_DIR, LOG_LEVELS, type LogLevel, parseDriverName } from '../shared/index.js';
+import { type ConfigOverrides, DATA_ROOT_SCOPES, DEFAULT_CSI_DRIVER_NAME, DEFAULT_PLUGIN_DIR, LOG_LEVELS, type LogLevel, parseDriverName, validateCsiDriverName, validateTimeoutMs } from '../shared/index.js';
 import type { Mode } from './context.js';
 import { socketPathOf } from './endpoint.js';
 
@@ -77,8 +77,20 @@ export interface ExecFlags {
 
 const MODES: readonly Mode[] = ['controller', 'node', 'all'];
 const MAX_SOCKET_PATH_BYTES = 107;
-/** Domain style, at most 63 characters, alphanumeric at both ends (CSI GetPluginInfo). */
-const DRIVER_NAME = /^[A-Za-z0-9](?:[A-Za-z0-9.-]{0,61}[A-Za-z0-9])?$/;
+
+/** A flag's digits as their number; anything else as NaN, which every number check refuses. */
+function digits(value: string | undefined): number {
+  return value !== undefined && /^[0-9]{1,16}$/.test(value) ? Number(value) : Number.NaN;
+}
+
+/** A core check's refusal (an InvalidArgument) as a usage error: exit 2 and its one line. */
+function asUsage<T>(check: () => T): T {
+  try {
+    return check();
+  } catch (err) {
+    throw new UsageError(err instanceof Error ? err.message : String(err));
+  }
+}
 
 export function parseFlags(argv: readonly string[], env: Readonly<Record<string, string | undefined>>): Flags {
   let values;
@@ -118,7 +130,7 @@ export function parseFlags(argv: readonly string[], env: Readonly<Record<string,
   if (!endpoint && !help && !version) throw new UsageError('--endpoint (or CSI_ENDPOINT) is required');
   const mode = values.mode as Mode;
   if (!MODES.includes(mode)) throw new UsageError(`--mode must be one of ${MODES.join(', ')}`);
-  if (!DRIVER_NAME.test(values['driver-name'])) throw new UsageError('--driver-name must be a domain-style name of at most 63 characters');
+  asUsage(() => validateCsiDriverName(values['driver-name'], '--driver-name'));
   const scope = values['data-root-scope'];
   const dataRootScope = scope === undefined ? undefined : DATA_ROOT_SCOPES.find((s) => s === scope);
   if (scope !== undefined && !dataRootScope) throw new UsageError(`--data-root-scope must be one of ${DATA_ROOT_SCOPES.join(', ')}`);
@@ -127,12 +139,7 @@ export function parseFlags(argv: readonly string[], env: Readonly<Record<string,
   const logLevel = LOG_LEVELS.find((l) => l === values['log-level']);
   if (!logLevel) throw new UsageError(`--log-level must be one of ${LOG_LEVELS.join(', ')}`);
   const metrics = values['metrics-address'];
-  let socketPath = '';
-  try {
-    socketPath = endpoint ? socketPathOf(endpoint) : '';
-  } catch (err) {
-    throw new UsageError(err instanceof Error ? err.message : String(err));
-  }
+  const socketPath = endpoint ? asUsage(() => socketPathOf(endpoint)) : '';
   // sun_path holds 108 bytes with its terminating NUL; a longer path cannot be bound at all.
   if (Buffer.byteLength(socketPath) > MAX_SOCKET_PATH_BYTES)
     throw new UsageError(`--endpoint socket path is ${Buffer.byteLength(socketPath)} bytes; a unix socket path holds at most ${MAX_SOCKET_PATH_BYTES}`);
@@ -175,24 +182,17 @@ function execFlags(values: { backends: string; 'flex-driver'?: string; 'flex-plu
   const only = values.backends === 'exec';
   const driver = values['flex-driver'];
   if (only && driver === undefined) throw new UsageError('--backends exec needs --flex-driver <vendor>/<name>');
-  const named = (v: string, flag: string) => {
-    try {
-      return parseDriverName(v, flag).full;
-    } catch (err) {
-      throw new UsageError(err instanceof Error ? err.message : String(err));
-    }
-  };
+  const named = (v: string, flag: string) => asUsage(() => parseDriverName(v, flag).full);
   const dir = values['flex-plugin-dir'];
   if (!dir.startsWith('/')) throw new UsageError('--flex-plugin-dir must be an absolute path');
-  const timeout = values['flex-timeout-ms'];
-  if (timeout !== undefined && !/^[0-9]{3,9}$/.test(timeout)) throw new UsageError('--flex-timeout-ms must be a whole number of at least 100');
+  const timeout = values['flex-timeout-ms'] === undefined ? undefined : asUsage(() => validateTimeoutMs(digits(values['flex-timeout-ms']), 100, '--flex-timeout-ms'));
   const execIn = values['flex-exec'];
   if (execIn !== 'local' && execIn !== 'host') throw new UsageError('--flex-exec must be local or host');
   return {
     only,
     ...(driver !== undefined ? { driver: named(driver, '--flex-driver') } : {}),
     pluginDir: dir.replace(/\/+$/, '') || '/',
-    ...(timeout !== undefined ? { timeoutMs: Number(timeout) } : {}),
+    ...(timeout !== undefined ? { timeoutMs: timeout } : {}),
     lenient: values['flex-lenient'].map((v) => named(v, '--flex-lenient')),
     inline: values['flex-inline'].map((v) => named(v, '--flex-inline')),
     execIn,

@@ -1,7 +1,7 @@
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
-import { type DriverRun, type ExecVolume, flexArgv, flexGlobalMountPath, flexPodVolumePath, readMounts, type ReplyOutcome, run, runDriver, signalQuietly } from '../shared/index.js';
+import { type DriverRun, type ExecVolume, flexArgv, flexGlobalMountPath, flexPodVolumePath, readMounts, type ReplyOutcome, run, runDriver, signalQuietly, validateTimeoutMs } from '../shared/index.js';
 import { addQuirk, formatReport, type Judged, judgeCall, type StepLine, verdictOf } from './check-report.js';
 
 /**
@@ -51,8 +51,12 @@ export function checkUsage(a: { driver: string; options?: string; attachable: bo
       return '--options must be a JSON object of strings (a PV\'s flexVolume.options)';
     options = parsed as Record<string, string>;
   }
-  const timeoutMs = a.timeoutMs ?? DEFAULT_CHECK_TIMEOUT_MS;
-  if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 100) return '--timeout-ms must be a whole number of milliseconds, at least 100';
+  let timeoutMs: number;
+  try {
+    timeoutMs = validateTimeoutMs(a.timeoutMs ?? DEFAULT_CHECK_TIMEOUT_MS, 100, '--timeout-ms');
+  } catch (err) {
+    return err instanceof Error ? err.message : String(err);
+  }
   return { driverFile: a.driver, options, attachable: a.attachable, json: a.json, timeoutMs };
 }
 

@@ -1,6 +1,6 @@
 import yargs, { type Argv } from 'yargs';
 import { VENDOR_VERSION } from '../csi/version.js';
-import { asTwinvolError, checkVolumeSpec, type Config, type Core, createVolume, DEFAULT_CONFIG_PATH, DEFAULT_CSI_DRIVER_NAME, deleteVolume, failedPrecondition, formatSize, inventory, listNodes, listVolumes, loadConfig, type NodeRecord, notFound, openCore, parseSize, releaseAttachment, validateBackend, validateNodeName, validateVolumeId, type VolumeRecord } from '../shared/index.js';
+import { asTwinvolError, checkVolumeSpec, type Config, type Core, createVolume, DEFAULT_CONFIG_PATH, DEFAULT_CSI_DRIVER_NAME, deleteVolume, validateCsiDriverName, failedPrecondition, formatSize, inventory, listNodes, listVolumes, loadConfig, type NodeRecord, notFound, openCore, parseSize, releaseAttachment, validateBackend, validateNodeName, validateVolumeId, type VolumeRecord } from '../shared/index.js';
 import type { CheckOptions } from './check.js';
 import { statusLines } from './status.js';
 import { stepProgress } from './progress.js';
@@ -140,7 +140,8 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
           .option('json', { type: 'boolean', default: false })
           .option('driver-name', { type: 'string', default: DEFAULT_CSI_DRIVER_NAME, describe: "the CSI driver name twinvol-csi serves here (kubelet's staging paths carry it)" }),
       async (a) => {
-        const found = await inventory(open(), { csiDriverName: a['driver-name'] });
+        const csiDriverName = validateCsiDriverName(a['driver-name'], '--driver-name');
+        const found = await inventory(open(), { csiDriverName });
         if (a.json) print(found);
         else for (const line of statusLines(found)) print(line);
         if (!found.consistent) exitCode = 1;

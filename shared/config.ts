@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { posix } from 'node:path';
 import { errnoCode, invalidArgument } from './errors.js';
-import { type FsType, type NodeId, quoted, validateBlockFsType, validateNodeName } from './validate.js';
+import { type FsType, type NodeId, quoted, validateBlockFsType, validateNodeName, validateTimeoutMs } from './validate.js';
 
 /** Settings shared by the FlexVolume executable, the CLI and the CSI server. */
 export interface Config {
@@ -131,9 +131,7 @@ function dataRootScope(value: unknown): DataRootScope {
 
 function checkConfig(raw: Record<string, unknown>): Config {
   if (typeof raw.flexAttach !== 'boolean') throw invalidArgument('setting flexAttach must be true or false');
-  const timeout = raw.commandTimeoutMs;
-  if (typeof timeout !== 'number' || !Number.isInteger(timeout) || timeout < 1000)
-    throw invalidArgument('setting commandTimeoutMs must be a whole number of at least 1000');
+  const timeout = validateTimeoutMs(raw.commandTimeoutMs, 1000, 'setting commandTimeoutMs');
   return {
     dataRoot: absoluteDir(raw.dataRoot, 'dataRoot'),
     dataRootScope: dataRootScope(raw.dataRootScope),

@@ -62,6 +62,7 @@ export {
   validatePvName,
   validateSnapshotId,
   validateStringMap,
+  validateTimeoutMs,
   validateVolumeId,
   type VolumeId,
 } from './validate.js';
@@ -107,5 +108,5 @@ export { type DriverRun, runDriver } from './backends/exec-run.js';
 export { DEFAULT_PLUGIN_DIR, type FlexLog, type FlexSettings, scrub } from './backends/exec-driver.js';
 export { type DriverCapabilities, type OutputMode, type ReplyOutcome, readReply } from './backends/exec-reply.js';
 export { type ExecPublish, ExecVolumes, flexArgv, type PodInfo } from './backends/exec-volumes.js';
-export { csiGlobalMountPath, csiPodMountPath, DEFAULT_CSI_DRIVER_NAME, type FlexDriverName, flexGlobalMountPath, flexPodVolumePath } from './kubelet-paths.js';
+export { csiGlobalMountPath, csiPodMountPath, DEFAULT_CSI_DRIVER_NAME, type FlexDriverName, flexGlobalMountPath, flexPodVolumePath, validateCsiDriverName } from './kubelet-paths.js';
 export { type LoopDevice, loopDevices } from './loop-devices.js';

@@ -1,4 +1,5 @@
 import { join } from 'node:path';
+import { invalidArgument } from './errors.js';
 import { sha256Hex } from './sha256.js';
 
 /**
@@ -10,6 +11,18 @@ import { sha256Hex } from './sha256.js';
 
 /** The CSI driver name twinvol-csi serves unless told otherwise (csi/flags.ts --driver-name). */
 export const DEFAULT_CSI_DRIVER_NAME = 'csi.twinvol.io';
+
+/** Domain style, at most 63 characters, alphanumeric at both ends (CSI GetPluginInfo). */
+const CSI_DRIVER_NAME = /^[A-Za-z0-9](?:[A-Za-z0-9.-]{0,61}[A-Za-z0-9])?$/;
+
+/**
+ * A CSI driver name, as twinvol-csi serves it and `twinvol status` looks for it in kubelet's paths:
+ * one check for both, so a name the server would refuse is not silently matched against nothing.
+ */
+export function validateCsiDriverName(value: string, what: string): string {
+  if (!CSI_DRIVER_NAME.test(value)) throw invalidArgument(`${what} must be a domain-style name of at most 63 characters`);
+  return value;
+}
 
 /** A FlexVolume driver as kubelet names it: the `<vendor>~<name>` directory of its executable. */
 export interface FlexDriverName {

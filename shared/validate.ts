@@ -78,6 +78,19 @@ export function validatePathUnder(value: unknown, root: string, what: string): s
   return trimmed;
 }
 
+/**
+ * The longest deadline a Node timer holds: a longer delay fires after 1 ms (with a warning), so a
+ * timeout of 3,000,000,000 ms killed every tool and driver at once.
+ */
+export const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+
+/** A deadline in whole milliseconds, from `min` to MAX_TIMEOUT_MS (a JSON setting: a number, never a string). */
+export function validateTimeoutMs(value: unknown, min: number, what: string): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > MAX_TIMEOUT_MS)
+    throw invalidArgument(`${what} must be a whole number of milliseconds from ${min} to ${MAX_TIMEOUT_MS}`);
+  return value;
+}
+
 export type FsType = 'ext4' | 'xfs';
 export const BLOCK_FS_TYPES: readonly FsType[] = ['ext4', 'xfs'];
 

@@ -192,6 +192,8 @@ describe('twinvol flex check: the report and the command line', () => {
     ['--options that are not JSON', ['DRIVER', '--options', '{bad'], '--options is not valid JSON'],
     ['--options that are not strings', ['DRIVER', '--options', '{"size":1}'], '--options must be a JSON object of strings'],
     ['a --timeout-ms that is not a number', ['DRIVER', '--timeout-ms', 'soon'], '--timeout-ms must be a whole number'],
+    // A Node timer fires after 1 ms past this: the driver's init was killed at once and judged broken.
+    ['a --timeout-ms past what a timer holds', ['DRIVER', '--timeout-ms', '3000000000'], '--timeout-ms must be a whole number of milliseconds from 100 to 2147483647'],
     ['no driver at all', [], 'Not enough non-option arguments'],
   ])('%s: exit 2, one line, the driver never run', async (_what, args, message) => {
     const calls = join(pluginDir(), `${VENDOR}~tmpfs`, 'calls.log');

@@ -19,6 +19,10 @@ describe('exec flags', () => {
     [['--flex-inline', 'x'], 'must be <vendor>/<name>'],
     [['--flex-plugin-dir', 'relative'], 'must be an absolute path'],
     [['--flex-timeout-ms', '5s'], 'whole number'],
+    // Digits were counted, not the value: 000 passed, and every driver call was killed at 0 ms.
+    [['--flex-timeout-ms', '000'], 'from 100 to 2147483647'],
+    [['--flex-timeout-ms', '050'], 'from 100 to 2147483647'],
+    [['--flex-timeout-ms', '3000000000'], 'from 100 to 2147483647'],
     [['--flex-exec', 'chroot'], 'local or host'],
   ])('%j is refused', (args, message) => {
     expect(() => parseFlags([...EP, ...args], {})).toThrow(UsageError);

@@ -44,6 +44,9 @@ describe('twinvol: a command line that does not parse', () => {
     [['volume'], /name a volume command/],
     [['node', 'list', 'extra'], /Unknown argument: extra/],
     [['node'], /name a node command/],
+    // A name twinvol-csi would refuse matched no staging path at all, and status said nothing of it.
+    [['status', '--driver-name', '../../x'], /--driver-name must be a domain-style name/],
+    [['status', '--driver-name', ''], /--driver-name must be a domain-style name/],
   ])('%j: exit 2, one line naming what is wrong, nothing created', async (args, reason) => {
     const r = await runAdmin(s.env, args);
     expect(r.exitCode, r.stderr).toBe(2);

@@ -107,7 +107,9 @@ describe('loadConfig', () => {
     [{ nodeName: '' }, 'setting nodeName is required'],
     [{ flexAttach: 'yes' }, 'setting flexAttach must be true or false'],
     [{ dataRootScope: 'cluster' }, 'setting dataRootScope must be one of shared, node'],
-    [{ commandTimeoutMs: 999 }, 'commandTimeoutMs must be a whole number of at least 1000'],
+    [{ commandTimeoutMs: 999 }, 'commandTimeoutMs must be a whole number of milliseconds from 1000 to 2147483647'],
+    // Past what a Node timer holds, every deadline would pass after 1 ms.
+    [{ commandTimeoutMs: 3_000_000_000 }, 'commandTimeoutMs must be a whole number of milliseconds from 1000 to 2147483647'],
     [{ commandTimeoutMs: 1500.5 }, 'commandTimeoutMs'],
     [{ commandTimeoutMs: '5000' }, 'commandTimeoutMs'],
     [{ defaultFsType: 'btrfs' }, 'fsType "btrfs" is not supported'],
