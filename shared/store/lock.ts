@@ -96,8 +96,10 @@ export async function withLock<T>(lockPath: string, fn: () => Promise<T>, option
         continue;
       }
       if (errnoCode(err) !== 'ELOCKED') throw err;
-      if (Date.now() >= deadline) throw aborted(`another operation holds ${lockPath}; try again`);
+      // Before the deadline's check: a try with no wait (catalog.sweepAbandoned's) must still take over
+      // a dead holder's lock, or what the holder left is never swept.
       if (await takeOverIfAbandoned(lockPath)) continue;
+      if (Date.now() >= deadline) throw aborted(`another operation holds ${lockPath}; try again`);
       await sleep(Math.min(20 + Math.random() * 80, Math.max(1, deadline - Date.now())));
     }
   }

@@ -262,6 +262,13 @@ describe('withLock across processes', () => {
 });
 
 describe('withLock taking over a dead holder\'s lock', () => {
+  it('takes it over on a try with no wait, as the sweep of abandoned work tries (it found it busy for good)', async () => {
+    const lockPath = join(dir, 'no-wait.lock');
+    deadHoldersLock(lockPath);
+    expect(await withLock(lockPath, async () => 'acquired', { waitMs: 0 })).toBe('acquired');
+    expect(existsSync(lockPath)).toBe(false);
+  });
+
   it('lets one waiter in at a time when several take over together', { timeout: 60_000 }, async () => {
     const takers = 4;
     const rounds = 30;
