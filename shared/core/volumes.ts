@@ -232,7 +232,8 @@ export async function deleteVolume(core: Core, id: VolumeId): Promise<boolean> {
   validateVolumeId(id);
   return core.catalog.lock('volume', id, async () => {
     const volume = await core.catalog.getVolume(id);
-    if (!volume) return false;
+    // What a killed create of it left (a whole sparse image, maybe) goes too, as `twinvol status` says.
+    if (!volume) return (await core.catalog.sweepEntry('volumes', id), false);
     if (volume.attachments.length)
       throw failedPrecondition(`volume ${id} is still attached to ${volume.attachments.map((a) => `node ${a.node}`).join(', ')}`);
     const device = backendFor(volume.backend).attachedDevice(volume, core);

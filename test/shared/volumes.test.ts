@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { attach, detach } from '../../shared/core/attachments.js';
@@ -173,6 +173,10 @@ describe('deleteVolume', () => {
     await deleteVolume(core, vid('d'));
     await deleteVolume(core, vid('never-existed'));
     expect(existsSync(core.catalog.volumeDir('d'))).toBe(false);
+    // A create of it killed before its record: the delete, which finds no volume, sweeps what it left.
+    mkdirSync(join(core.catalog.work.dir, 'new@volumes@killed@0badc0de', 'data'), { recursive: true });
+    expect(await deleteVolume(core, vid('killed'))).toBe(false);
+    expect(readdirSync(core.catalog.work.dir)).toEqual([]);
     await expectRejects(deleteVolume(core, unchecked<VolumeId>('../x')), 'InvalidArgument');
   });
 });
