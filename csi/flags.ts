@@ -171,7 +171,9 @@ export function parseListenAddress(value: string, flag: string): ListenAddress {
   const m = /^(?:\[([^\]]*)\]|([^:[\]]*)):([0-9]{1,5})$/.exec(value);
   const host = m?.[1] ?? m?.[2];
   const port = Number(m?.[3]);
-  const hostOk = host !== undefined && (m?.[1] !== undefined ? isIP(host) === 6 : host === '' || isIP(host) === 4 || HOST_NAME.test(host));
+  // A name whose last label is all digits is an IPv4 address to the resolver, or nothing: 1.2.3 and
+  // 999.999.999.999 passed as names, and the server exited 1 on ENOTFOUND or EADDRNOTAVAIL.
+  const hostOk = host !== undefined && (m?.[1] !== undefined ? isIP(host) === 6 : host === '' || isIP(host) === 4 || (HOST_NAME.test(host) && !/(?:^|\.)[0-9]+$/.test(host)));
   if (!m || !hostOk || port > 65535)
     throw new UsageError(`${flag} must be host:port with a port from 0 to 65535 (e.g. 0.0.0.0:9808, [::1]:9808, :9808), not ${JSON.stringify(value)}`);
   return { ...(host ? { host } : {}), port };

@@ -13,12 +13,14 @@ describe('--metrics-address', () => {
     [':9808', { port: 9808 }],
     ['localhost:9808', { host: 'localhost', port: 9808 }],
     ['metrics.twinvol-system.svc:80', { host: 'metrics.twinvol-system.svc', port: 80 }],
+    // Digits in a name are fine where the last label is not all digits (that one reads as IPv4).
+    ['10-0-0-1.node-7.local:80', { host: '10-0-0-1.node-7.local', port: 80 }],
   ])('%s is accepted', (value, want) => {
     expect(parseListenAddress(value, '--metrics-address')).toEqual(want);
     expect(parseFlags([...base, '--metrics-address', value], {}).metricsAddress).toEqual(want);
   });
 
-  it.each(['', 'nonsense', '9808', '127.0.0.1', '127.0.0.1:', '127.0.0.1:65536', '127.0.0.1:-1', '127.0.0.1:123456', '::1:9808', '[::1:9808', '[::1]', '[localhost]:80', '[1.2.3.4]:80', 'bad host:80', '-bad:80', 'a..b:80', 'host:80:90', '127.0.0.1:9808/metrics'])(
+  it.each(['', 'nonsense', '9808', '127.0.0.1', '127.0.0.1:', '127.0.0.1:65536', '127.0.0.1:-1', '127.0.0.1:123456', '::1:9808', '[::1:9808', '[::1]', '[localhost]:80', '[1.2.3.4]:80', 'bad host:80', '-bad:80', 'a..b:80', 'host:80:90', '127.0.0.1:9808/metrics', '999.999.999.999:9810', '1.2.3:9810', 'node-1.10:80'])(
     '%j is refused with the forms it takes',
     (value) => {
       expect(() => parseFlags([...base, '--metrics-address', value], {})).toThrow(UsageError);
