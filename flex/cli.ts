@@ -21,6 +21,8 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
   const open = () => (core ??= openCore(settings()));
   const parser = yargs([...argv])
     .scriptName('twinvol')
+    // --help and --version return rather than exit, so flex/main.ts can still report output that could not be written.
+    .exitProcess(false)
     .usage(
       `$0 volume|node|status|install|uninstall|flex <command>\n\nThe administrator's side of the twinvol FlexVolume driver. kubelet runs this same file with its own verbs (init, attach, mount, ...) and reads one JSON reply; those are not for a terminal.\nSettings come from ${DEFAULT_CONFIG_PATH} (or TWINVOL_CONFIG) and TWINVOL_DATA_ROOT, TWINVOL_STATE_DIR, TWINVOL_KUBELET_DIR, TWINVOL_NODE_NAME.\nExit codes: 0 done, 1 refused or failed, 2 a command line that does not parse (nothing was touched).`,
     )

@@ -36,7 +36,17 @@ async function main(argv: readonly string[]): Promise<void> {
       process.exitCode = 1;
       return;
     }
-    process.exitCode = await cli.runCli(argv, loadPacked);
+    // Output that could not be written (a full disk, a closed pipe) is a failed command: said once on
+    // stderr, exit 1. Unheld, the error reached `fatal`, whose JSON reply to the same stdout failed
+    // too, and `--version >/dev/full` exited 0.
+    let unwritten = false;
+    process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+      if (!unwritten) process.stderr.write(`twinvol: the output could not be written (${err.code ?? err.message})\n`);
+      unwritten = true;
+      process.exitCode = 1;
+    });
+    const code = await cli.runCli(argv, loadPacked);
+    process.exitCode = unwritten ? 1 : code;
     return;
   }
   if (!isFlexVerb(verb)) {

@@ -1,7 +1,8 @@
-import { existsSync, readdirSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { closeSync, existsSync, openSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { runAdmin, runCli, runFlex } from '../helpers/flex-runner.js';
+import { FLEX_BIN, runAdmin, runCli, runFlex } from '../helpers/flex-runner.js';
 import { createScratch, type Scratch } from '../helpers/scratch.js';
 
 // The administrator's CLI as a person meets it (issue 11, item 7): a refused command line stops
@@ -69,6 +70,22 @@ describe('twinvol --help and --version, for a person', () => {
 
   it('--version prints the version', async () => {
     expect(await runAdmin(s.env, ['--version'])).toEqual({ exitCode: 0, stdout: expect.stringMatching(/^twinvol \d+\.\d+\.\d+\n$/), stderr: '' });
+  });
+
+  it.each([[['--version']], [['--help']], [['volume', 'list', '--json']]])('%j to a full disk (/dev/full): exit 1 and one line saying so', (args) => {
+    const full = openSync('/dev/full', 'w');
+    try {
+      const r = spawnSync(FLEX_BIN, args, { stdio: ['ignore', full, 'pipe'], env: { PATH: '/usr/bin:/bin', ...s.env }, encoding: 'utf8' });
+      expect(r.status).toBe(1);
+      expect(r.stderr).toBe('twinvol: the output could not be written (ENOSPC)\n');
+    } finally {
+      closeSync(full);
+    }
+  });
+
+  it('help for a command runs nothing of it', async () => {
+    expect((await runAdmin(s.env, ['volume', 'create', 'helped', '--backend', 'dir', '--size', '1Mi', '--help'])).exitCode).toBe(0);
+    expect((await runAdmin(s.env, ['volume', 'list'])).stdout).not.toContain('helped');
   });
 
   it('kubelet\'s verbs are still its protocol, byte for byte', async () => {
