@@ -96,18 +96,21 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
           },
         )
         .command(
-          'release <id> [node]',
+          'release <id> [node-name]',
           "remove a node's attachment, even one kept because the node still has the volume staged, for a node that is gone: needs --force, and is refused for this node while it still has the volume mounted here",
           (c) =>
             c
               .positional('id', { type: 'string', demandOption: true })
-              .positional('node', { type: 'string', describe: 'the node (or --node)' })
+              // Not named `node`: yargs would fold --node into it and silently keep one of two nodes given.
+              .positional('node-name', { type: 'string', describe: 'the node (or --node)' })
               .option('node', { type: 'string', describe: 'the node whose attachment goes (by position or as --node NODE)' })
               .option('force', { type: 'boolean', default: false, describe: 'yes: whatever that node still writes is no longer kept from other nodes' }),
           async (a) => {
             const { id, node } = usable(() => {
-              if (a.node === undefined) throw new UsageError('name the node: volume release <id> --node <node> --force');
-              return { id: validateVolumeId(a.id), node: validateNodeName(a.node) };
+              const named = a['node-name'] ?? a.node;
+              if (named === undefined) throw new UsageError('name the node: volume release <id> --node <node> --force');
+              if (a['node-name'] !== undefined && a.node !== undefined) throw new UsageError('name the node once: as volume release <id> <node> or with --node');
+              return { id: validateVolumeId(a.id), node: validateNodeName(named) };
             });
             const volume = await open().catalog.requireVolume(id);
             if (!volume.attachments.some((x) => x.node === node)) return print(`${id} was not attached to node ${node}`);

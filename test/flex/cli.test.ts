@@ -41,6 +41,8 @@ describe('twinvol: a command line that does not parse', () => {
     [['volume', 'list', '--color'], /Unknown argument: color/],
     [['volume', 'inspect', 'a/b'], /volume id "a\/b" must not contain/],
     [['volume', 'release', 'v', 'bad node!'], /node name "bad node!" may only hold/],
+    // yargs folded --node into the positional and acted on node-b alone.
+    [['volume', 'release', 'v', 'node-b', '--node', 'node-c'], /name the node once/],
     [['volume', 'remove', 'v'], /Unknown arguments: remove, v/],
     [['volume'], /name a volume command/],
     [['node', 'list', 'extra'], /Unknown argument: extra/],
