@@ -60,7 +60,7 @@ function recordFor(config: Config, spec: CreateVolumeSpec): VolumeRecord {
     id,
     ...(spec.name !== undefined && spec.name !== id ? { name: spec.name } : {}),
     backend,
-    capacityBytes: spec.capacityBytes,
+    capacityBytes: inUnits(spec.capacityBytes, traits.sizeAlignment),
     ...traits.describe(spec, config),
     access,
     accessRequests,
@@ -252,10 +252,11 @@ export interface ExpandResult {
 /** Grows a volume's backing storage. Asking for the current size or less is a no-op: never shrink. */
 export async function expandVolume(core: Core, id: VolumeId, requested: number): Promise<ExpandResult> {
   validateVolumeId(id);
-  const newSize = parseSize(requested, 'new size');
+  const asked = parseSize(requested, 'new size');
   return core.catalog.lock('volume', id, async () => {
     const volume = await core.catalog.requireVolume(id);
     const backend = backendFor(volume.backend);
+    const newSize = inUnits(asked, backend.sizeAlignment);
     if (newSize <= volume.capacityBytes) return { capacityBytes: volume.capacityBytes, nodeExpansionRequired: backend.expandsOnNode };
     await backend.expand(volume, newSize, core);
     // The node's half starts from the size its filesystem still has: that of the first pending growth.
@@ -264,6 +265,15 @@ export async function expandVolume(core: Core, id: VolumeId, requested: number):
     await core.catalog.updateVolumeUnlocked(next);
     return { capacityBytes: newSize, nodeExpansionRequired: backend.expandsOnNode };
   });
+}
+
+/**
+ * A size in the backend's units, rounded up: a block image is whole MiB, as a CSI request is rounded
+ * (csi/capacity.ts). A FlexVolume expandvolume of 50331649 bytes and a CLI create of 1048577 once
+ * made images of those sizes. 1 PiB, the most parseSize takes, is whole MiB: this never passes it.
+ */
+function inUnits(bytes: number, alignment: number): number {
+  return Math.ceil(bytes / alignment) * alignment;
 }
 
 export async function listVolumes(core: Core): Promise<VolumeRecord[]> {

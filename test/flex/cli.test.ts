@@ -33,7 +33,6 @@ describe('twinvol: a command line that does not parse', () => {
     [['volume', 'create', 'v', '--size', '2Pi'], /--size "2Pi" is larger than the 1 PiB limit/],
     [['volume', 'create', 'v', '--size', 'lots'], /--size "lots" is not a size/],
     [['volume', 'create', 'v', '--size', '299Mi', '--fs-type', 'xfs'], /size 299Mi is too small for xfs: mkfs.xfs refuses a filesystem smaller than 300 MiB; ask for at least 300Mi/],
-    [['volume', 'create', 'v', '--size', '100Ki'], /size 100Ki is too small for ext4: .*ask for at least 104Ki/],
     [['volume', 'create', 'v', '--size', '1Gi', '--fs-type', 'btrfs'], /fsType "btrfs" is not supported/],
     // the other commands
     [['volume', 'delete', '../v'], /volume id "..\/v" must not contain/],

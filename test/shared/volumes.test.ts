@@ -55,10 +55,10 @@ describe('createVolume', () => {
     expect(await core.catalog.getVolume('blk-b')).toBeUndefined();
   });
 
-  // mkfs.xfs (xfsprogs 6.1) refuses below 300 MiB, mkfs.ext4 below 104 KiB: refused before any file is made.
+  // mkfs.xfs (xfsprogs 6.1) refuses below 300 MiB: refused before any file is made. (mkfs.ext4's floor,
+  // 104 KiB, is below the 1 MiB a block size rounds up to.)
   it.each([
-    ['xfs', 300 * MiB - 1, /too small for xfs: mkfs.xfs refuses a filesystem smaller than 300 MiB; ask for at least 300Mi/],
-    ['ext4', 100 * 1024, /too small for ext4: .* ask for at least 104Ki/],
+    ['xfs', 299 * MiB, /too small for xfs: mkfs.xfs refuses a filesystem smaller than 300 MiB; ask for at least 300Mi/],
   ])('refuses a blank %s volume below what mkfs formats', async (fsType, capacityBytes, reason) => {
     await expectRejects(createVolume(core, block('blk-small', { fsType, capacityBytes })), 'InvalidArgument', reason);
     expect(await core.catalog.getVolume('blk-small')).toBeUndefined();
@@ -192,6 +192,19 @@ describe('expandVolume', () => {
     }
     expect(readFileSync(join(core.catalog.volumeDir('d'), 'volume.json'), 'utf8')).toBe(before);
     expect(statSync(core.catalog.imagePath('v')).size).toBe(64 * MiB);
+  });
+
+  it('sizes a block image in whole MiB, rounding up, at create and at expand; a dir volume to the byte', async () => {
+    // FlexVolume's expandvolume passes kubelet's bytes as they are: 48 MiB and one byte made such an image.
+    expect((await createVolume(core, block('odd', { capacityBytes: MiB + 1 }))).volume.capacityBytes).toBe(2 * MiB);
+    expect(statSync(core.catalog.imagePath('odd')).size).toBe(2 * MiB);
+    expect(await expandVolume(core, vid('odd'), 48 * MiB + 1)).toEqual({ capacityBytes: 49 * MiB, nodeExpansionRequired: true });
+    expect(statSync(core.catalog.imagePath('odd')).size).toBe(49 * MiB);
+    // A repeat of the same request is the same answer.
+    expect(await expandVolume(core, vid('odd'), 48 * MiB + 1)).toEqual({ capacityBytes: 49 * MiB, nodeExpansionRequired: true });
+    expect((await createVolume(core, block('odd2', { capacityBytes: MiB + 1 }))).created).toBe(true);
+    expect((await createVolume(core, block('odd2', { capacityBytes: MiB + 1 }))).created).toBe(false);
+    expect((await createVolume(core, dir('d-odd', { capacityBytes: MiB + 1 }))).volume.capacityBytes).toBe(MiB + 1);
   });
 
   it('grows a block image and asks for node expansion', async () => {
