@@ -1,7 +1,8 @@
 // deploy/ as `kubectl apply -k` sends it: rendered by kubectl's own kustomize (offline), every object
 // valid and consistent, and the kubelet dir one setting: changed in settings.yaml, or by an overlay
 // as settings.yaml describes, it changes everywhere and nothing is left at the default.
-import { readFileSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { consistencyProblems } from './checks.js';
@@ -9,7 +10,8 @@ import { DEPLOY, type JsonObject, loadManifests } from './load.js';
 import { settingsKubeletDir } from './pod-checks.js';
 import { render, renderedSet, scratchCopy, writeComponentOverlay, writeKubeletDirOverlay } from './kustomize.js';
 import { at } from './mutate.js';
-import { isPlugin, pluginFlags, workloads } from './pods.js';
+import { isPlugin, NODE_NAME, pluginFlags, workloads } from './pods.js';
+import { checkConfigText } from '../../shared/config.js';
 import { schemaProblems } from './schema.js';
 
 const DEFAULT_KUBELET_DIR = '/var/lib/kubelet';
@@ -34,6 +36,33 @@ function expectSound(docs: JsonObject[], kubeletDir: string): void {
 const strayKubeletDirs = (docs: JsonObject[], kubeletDir: string) =>
   stringsIn(docs).filter((s) => s.includes(DEFAULT_KUBELET_DIR) && !s.includes(kubeletDir));
 
+/**
+ * The config the FlexVolume installer writes on a node, found by running its script up to the install
+ * with a stand-in `twinvol` that records its argv, the env as kubelet would give it: the settings the
+ * executable will read there, checked as `install flex --config` checks them.
+ */
+function installerConfig(docs: JsonObject[]): Record<string, unknown> {
+  const installer = workloads(docs).find((w) => w.name === 'twinvol-flex-installer');
+  const container = installer?.spec.containers[0];
+  expect(container?.securityContext?.privileged).toBe(true);
+  const script = String(container?.command?.at(-1));
+  const upToInstall = script.slice(0, script.indexOf('\n', script.indexOf('twinvol install flex')));
+  const dir = mkdtempSync('/tmp/twinvol-test-installer-');
+  try {
+    writeFileSync(join(dir, 'twinvol'), '#!/bin/sh\nfor a in "$@"; do printf \'%s\\n\' "$a"; done > "$(dirname "$0")/argv"\n', { mode: 0o755 });
+    const env: Record<string, string> = { PATH: `${dir}:/usr/bin:/bin` };
+    for (const e of container?.env ?? []) env[e.name] = e.value ?? (e.valueFrom?.fieldRef?.fieldPath === 'spec.nodeName' ? NODE_NAME : '');
+    execFileSync('/bin/sh', ['-c', upToInstall], { env });
+    const argv = readFileSync(join(dir, 'argv'), 'utf8').split('\n');
+    const text = argv[argv.indexOf('--config') + 1] ?? '';
+    const checked = checkConfigText(text, '--config');
+    expect({ kubeletDir: checked.kubeletDir, nodeName: checked.nodeName }).toEqual(JSON.parse(text));
+    return JSON.parse(text) as Record<string, unknown>;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 let cleanup: (() => void) | undefined;
 afterEach(() => {
   cleanup?.();
@@ -46,6 +75,8 @@ describe('kubectl kustomize deploy/', () => {
     const own = loadManifests().docs.filter((m) => !m.file.startsWith('examples/'));
     expect(docs).toHaveLength(own.length);
     expectSound(docs, DEFAULT_KUBELET_DIR);
+    // The node's name as Kubernetes knows it, which need not be the host name the executable would guess.
+    expect(installerConfig(docs)).toEqual({ kubeletDir: DEFAULT_KUBELET_DIR, nodeName: NODE_NAME });
     const namespaced = docs.filter((d) => !['Namespace', 'CSIDriver', 'ClusterRole', 'ClusterRoleBinding', 'StorageClass', 'VolumeSnapshotClass'].includes(String(d.kind)));
     expect(namespaced.map((d) => (d.metadata as JsonObject).namespace)).toEqual(namespaced.map(() => 'twinvol'));
   });
@@ -58,7 +89,8 @@ describe('kubectl kustomize deploy/', () => {
     const docs = render(scratch.base);
     expectSound(docs, OTHER_KUBELET_DIR);
     expect(strayKubeletDirs(docs, OTHER_KUBELET_DIR)).toEqual([]);
-    expect(stringsIn(docs).filter((s) => s.startsWith(OTHER_KUBELET_DIR))).toHaveLength(5);
+    expect(stringsIn(docs).filter((s) => s.startsWith(OTHER_KUBELET_DIR))).toHaveLength(6);
+    expect(installerConfig(docs)).toEqual({ kubeletDir: OTHER_KUBELET_DIR, nodeName: NODE_NAME });
   });
 
   it('a kubelet dir changed by an overlay, as settings.yaml describes, changes it everywhere', () => {
@@ -67,6 +99,7 @@ describe('kubectl kustomize deploy/', () => {
     const docs = render(writeKubeletDirOverlay(scratch.dir, OTHER_KUBELET_DIR));
     expectSound(docs, OTHER_KUBELET_DIR);
     expect(strayKubeletDirs(docs, OTHER_KUBELET_DIR)).toEqual([]);
+    expect(installerConfig(docs)).toEqual({ kubeletDir: OTHER_KUBELET_DIR, nodeName: NODE_NAME });
   });
 
   it('without the replacements, the same edit leaves the default behind and the checks say so', () => {
