@@ -45,6 +45,13 @@ describe('the plugin image', () => {
     expect(spec.env).toContainEqual(expect.stringMatching(/^PATH=(.*:)?\/usr\/local\/bin(:|$)/));
     expect(spec.entrypoint).toEqual(['/usr/local/bin/twinvol-csi']);
   });
+
+  it('a container builder is sent what COPY takes and nothing else (.dockerignore at the context, the root)', () => {
+    const spec = JSON.parse(execFileSync(process.execPath, [SCRIPT, '--spec'], { encoding: 'utf8' })) as Spec;
+    const rules = readFileSync(join(REPO, '.dockerignore'), 'utf8').split('\n').filter((l) => l.trim() && !l.startsWith('#'));
+    expect(rules[0]).toBe('*');
+    expect(rules.slice(1).sort()).toEqual(spec.copies.map((c) => `!${c.src}`).sort());
+  });
 });
 
 /** `node scripts/image.mjs`, without blocking the test's process for the minutes it takes. */
