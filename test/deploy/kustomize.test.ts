@@ -79,6 +79,9 @@ describe('kubectl kustomize deploy/', () => {
     expect(installerConfig(docs)).toEqual({ kubeletDir: DEFAULT_KUBELET_DIR, nodeName: NODE_NAME });
     const namespaced = docs.filter((d) => !['Namespace', 'CSIDriver', 'ClusterRole', 'ClusterRoleBinding', 'StorageClass', 'VolumeSnapshotClass'].includes(String(d.kind)));
     expect(namespaced.map((d) => (d.metadata as JsonObject).namespace)).toEqual(namespaced.map(() => 'twinvol'));
+    // Cluster-scoped ones carry none: kustomize's namespace: once gave the VolumeSnapshotClass one.
+    const clusterScoped = docs.filter((d) => !namespaced.includes(d));
+    expect(clusterScoped.map((d) => (d.metadata as JsonObject).namespace)).toEqual(clusterScoped.map(() => undefined));
   });
 
   it('a kubelet dir changed in settings.yaml changes it everywhere', () => {

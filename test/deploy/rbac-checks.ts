@@ -10,7 +10,9 @@ type Need = readonly [group: string, resource: string, verbs: string];
  * external-provisioner v6.3.0, external-attacher v4.12.0 and external-resizer v2.2.1
  * deploy/kubernetes/rbac.yaml, external-snapshotter v8.6.0
  * deploy/kubernetes/csi-snapshotter/rbac-csi-snapshotter.yaml. Rules upstream marks optional for
- * features twinvol does not use (secrets, capacity tracking, reference grants, group snapshots) are left out.
+ * features twinvol does not use (secrets, capacity tracking, reference grants) are left out; the group
+ * snapshot rules are granted, for when the snapshotter's CSIVolumeGroupSnapshot gate is turned on
+ * (deploy/controller-rbac.yaml says what else that needs), and not required here.
  */
 const CLUSTER_NEEDS: Readonly<Record<string, readonly Need[]>> = {
   'csi-provisioner': [
