@@ -1,13 +1,16 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { credentials, makeClientConstructor, type ServiceError, status } from '@grpc/grpc-js';
+import { type CallOptions, credentials, makeClientConstructor, type ServiceError, status } from '@grpc/grpc-js';
 import { type CsiService, type CsiServiceDefinitions, csiServiceDefinitions } from '../../csi/definition.js';
 import protoText from '../../csi/proto/csi.proto';
 
 /** A request or reply as proto-loader would give it (csi/definition.ts LOADER_OPTIONS: field names as written, int64 as strings). */
 export type Message = Record<string, unknown>;
-type Unary = (req: Message, cb: (err: ServiceError | null, res: Message) => void) => void;
+type Unary = (req: Message, options: CallOptions, cb: (err: ServiceError | null, res: Message) => void) => Cancellable;
+interface Cancellable {
+  cancel(): void;
+}
 interface Closable {
   close(): void;
 }
@@ -17,9 +20,10 @@ export class CsiCallError extends Error {
   readonly code: string;
   readonly details: string;
 
-  constructor(method: string, err: ServiceError) {
+  constructor(method: string, err: ServiceError, deadlineMs: number) {
     const code = typeof err.code === 'number' ? (status[err.code] ?? String(err.code)) : 'UNKNOWN';
-    const details = err.details ?? err.message;
+    // grpc-js's own text is its resolver's and balancer's timings, which say nothing of the server.
+    const details = err.code === status.DEADLINE_EXCEEDED ? `no answer within ${Math.round(deadlineMs)} ms` : (err.details ?? err.message);
     super(`${method}: ${code}: ${details}`);
     this.code = code;
     this.details = details;
@@ -36,6 +40,8 @@ export interface PrivateCsiOptions {
   env: Record<string, string>;
   /** How long it may take to answer Probe ready. */
   startMs?: number;
+  /** Each call's deadline; default CALL_MS. */
+  callMs?: number;
   /**
    * Keep the server's JSON log lines for systemCallsOf: the server is started with --log-level debug,
    * where each mount it makes or undoes as a system call has a line.
@@ -51,6 +57,12 @@ interface LogLine {
   call?: unknown;
   error?: unknown;
 }
+
+/**
+ * Each call's deadline unless the caller gives one: kubelet's own for a CSI call (pkg/volume/csi
+ * csiTimeout, two minutes). Without one a server that accepts and never answers holds the caller forever.
+ */
+const CALL_MS = 120_000;
 
 /** Lines kept for systemCallsOf at most: the oldest go first, so a caller that never asks costs bounded memory. */
 const KEPT_LINES = 10_000;
@@ -70,11 +82,16 @@ export class PrivateCsi {
   /** Log lines not yet read by systemCallsOf; undefined unless started with keepLog. */
   private readonly kept: LogLine[] | undefined;
   private readonly exited: Promise<void>;
+  /** Calls sent and not yet answered: what cancel() ends. */
+  private readonly pending = new Set<Cancellable>();
+  /** Set by cancel(reason, true): every later call fails at once with it. */
+  private refusal = '';
 
   private constructor(
     private readonly socketPath: string,
     private readonly child?: ChildProcess,
     keepLog = false,
+    private readonly callMs = CALL_MS,
   ) {
     this.kept = keepLog ? [] : undefined;
     let partial = '';
@@ -88,9 +105,9 @@ export class PrivateCsi {
     this.exited = child ? new Promise((done) => child.once('exit', () => done())) : Promise.resolve();
   }
 
-  /** The server already listening at `socketPath`, once it answers Probe ready within `startMs`. */
-  static async connect(socketPath: string, startMs = 10_000): Promise<PrivateCsi> {
-    const csi = new PrivateCsi(socketPath);
+  /** The server already listening at `socketPath`, once it answers Probe ready within `startMs`; each later call gets `callMs`. */
+  static async connect(socketPath: string, startMs = 10_000, callMs = CALL_MS): Promise<PrivateCsi> {
+    const csi = new PrivateCsi(socketPath, undefined, false, callMs);
     try {
       await csi.untilReady(startMs, 'the CSI server');
       return csi;
@@ -105,7 +122,7 @@ export class PrivateCsi {
     mkdirSync(dirname(o.socketPath), { recursive: true });
     const logLevel = o.keepLog ? ['--log-level', 'debug'] : [];
     const child = spawn(o.bin, ['--endpoint', `unix://${o.socketPath}`, '--node-id', o.nodeId, ...logLevel, ...o.args], { cwd: '/', env: o.env, stdio: ['ignore', 'ignore', 'pipe'] });
-    const csi = new PrivateCsi(o.socketPath, child, o.keepLog);
+    const csi = new PrivateCsi(o.socketPath, child, o.keepLog, o.callMs);
     const spawned = new Promise<void>((done, fail) => {
       child.once('spawn', () => done());
       child.once('error', fail);
@@ -129,7 +146,8 @@ export class PrivateCsi {
       if (child && (child.exitCode !== null || child.signalCode !== null)) throw new Error(`${what} exited at start: ${this.lastLines()}`);
       if (existsSync(this.socketPath)) {
         try {
-          const probe = await this.call('Identity', 'Probe', {});
+          // Probe's own deadline is what is left of the start's: a server that never answers ends the wait too.
+          const probe = await this.call('Identity', 'Probe', {}, Math.max(1, until - performance.now()));
           // An unset ready means ready (the CSI spec's Probe): only an explicit false waits.
           if ((probe.ready as { value?: boolean } | null | undefined)?.value !== false) return;
           last = 'Probe says not ready';
@@ -195,12 +213,37 @@ export class PrivateCsi {
     return c;
   }
 
-  /** One RPC; a failure throws a CsiCallError naming the method, the status code and the server's message. */
-  call(service: CsiService, method: string, req: Message): Promise<Message> {
+  /**
+   * One RPC with a deadline (`deadlineMs`, else the one this client was made with); a failure throws
+   * a CsiCallError naming the method, the status code and the server's message.
+   */
+  call(service: CsiService, method: string, req: Message, deadlineMs = this.callMs): Promise<Message> {
+    if (this.refusal) return Promise.reject(new Error(`${method}: not called: ${this.refusal}`));
     const client = this.client(service);
     const fn = client[method];
     if (typeof fn !== 'function') throw new Error(`csi.v1.${service} has no method ${method}`);
-    return new Promise((done, fail) => fn.call(client, req, (err, res) => (err ? fail(new CsiCallError(method, err)) : done(res))));
+    return new Promise((done, fail) => {
+      let answered = false;
+      let call: Cancellable | undefined;
+      call = fn.call(client, req, { deadline: Date.now() + deadlineMs }, (err, res) => {
+        answered = true;
+        if (call) this.pending.delete(call);
+        if (err) fail(new CsiCallError(method, err, deadlineMs));
+        else done(res);
+      });
+      if (!answered) this.pending.add(call);
+    });
+  }
+
+  /**
+   * Ends the calls waiting for an answer (each fails CANCELLED): a caller interrupted need not wait out
+   * a deadline before its clean-up. With `further`, every later call fails at once too, for a caller
+   * that has given up on the server (its clean-up then goes round it).
+   */
+  cancel(reason: string, further = false): void {
+    if (further) this.refusal = reason;
+    for (const call of [...this.pending]) call.cancel();
+    this.pending.clear();
   }
 
   /** SIGTERM (the server removes its socket), SIGKILL if it has not exited within `graceMs`. */

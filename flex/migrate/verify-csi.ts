@@ -64,7 +64,7 @@ export class CsiSide {
     if (endpoint) {
       const socket = socketOf(endpoint);
       if (!existsSync(socket)) throw new Error(`no CSI server at ${endpoint}: ${socket} does not exist`);
-      return new CsiSide(await PrivateCsi.connect(socket, 10_000), rec, node);
+      return new CsiSide(await PrivateCsi.connect(socket, 10_000, callMs(own.config)), rec, node);
     }
     const dir = mkdtempSync(join(tmpdir(), 'twinvol-verify-'));
     const socketPath = join(dir, 'csi.sock');
@@ -73,7 +73,7 @@ export class CsiSide {
     const started = performance.now();
     let csi: PrivateCsi;
     try {
-      csi = await PrivateCsi.start({ bin: own.bin, socketPath, nodeId: node, args, env: stringEnv(), startMs: 20_000 });
+      csi = await PrivateCsi.start({ bin: own.bin, socketPath, nodeId: node, args, env: stringEnv(), startMs: 20_000, callMs: callMs(own.config) });
     } catch (err) {
       rmSync(dir, { recursive: true, force: true });
       throw new Error(`twinvol-csi (${own.bin}): ${err instanceof Error ? err.message : String(err)}`);
@@ -143,6 +143,15 @@ export class CsiSide {
     await this.rpc('Controller', 'DeleteVolume', { volume_id: volumeId });
   }
 
+  /**
+   * A signal: the call waiting for the server ends now, not at its deadline, so the teardown follows
+   * at once. A second signal gives up on the server: later calls fail at once and the sweep
+   * (verify.ts) cleans up around it.
+   */
+  interrupt(signal: string, again: boolean): void {
+    this.csi.cancel(`interrupted by ${signal}`, again);
+  }
+
   /** Closes the clients and stops a private server (SIGTERM, then SIGKILL), removing its socket dir. */
   async close(): Promise<void> {
     const owned = this.csi.ownsServer;
@@ -171,6 +180,14 @@ export class CsiSide {
       throw new Error(`${method}: ${code}: ${message}`);
     }
   }
+}
+
+/**
+ * Each RPC's deadline: the config's deadline for one external command (two minutes by default, as
+ * kubelet's for a CSI call), since the FlexVolume half gives each driver call the same.
+ */
+function callMs(config: Config): number {
+  return config.commandTimeoutMs;
 }
 
 /** This process's environment without unset entries: the private server runs with what verify runs with. */

@@ -96,8 +96,11 @@ export async function runVerify(o: VerifyOptions): Promise<number> {
   }
   rec.note(`volume ${o.volumeId}: ${result.kind}; FlexVolume driver ${result.driver} (${subject.flex.file}); CSI: ${result.csi}`);
   for (const n of subject.notes) rec.note(`note: ${n}`);
+  let signals = 0;
   const onSignal = (signal: string) => {
     rec.interrupted = signal;
+    // The pending RPC too: the flag alone waits for an answer a stuck server never sends.
+    csi.interrupt(signal, ++signals > 1);
   };
   process.on('SIGINT', onSignal).on('SIGTERM', onSignal);
   mkdirSync(config.kubeletDir, { recursive: true });
