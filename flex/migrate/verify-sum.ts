@@ -13,7 +13,7 @@ import { join } from 'node:path';
 export interface TreeEntry {
   /** Relative to the volume's root; "." for the root itself. */
   path: string;
-  type: 'file' | 'dir' | 'symlink' | 'other';
+  type: 'file' | 'dir' | 'symlink' | 'fifo' | 'socket' | 'char' | 'block';
   /** Permission bits with setuid, setgid and sticky (mode & 0o7777). */
   mode: number;
   uid: number;
@@ -22,6 +22,8 @@ export interface TreeEntry {
   size: number;
   /** Files: sha256 of the content; symlinks: the target; others "". */
   content: string;
+  /** Device nodes: the device they open, "major:minor"; others "". */
+  rdev: string;
 }
 
 export interface TreeSum {
@@ -51,7 +53,7 @@ export async function treeSum(root: string): Promise<TreeSum> {
   const walk = async (rel: string): Promise<void> => {
     const abs = rel === '.' ? root : join(root, rel);
     const st = await lstat(abs);
-    const base = { path: rel, mode: st.mode & 0o7777, uid: st.uid, gid: st.gid };
+    const base = { path: rel, mode: st.mode & 0o7777, uid: st.uid, gid: st.gid, rdev: '' };
     if (st.isSymbolicLink()) list.push({ ...base, type: 'symlink', size: 0, content: await readlink(abs) });
     else if (st.isFile()) list.push({ ...base, type: 'file', size: st.size, content: await fileDigest(abs) });
     else if (st.isDirectory()) {
@@ -60,7 +62,10 @@ export async function treeSum(root: string): Promise<TreeSum> {
       if (st.dev !== rootDev) return;
       const names = (await readdir(abs)).sort();
       for (const name of names) await walk(rel === '.' ? name : `${rel}/${name}`);
-    } else list.push({ ...base, type: 'other', size: 0, content: '' });
+    } else if (st.isCharacterDevice() || st.isBlockDevice()) {
+      // Same type and mode, another device: a pod opening it reads something else entirely.
+      list.push({ ...base, type: st.isCharacterDevice() ? 'char' : 'block', size: 0, content: '', rdev: deviceNumbers((await lstat(abs, { bigint: true })).rdev) });
+    } else list.push({ ...base, type: st.isFIFO() ? 'fifo' : 'socket', size: 0, content: '' });
   };
   await walk('.');
   list.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
@@ -91,7 +96,14 @@ function fileDigest(path: string): Promise<string> {
 }
 
 function entryLine(e: TreeEntry): string {
-  return [e.path, e.type, e.mode.toString(8).padStart(4, '0'), e.uid, e.gid, e.size, e.content].join('\t');
+  return [e.path, e.type, e.mode.toString(8).padStart(4, '0'), e.uid, e.gid, e.size, e.content, e.rdev].join('\t');
+}
+
+/** glibc's dev_t split (sys/sysmacros.h major, minor), in bigint: a 64-bit dev_t does not fit JS's 32-bit shifts. */
+export function deviceNumbers(rdev: bigint): string {
+  const major = ((rdev >> 8n) & 0xfffn) | ((rdev >> 32n) & ~0xfffn);
+  const minor = (rdev & 0xffn) | ((rdev >> 12n) & ~0xffn);
+  return `${major}:${minor}`;
 }
 
 /** What differs between two sums, at most `limit` lines (empty: the same). */
@@ -106,7 +118,7 @@ export function differences(a: VolumeSum, b: VolumeSum, limit = 10): string[] {
       if (!x) out.push(`${path}: only in the second`);
       else if (!y) out.push(`${path}: only in the first`);
       else {
-        const what = (['type', 'mode', 'uid', 'gid', 'size', 'content'] as const).filter((k) => x[k] !== y[k]);
+        const what = (['type', 'mode', 'uid', 'gid', 'size', 'content', 'rdev'] as const).filter((k) => x[k] !== y[k]);
         if (what.length) out.push(`${path}: ${what.map((k) => `${k} ${show(k, x[k])} -> ${show(k, y[k])}`).join(', ')}`);
       }
     }

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { chmodSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -36,6 +37,22 @@ describe('migrate verify: a changed byte is caught', () => {
     expect(report.verdict).toBe('mismatch');
     expect(report.differences.csi).toEqual([expect.stringMatching(/^app\/blob\.bin: content [0-9a-f]{12} -> [0-9a-f]{12}$/)]);
     // CSI and the rollback both read the changed file: the same as each other.
+    expect(report.differences.rollback).toEqual([]);
+  });
+
+  it('a FIFO turned into a device node, a device node into another device: MISMATCH naming each', { timeout: 300_000 }, async () => {
+    const s = world();
+    expect((await runAdmin(s.env, ['volume', 'create', 'bad-node', '--backend', 'dir', '--size', '16Mi'])).exitCode).toBe(0);
+    const data = join(s.dataRoot, 'volumes/bad-node/data');
+    execFileSync('mkfifo', ['-m', '644', join(data, 'fifo1')]);
+    execFileSync('mknod', ['-m', '644', join(data, 'null1'), 'c', '1', '3']);
+    // Same names, same mode bits, same owner: only the file type and the device numbers change.
+    const swap = hook('swap-nodes', 'flex', `rm -f ${data}/fifo1 ${data}/null1\nmknod -m 644 ${data}/fifo1 c 1 3\nmknod -m 644 ${data}/null1 c 1 7`);
+    const r = await verify(s, ['bad-node', '--json'], { TWINVOL_VERIFY_HOOK: swap });
+    expect(r.exitCode).toBe(1);
+    const report = parseReport(r);
+    expect(report.verdict).toBe('mismatch');
+    expect(report.differences.csi).toEqual(['fifo1: type "fifo" -> "char", rdev "" -> "1:3"', 'null1: rdev "1:3" -> "1:7"']);
     expect(report.differences.rollback).toEqual([]);
   });
 
