@@ -52,8 +52,11 @@ export function resolveSubject(core: Core, volumeId: VolumeId, record: VolumeRec
   const invented = !pv && !exec;
   const pvName = pv?.name ?? (invented ? `twinvol-verify-${createHash('sha256').update(volumeId).digest('hex').slice(0, 16)}` : isValidPvName(volumeId) ? volumeId : 'twinvol-verify');
   if (!exec) {
-    if (pv && pv.options.volumeId !== volumeId)
-      throw new InputError(`PersistentVolume ${pv.name}: spec.flexVolume.options.volumeId is ${JSON.stringify(pv.options.volumeId ?? '')}, not the volume ${volumeId} asked for`);
+    // The volume the PV names as twinvol's executable finds it (flex/options.ts volumeIdOf): the
+    // volumeId option, else the PV's name; `migrate plan` gives such a PV that name as volumeHandle.
+    const named = pv ? pv.options.volumeId || pv.name : volumeId;
+    if (named !== volumeId)
+      throw new InputError(`PersistentVolume ${pv?.name ?? ''} names volume ${JSON.stringify(named)} (${pv?.options.volumeId ? 'spec.flexVolume.options.volumeId' : 'no volumeId option: its own name'}), not the volume ${volumeId} asked for`);
     if (!record) throw notFound(`volume ${volumeId} does not exist in the catalog at ${core.config.dataRoot} (an exec volume of another driver: give its PV with --pv FILE)`);
     const fsType = pv?.fsType || record.fsType;
     const traits = backendTraits(record.backend);

@@ -111,6 +111,25 @@ describe('migrate verify: twinvol volumes', () => {
     expect([...digests][0]).toMatch(new RegExp(` ${richEntries} ${richBytes('dir')}$`));
   });
 
+  it('--pv: a twinvol PV without a volumeId option names the volume by its own name, as the executable reads it', { timeout: SLOW }, async () => {
+    const s = world();
+    expect((await runAdmin(s.env, ['volume', 'create', 'pvn-1', '--backend', 'dir', '--size', '16Mi'])).exitCode).toBe(0);
+    const pvFile = (name: string) => {
+      const file = join(s.root, `${name}.yaml`);
+      writeFileSync(file, `apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: ${name}}\nspec:\n  capacity: {storage: 16Mi}\n  accessModes: [ReadWriteOnce]\n  flexVolume: {driver: twinvol/twinvol}\n`);
+      return file;
+    };
+    const r = await verify(s, ['pvn-1', '--pv', pvFile('pvn-1'), '--json']);
+    const report = parseReport(r);
+    expect(report.verdict, report.error).toBe('match');
+    expect(r.exitCode).toBe(0);
+    const other = await verify(s, ['pvn-1', '--pv', pvFile('pvn-other')]);
+    expect(other.exitCode).toBe(2);
+    expect(other.stdout).toBe('');
+    expect(other.stderr.trim().split('\n')).toHaveLength(1);
+    expect(other.stderr).toMatch(/PersistentVolume pvn-other names volume "pvn-other" \(no volumeId option: its own name\), not the volume pvn-1 asked for/);
+  });
+
   it('refuses a volume attached and staged under FlexVolume, and touches nothing', async () => {
     const s = world();
     expect((await runAdmin(s.env, ['volume', 'create', 'busy-1', '--backend', 'dir', '--size', '16Mi'])).exitCode).toBe(0);
