@@ -30,7 +30,14 @@ export function readFlexPv(file: string, wanted?: string): FlexPv | string {
   const objects: unknown[] = [];
   for (const doc of parseAllDocuments(text)) {
     if (doc.errors.length) return `--pv ${file} is not YAML or JSON: ${doc.errors[0]?.message.split('\n')[0] ?? ''}`;
-    const value: unknown = doc.toJS();
+    let value: unknown;
+    try {
+      // Aliases resolve here, not while parsing: an alias to no anchor, or a billion laughs past
+      // maxAliasCount, throws from toJS (as for `migrate plan`, flex/migrate/input.ts).
+      value = doc.toJS({ maxAliasCount: 100 });
+    } catch (err) {
+      return `--pv ${file} is not YAML or JSON: ${(err instanceof Error ? err.message : String(err)).split('\n')[0] ?? ''}`;
+    }
     if (isObj(value) && value.kind === 'List' && Array.isArray(value.items)) objects.push(...value.items);
     else if (value !== null && value !== undefined) objects.push(value);
   }

@@ -159,6 +159,12 @@ describe('migrate verify: twinvol volumes', () => {
     expect((await runAdmin(s.env, ['volume', 'create', 'ok-1', '--backend', 'dir', '--size', '16Mi'])).exitCode).toBe(0);
     const notPv = join(s.root, 'not-a-pv.yaml');
     writeFileSync(notPv, 'kind: ConfigMap\nmetadata: {name: x}\n');
+    // Both parse; their aliases fail only when resolved: one names no anchor, one expands 10^9 times.
+    const noAnchor = join(s.root, 'no-anchor.yaml');
+    writeFileSync(noAnchor, 'apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: *nope}\n');
+    const bomb = join(s.root, 'bomb.yaml');
+    const levels = Array.from({ length: 9 }, (_, i) => `a${i}: &a${i} [${Array(10).fill(i ? `*a${i - 1}` : '"x"').join(',')}]`);
+    writeFileSync(bomb, `${levels.join('\n')}\nkind: PersistentVolume\napiVersion: v1\nmetadata: {name: x}\nspec: {x: *a8}\n`);
     const cases: [string[], number, RegExp][] = [
       [['no-such-volume'], 1, /volume no-such-volume does not exist/],
       [['bad/id'], 2, /volume/],
@@ -167,6 +173,8 @@ describe('migrate verify: twinvol volumes', () => {
       [['ok-1', '--csi-bin', join(s.root, 'no-such-csi')], 2, /no CSI server to start: .*no-such-csi does not exist/],
       [['ok-1', '--pv', notPv], 2, /holds no PersistentVolume/],
       [['ok-1', '--pv', join(s.root, 'missing.yaml')], 2, /cannot be read/],
+      [['ok-1', '--pv', noAnchor], 2, /--pv .* is not YAML or JSON: Unresolved alias/],
+      [['ok-1', '--pv', bomb], 2, /--pv .* is not YAML or JSON: Excessive alias count/],
     ];
     for (const [args, code, message] of cases) {
       const r = await verify(s, args);
