@@ -166,19 +166,21 @@ export class CsiSide {
     return caps.map((c) => c.rpc?.type ?? '');
   }
 
-  /** One RPC, recorded with its status code; a failure throws with the server's message. */
+  /** One RPC, recorded once with its status code; a failure throws with the server's message. */
   private async rpc(service: Service, method: string, req: object): Promise<Message> {
     const started = performance.now();
+    let r: Message;
     try {
-      const r = await this.csi.call(service, method, { ...req });
-      this.rec.step({ model: 'csi', call: method, outcome: 'OK', ms: performance.now() - started });
-      return r;
+      r = await this.csi.call(service, method, { ...req });
     } catch (err) {
       const code = err instanceof CsiCallError ? err.code : 'ERROR';
       const message = err instanceof CsiCallError ? err.details : err instanceof Error ? err.message : String(err);
       this.rec.step({ model: 'csi', call: method, outcome: code, ms: performance.now() - started, detail: message });
       throw new Error(`${method}: ${code}: ${message}`);
     }
+    // Outside the try: step() throws once interrupted, and that is the run stopping, not this call failing.
+    this.rec.step({ model: 'csi', call: method, outcome: 'OK', ms: performance.now() - started });
+    return r;
   }
 }
 

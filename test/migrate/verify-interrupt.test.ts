@@ -46,6 +46,10 @@ describe('migrate verify: interrupted', () => {
     // The rollback half never started, and the CSI half's teardown ran.
     expect(stdout).not.toMatch(/3\. Rollback/);
     expect(stdout).toMatch(/NodeUnpublishVolume/);
+    // One line per call: the interrupt stops the run, it does not turn a call that succeeded into a failure.
+    const calls = stdout.split('\n').flatMap((l) => /^ {2}\[csi \] (\S+)/.exec(l)?.slice(1) ?? []);
+    expect(calls, stdout).toEqual([...new Set(calls)]);
+    expect(calls).toContain('NodeUnpublishVolume');
     const inspect = await runAdmin(s.env, ['volume', 'inspect', 'int-1']);
     expect((JSON.parse(inspect.stdout) as { volume: { attachments: unknown[] } }).volume.attachments).toEqual([]);
   });

@@ -99,5 +99,9 @@ describe('migrate verify: a CSI server that never answers', () => {
     expect(v.out()).toMatch(/NodePublishVolume +CANCELLED/);
     expect(v.out()).toMatch(/verdict: FAILED: interrupted by SIGTERM/);
     expect(v.out()).not.toMatch(/3\. Rollback/);
+    // One line per call: the interrupt stops the run, it does not turn a call that succeeded into a failure.
+    const calls = v.out().split('\n').flatMap((l) => /^ {2}\[csi \] (\S+)/.exec(l)?.slice(1) ?? []);
+    expect(calls, v.out()).toEqual([...new Set(calls)]);
+    expect(calls).toContain('NodeUnpublishVolume');
   });
 });
