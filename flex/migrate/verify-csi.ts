@@ -161,7 +161,14 @@ export class CsiSide {
   }
 
   private async capabilities(service: 'Controller' | 'Node', method: string): Promise<string[]> {
-    const r = await this.csi.call(service, method, {});
+    let r: Message;
+    try {
+      r = await this.csi.call(service, method, {});
+    } catch (err) {
+      // Not a recorded step, so no step() to say why: a call a signal cancelled says the signal.
+      if (this.rec.interrupted) throw new Error(`interrupted by ${this.rec.interrupted}`);
+      throw err;
+    }
     const caps = (r.capabilities as { rpc?: { type?: string } }[] | undefined) ?? [];
     return caps.map((c) => c.rpc?.type ?? '');
   }

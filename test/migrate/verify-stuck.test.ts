@@ -104,4 +104,49 @@ describe('migrate verify: a CSI server that never answers', () => {
     expect(calls, v.out()).toEqual([...new Set(calls)]);
     expect(calls).toContain('NodeUnpublishVolume');
   });
+
+  it('a signal while the capabilities are asked (a server stopped after the FlexVolume half): "interrupted", exit 1', { timeout: 300_000 }, async () => {
+    const s = world();
+    expect((await runAdmin(s.env, ['volume', 'create', 'mute-3', '--backend', 'dir', '--size', '16Mi'])).exitCode).toBe(0);
+    const socket = join(s.root, 'mute3.sock');
+    server = await fakeCsi(socket, {
+      Probe: (_call, cb) => cb(null, { ready: { value: true } }),
+      ControllerGetCapabilities: () => child?.kill('SIGINT'),
+    });
+    const v = spawnVerify(s.env, ['mute-3', '--csi-endpoint', `unix://${socket}`]);
+    expect(await v.exited, v.out() + v.err()).toBe(1);
+    expect(v.out()).toMatch(/verdict: FAILED: interrupted by SIGINT$/m);
+  });
+
+  it('a second signal while the teardown waits: that call is cancelled and the server is called no more', { timeout: 300_000 }, async () => {
+    const s = world();
+    expect((await runAdmin(s.env, ['volume', 'create', 'mute-4', '--backend', 'dir', '--size', '16Mi'])).exitCode).toBe(0);
+    const socket = join(s.root, 'mute4.sock');
+    const seen: string[] = [];
+    const ok =
+      (reply: object = {}): Handler =>
+      (call, cb) => {
+        seen.push(call.getPath().split('/').pop() ?? '');
+        cb(null, reply);
+      };
+    const signal: Handler = (call) => {
+      seen.push(call.getPath().split('/').pop() ?? '');
+      child?.kill('SIGTERM');
+    };
+    server = await fakeCsi(socket, {
+      Probe: ok({ ready: { value: true } }),
+      ControllerGetCapabilities: ok({ capabilities: [] }),
+      NodeGetCapabilities: ok({ capabilities: [{ rpc: { type: 'STAGE_UNSTAGE_VOLUME' } }] }),
+      NodeStageVolume: ok(),
+      NodeUnstageVolume: ok(),
+      // Neither answers: the first signal comes during the publish, the second during the teardown.
+      NodePublishVolume: signal,
+      NodeUnpublishVolume: signal,
+    });
+    const v = spawnVerify(s.env, ['mute-4', '--csi-endpoint', `unix://${socket}`]);
+    expect(await v.exited, v.out() + v.err()).toBe(1);
+    expect(seen.filter((m) => m.startsWith('Node') && m !== 'NodeGetCapabilities')).toEqual(['NodeStageVolume', 'NodePublishVolume', 'NodeUnpublishVolume']);
+    expect(v.out()).toMatch(/NodeUnstageVolume +ERROR +\d+ ms +NodeUnstageVolume: not called: interrupted by SIGTERM/);
+    expect(v.out()).toMatch(/verdict: FAILED: interrupted by SIGTERM/);
+  });
 });
