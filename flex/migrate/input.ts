@@ -82,8 +82,22 @@ function objectOf(doc: JsonObject, kind: string, where: string): KubeObject {
   if (typeof name !== 'string' || name === '') throw new InputError(`${where}: ${kind}: metadata.name is missing`);
   const namespace = meta.namespace ?? '';
   if (typeof namespace !== 'string') throw new InputError(`${where}: ${kind}/${name}: metadata.namespace must be a string`);
+  // The names the plan writes into manifests and shell scripts are held to the API server's own rules:
+  // anything else is not an object kubectl printed, and a name like web$(touch x) once reached a script.
+  if (isPlanned(kind)) {
+    if (!DNS_SUBDOMAIN.test(name)) throw new InputError(`${where}: ${kind} ${JSON.stringify(name.slice(0, 64))}: metadata.name is not a Kubernetes object name (lower-case letters, digits, "-" and ".", at most 253)`);
+    if (namespace !== '' && !DNS_LABEL.test(namespace))
+      throw new InputError(`${where}: ${kind}/${name}: metadata.namespace ${JSON.stringify(namespace.slice(0, 64))} is not a namespace name (lower-case letters, digits and "-", at most 63)`);
+  }
   return { kind, apiVersion, name, namespace, doc, origin: where };
 }
+
+/** RFC 1123 names as Kubernetes checks them: a subdomain for most objects, a label for a namespace. */
+const DNS_LABEL = /^(?=.{1,63}$)[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$/;
+const DNS_SUBDOMAIN = /^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*$/;
+
+/** The kinds the plan reads and writes about; other kinds (RBAC's "system:..." names) pass as they are. */
+const isPlanned = (kind: string) => kind === 'PersistentVolume' || kind === 'PersistentVolumeClaim' || kind === 'Secret' || POD_SPEC_PATHS[kind] !== undefined;
 
 // The parser's first line ends with its own "at line L, column C:", which the message already gives.
 const firstLine = (text: string) => (text.split('\n')[0] ?? text).trim().replace(/ at line \d+, column \d+:?$/, '');

@@ -139,7 +139,7 @@ function stopArgv(u: WorkloadUse): string[] {
 
 function startLines(u: WorkloadUse, podFile: string): Line[] {
   const ns = ['-n', u.object.namespace];
-  const timeout = '--timeout=${TIMEOUT}s';
+  const timeout = TIMEOUT_WORD;
   switch (u.action.kind) {
     case 'scale':
       return [
@@ -161,10 +161,17 @@ function startLines(u: WorkloadUse, podFile: string): Line[] {
   }
 }
 
-/** A word for bash: single-quoted unless it is plainly safe; `${TIMEOUT}` stays expandable. */
-function shellWord(word: string): string {
+/** The one word the script expands: the wait's deadline, which the operator sets with TIMEOUT. */
+const TIMEOUT_WORD = '--timeout=${TIMEOUT}s';
+
+/**
+ * A word for bash: single-quoted unless it is plainly safe. Only TIMEOUT_WORD itself stays
+ * expandable: a word from the input that merely held "${TIMEOUT}" was once double-quoted whole, and
+ * `web${TIMEOUT}$(touch PWNED)` ran its command substitution.
+ */
+export function shellWord(word: string): string {
   if (/^[A-Za-z0-9_./=:,@%+-]+$/.test(word)) return word;
-  if (word.includes('${TIMEOUT}')) return `"${word.replace(/(["\\`])/g, '\\$1')}"`;
+  if (word === TIMEOUT_WORD) return `"${word}"`;
   return `'${word.replace(/'/g, `'\\''`)}'`;
 }
 

@@ -45,6 +45,28 @@ describe('input that is not Kubernetes objects: exit 2, one line, nothing planne
     });
   });
 
+  it.each([
+    // A name once went into migrate.sh inside double quotes, and its command substitution ran.
+    ['Deployment', 'web${TIMEOUT}$(touch PWNED)', 'shop', 'metadata.name is not a Kubernetes object name'],
+    ['PersistentVolume', 'pv one', '', 'metadata.name is not a Kubernetes object name'],
+    ['PersistentVolumeClaim', 'data', "it's", 'metadata.namespace "it\'s" is not a namespace name'],
+    ['Secret', 'Creds', 'shop', 'metadata.name is not a Kubernetes object name'],
+  ])('a %s named %j in %j is not an object the API server could have printed', (kind, name, namespace, message) => {
+    const doc = JSON.stringify({ apiVersion: 'v1', kind, metadata: { name, ...(namespace ? { namespace } : {}) } });
+    const r = planOf({ files: ['-'] }, doc);
+    expect(r).toMatchObject({ exitCode: 2, stdout: '' });
+    expect(r.stderr).toContain(message);
+    expect(r.stderr.trimEnd().split('\n')).toHaveLength(1);
+  });
+
+  it('other kinds keep names the plan never writes (RBAC\'s system:...)', () => {
+    const docs = [
+      { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name: 'system:controller:x' } },
+      { apiVersion: 'v1', kind: 'PersistentVolume', metadata: { name: 'pv-a' }, spec: { flexVolume: { driver: 'twinvol/twinvol', options: { volumeId: 'a' } } } },
+    ];
+    expect(planOf({ files: ['-'] }, JSON.stringify({ apiVersion: 'v1', kind: 'List', items: docs })).stderr).not.toContain('system:controller:x');
+  });
+
   it('a bad document in a List is named by its index', () => {
     const list = join(scratch, 'list.yaml');
     writeFileSync(list, 'apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: PersistentVolume\n  metadata: {name: a}\n- 42\n');

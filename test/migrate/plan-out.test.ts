@@ -7,6 +7,7 @@ import { runAdmin } from '../helpers/flex-runner.js';
 import { isObject, type JsonObject } from '../deploy/load.js';
 import { schemaProblems } from '../deploy/schema.js';
 import { expectValid, fixture, fixtureObjects, planOf, yamlDocs } from './plan-helpers.js';
+import { shellWord } from '../../flex/migrate/script.js';
 
 /**
  * `twinvol migrate plan --out DIR`, run as the bundled executable: the numbered manifests, the
@@ -290,5 +291,22 @@ describe('migrate.sh', () => {
     const r = spawnSync('bash', [join(out, 'migrate.sh'), '--aply'], { encoding: 'utf8' });
     expect(r.status).toBe(2);
     expect(r.stderr).toContain('usage:');
+  });
+});
+
+describe('the scripts quote every word', () => {
+  it.each([['web${TIMEOUT}$(touch PWNED)'], ["it's"], ['a b\nc'], ['`id`'], ['$HOME'], ['--timeout=${TIMEOUT}sx'], ['plain-word']])('%j reaches kubectl as it is', (word) => {
+    const dir = mkdtempSync(join(tmpdir(), 'twinvol-shell-word-'));
+    try {
+      const out = execFileSync('bash', ['-c', `printf '%s' ${shellWord(word)}`], { cwd: dir, env: { PATH: '/usr/bin:/bin', TIMEOUT: '300' }, encoding: 'utf8' });
+      expect(out).toBe(word);
+      expect(readdirSync(dir)).toEqual([]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('only the deadline word itself is expanded, from TIMEOUT', () => {
+    expect(execFileSync('bash', ['-c', `printf '%s' ${shellWord('--timeout=${TIMEOUT}s')}`], { env: { PATH: '/usr/bin:/bin', TIMEOUT: '45' }, encoding: 'utf8' })).toBe('--timeout=45s');
   });
 });
