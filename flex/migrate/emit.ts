@@ -1,6 +1,6 @@
 import { chmodSync, existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { stringify } from 'yaml';
+import { Document, parse, visit } from 'yaml';
 import { cleaned, type JsonObject, label } from './objects.js';
 import type { Move, Plan } from './plan.js';
 import { bashLine, describeLine, type Direction, type Step, steps, uniqueUsers } from './script.js';
@@ -8,7 +8,35 @@ import type { WorkloadUse } from './workloads.js';
 
 /** Multi-document YAML, one `---` before each document, as kubectl apply -f takes it. */
 export function yamlDocuments(docs: readonly JsonObject[]): string {
-  return docs.map((d) => `---\n${stringify(d, { lineWidth: 0 })}`).join('');
+  return docs.map((d) => `---\n${yamlText(d)}`).join('');
+}
+
+/** One value as YAML that kubectl reads back as written (see `stringsQuoted`). */
+function yamlText(value: unknown): string {
+  return stringsQuoted(new Document(value)).toString({ lineWidth: 0 });
+}
+
+/**
+ * Every string that a YAML 1.1 or 1.2 reader would take for something else, quoted. The library writes
+ * YAML 1.2, where `yes`, `on`, `no` and `0b101` are strings and go bare; kubectl reads YAML 1.1
+ * (sigs.k8s.io/yaml), where they are booleans and numbers: a label `tier: yes` was refused, and a
+ * rollback PV's `readonly: "no"` option would have failed its apply after the CSI PV was deleted.
+ */
+function stringsQuoted(doc: Document): Document {
+  visit(doc, {
+    Scalar(_key, node) {
+      if (typeof node.value === 'string' && readsAsOther(node.value)) node.type = 'QUOTE_DOUBLE';
+    },
+  });
+  return doc;
+}
+
+function readsAsOther(text: string): boolean {
+  try {
+    return (['1.1', '1.2'] as const).some((version) => typeof parse(text, { version }) !== 'string');
+  } catch {
+    return true;
+  }
 }
 
 /** The new objects of each move: its new Secret (once per Secret), the PV, the claim. */
@@ -122,7 +150,7 @@ function stepsMarkdown(p: Plan, forward: Step[], back: Step[], inputs: readonly 
   const inline = p.inline.filter((v) => v.replacement);
   if (inline.length) {
     out.push('', '## Inline flexVolume volumes', '', 'Pods and pod templates are not changed by the steps: edit each volume to its replacement.');
-    for (const v of inline) out.push('', `- ${label(v.object)}, volume \`${v.volume}\` (${v.driver})${v.notes.length ? `: ${v.notes.join('; ')}` : ''}`, '', '```yaml', stringify(v.replacement, { lineWidth: 0 }).trimEnd(), '```');
+    for (const v of inline) out.push('', `- ${label(v.object)}, volume \`${v.volume}\` (${v.driver})${v.notes.length ? `: ${v.notes.join('; ')}` : ''}`, '', '```yaml', yamlText(v.replacement).trimEnd(), '```');
   }
   if (p.notes.length) out.push('', '## Notes', '', ...p.notes.map((n) => `- ${n}`));
   const render = (list: Step[]) =>

@@ -8,6 +8,8 @@ import { isObject, type JsonObject } from '../deploy/load.js';
 import { schemaProblems } from '../deploy/schema.js';
 import { expectValid, fixture, fixtureObjects, planOf, yamlDocs } from './plan-helpers.js';
 import { shellWord } from '../../flex/migrate/script.js';
+import { yamlDocuments } from '../../flex/migrate/emit.js';
+import { parseAllDocuments } from 'yaml';
 
 /**
  * `twinvol migrate plan --out DIR`, run as the bundled executable: the numbered manifests, the
@@ -308,5 +310,14 @@ describe('the scripts quote every word', () => {
 
   it('only the deadline word itself is expanded, from TIMEOUT', () => {
     expect(execFileSync('bash', ['-c', `printf '%s' ${shellWord('--timeout=${TIMEOUT}s')}`], { env: { PATH: '/usr/bin:/bin', TIMEOUT: '45' }, encoding: 'utf8' })).toBe('--timeout=45s');
+  });
+});
+
+describe('the manifests read back as written by a YAML 1.1 reader, as kubectl reads them', () => {
+  it('strings that YAML 1.1 or 1.2 would take for booleans, numbers, null or times stay strings', () => {
+    const ambiguous = ['yes', 'no', 'on', 'off', 'y', 'N', 'YES', 'On', '0b101', '0o17', '017', '1_000', '1e3', '12:30', '~', 'null', '.inf', '2001-12-14', '', 'true'];
+    const doc: JsonObject = { metadata: { labels: Object.fromEntries(ambiguous.map((s, i) => [`k${i}`, s])) }, spec: { csi: { volumeAttributes: { readonly: 'no', server: 'on' } } }, on: 'y' };
+    const text = yamlDocuments([doc]);
+    for (const version of ['1.1', '1.2'] as const) expect(parseAllDocuments(text, { version }).map((d) => d.toJS())).toEqual([doc]);
   });
 });
