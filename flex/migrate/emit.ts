@@ -110,7 +110,10 @@ function writeFiles(dir: string, p: Plan, inputs: readonly string[]): string[] {
   const fresh = newObjects(p.moves);
   const originals = rollbackObjects(p.moves);
   p.moves.forEach((m, i) => {
-    write(`manifests/${file(m, i)}`, yamlDocuments(fresh[i] ?? []));
+    // A manifest that carries a copied Secret (a vendor driver's credentials) is the owner's alone,
+    // from its creation on: writeFileSync's mode applies as the file is made.
+    const docs = fresh[i] ?? [];
+    write(`manifests/${file(m, i)}`, yamlDocuments(docs), docs.some((d) => d.kind === 'Secret') ? 0o600 : 0o644);
     write(`rollback/${file(m, i)}`, yamlDocuments(originals[i] ?? []));
   });
   for (const u of uniqueUsers(p.moves)) if (u.action.kind === 'pod') write(podFile(u), yamlDocuments([cleaned(u.object.doc)]));

@@ -321,3 +321,20 @@ describe('the manifests read back as written by a YAML 1.1 reader, as kubectl re
     for (const version of ['1.1', '1.2'] as const) expect(parseAllDocuments(text, { version }).map((d) => d.toJS())).toEqual([doc]);
   });
 });
+
+describe('migrate plan --out --prefer vendor: a copied Secret', () => {
+  it('is written where only its owner can read it, from the moment the file exists; the rest stay 0644', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'twinvol-plan-secret-'));
+    try {
+      const r = await runAdmin({}, ['migrate', 'plan', ...INPUTS, '--prefer', 'vendor', '--out', join(dir, 'plan')]);
+      expect(r.stderr).toContain('wrote');
+      const manifests = join(dir, 'plan', 'manifests');
+      const modes = Object.fromEntries(readdirSync(manifests).map((f) => [f, { secret: yamlDocs(readFileSync(join(manifests, f), 'utf8')).some((d) => d.kind === 'Secret'), mode: statSync(join(manifests, f)).mode & 0o777 }]));
+      const withSecret = Object.values(modes).filter((m) => m.secret);
+      expect(withSecret.length).toBeGreaterThan(0);
+      for (const m of Object.values(modes)) expect(m.mode).toBe(m.secret ? 0o600 : 0o644);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
