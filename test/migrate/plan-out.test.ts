@@ -94,7 +94,11 @@ describe('migrate plan --out (the bundled executable)', () => {
       const [ns, claim] = CLAIMS[pv] as [string, string];
       const want = originals.filter((o) => (o.kind === 'PersistentVolume' && (o.metadata as JsonObject).name === pv) || (o.kind === 'PersistentVolumeClaim' && (o.metadata as JsonObject).name === claim && (o.metadata as JsonObject).namespace === ns));
       expect(want).toHaveLength(2);
-      expect(docs).toEqual(want.map(applicable));
+      // A claim without a class gets its PV's (or ""), so that admission gives it no default class.
+      const pvClass = ((want.find((o) => o.kind === 'PersistentVolume')?.spec as JsonObject).storageClassName as string | undefined) ?? '';
+      const classed = (o: JsonObject) => (o.kind === 'PersistentVolumeClaim' && (o.spec as JsonObject).storageClassName === undefined ? { ...o, spec: { ...(o.spec as JsonObject), storageClassName: pvClass } } : o);
+      expect(docs).toEqual(want.map(applicable).map(classed));
+      expect(docs.filter((d) => d.kind === 'PersistentVolumeClaim').map((d) => typeof (d.spec as JsonObject).storageClassName)).toEqual(['string']);
       expectValid(docs);
     }
     const pod = fixtureObjects('workloads.yaml').find((o) => o.kind === 'Pod' && (o.metadata as JsonObject).name === 'report') as JsonObject;
