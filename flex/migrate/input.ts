@@ -143,3 +143,16 @@ export function inventory(objects: readonly KubeObject[]): Inventory {
   }
   return inv;
 }
+
+/** The label on a Secret the plan copies, naming the one it was copied from (flex/migrate/targets.ts). */
+export const COPY_OF_LABEL = 'migrate.twinvol.io/from-secret';
+
+/** A Secret of the input: undefined if none, else what it is a copy of ("" for none). */
+export function secretInInput(inv: Inventory, namespace: string, name: string): string | undefined {
+  const object = inv.secrets.get(nsKey(namespace, name));
+  if (!object) return undefined;
+  const meta = object.doc.metadata;
+  const labels = isObject(meta) && isObject(meta.labels) ? meta.labels : {};
+  const from = labels[COPY_OF_LABEL];
+  return typeof from === 'string' ? from : '';
+}

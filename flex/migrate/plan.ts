@@ -1,4 +1,4 @@
-import { type Inventory, nsKey } from './input.js';
+import { type Inventory, nsKey, secretInInput } from './input.js';
 import { type Mapping, mappingFor } from './mappings.js';
 import { at, cleaned, fields, isObject, type JsonObject, type KubeObject, label, Refusal } from './objects.js';
 import { type CsiTarget, csiPersistentSource, execTarget, type FlexSource, TargetRefusal, twinvolTarget, vendorTarget, isTwinvolDriver } from './targets.js';
@@ -132,6 +132,7 @@ function planPv(pv: KubeObject, inv: Inventory, options: PlanOptions, users: Rea
     ...(secret ? { secret } : {}),
     ...(secretData ? { secretData } : {}),
     name: pv.name,
+    secretInInput: (namespace, name) => secretInInput(inv, namespace, name),
   };
   const target = targetOf(src, options);
   const volumeMode = f.string('spec.volumeMode');

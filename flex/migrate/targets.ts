@@ -2,6 +2,7 @@ import { DEFAULT_CSI_DRIVER_NAME, EXEC_KEYS, parseDriverName, validateVolumeId }
 import { DRIVER_KEYS } from '../options.js';
 import type { Mapping } from './mappings.js';
 import type { JsonObject } from './objects.js';
+import { COPY_OF_LABEL } from './input.js';
 
 /** The CSI driver name twinvol-csi registers by default (deploy/csidriver.yaml; test/migrate/plan-golden.test.ts holds them equal). */
 export const TWINVOL_CSI_DRIVER = DEFAULT_CSI_DRIVER_NAME;
@@ -21,7 +22,13 @@ export interface FlexSource {
   secretData?: Record<string, string>;
   /** The PV name, or the inline volume's name: kubelet's kubernetes.io/pvOrVolumeName. */
   name: string;
+  /**
+   * Whether the input holds a Secret of this name: undefined if not, else the Secret it is a copy of
+   * (its COPY_OF_LABEL), or "" for a Secret of someone else's.
+   */
+  secretInInput?: (namespace: string, name: string) => string | undefined;
 }
+
 
 /** What a volume becomes under CSI. */
 export interface CsiTarget {
@@ -152,11 +159,15 @@ export function vendorTarget(src: FlexSource, m: Mapping): CsiTarget {
       }
       if (renames) {
         const name = `${src.secret.name}-csi`;
+        // Applying the copy would replace a Secret of that name that is not one: its owner's keys gone.
+        const there = src.secretInInput?.(src.secret.namespace, name);
+        if (there !== undefined && there !== src.secret.name)
+          throw new TargetRefusal('spec.flexVolume.secretRef', `Secret ${src.secret.namespace}/${name}, the name of the copy with ${m.driver}'s keys, is taken by a Secret that is not a copy of ${src.secret.name}: applying the plan would replace it ${cite}`);
         const renamed = Object.fromEntries(Object.entries(data).map(([k, v]) => [m.secret.keys[k] ?? k, v]));
         newSecret = {
           apiVersion: 'v1',
           kind: 'Secret',
-          metadata: { name, namespace: src.secret.namespace, labels: { 'migrate.twinvol.io/from-secret': src.secret.name } },
+          metadata: { name, namespace: src.secret.namespace, labels: { [COPY_OF_LABEL]: src.secret.name } },
           type: 'Opaque',
           data: renamed,
         };

@@ -1,4 +1,4 @@
-import { type Inventory, nsKey, POD_SPEC_PATHS } from './input.js';
+import { type Inventory, nsKey, POD_SPEC_PATHS, secretInInput } from './input.js';
 import { at, fields, isObject, type Json, type JsonObject, type KubeObject, label, Refusal } from './objects.js';
 import { type CsiTarget, type FlexSource, TargetRefusal } from './targets.js';
 
@@ -136,6 +136,7 @@ function inlineOf(o: KubeObject, volume: JsonObject, inv: Inventory, inlineTarge
       ...(secretName ? { secret: { name: secretName, namespace: o.namespace } } : {}),
       ...(secretObject ? { secretData: fields(secretObject).stringMap('data') } : {}),
       name,
+      secretInInput: (namespace, secret) => secretInInput(inv, namespace, secret),
     };
     const target = inlineTarget(src);
     if (target.route === 'twinvol')

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { runAdmin } from '../helpers/flex-runner.js';
 import { fixture, linesOf, planOf } from './plan-helpers.js';
+import type { JsonObject } from '../deploy/load.js';
 
 /**
  * Bad input to `twinvol migrate plan`: one clear line naming the object (or document) and the field,
@@ -133,5 +134,23 @@ describe('PVs that cannot move: skipped with the object, the field and why (exit
       }),
     );
     expect(linesOf(noExec.stderr, 'planned')).toHaveLength(2);
+  });
+});
+
+describe('a Secret copy whose name is taken', () => {
+  const secret = (labels: Record<string, string>) => JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'blob-creds-csi', namespace: 'shop', labels }, data: { other: 'eA==' } });
+  const ALL = [fixture('cluster.yaml'), fixture('workloads.yaml'), '-'];
+  const archive = (r: ReturnType<typeof planOf>) => linesOf(r.stderr, 'skipped').filter((l) => l.includes('PersistentVolume/archive'));
+
+  it('by a Secret of someone else\'s: the PV is skipped rather than that Secret replaced', () => {
+    const r = planOf({ files: ALL, prefer: 'vendor' }, secret({ app: 'mine' }));
+    expect(archive(r)).toEqual([expect.stringContaining('Secret shop/blob-creds-csi, the name of the copy with blob.csi.azure.com\'s keys, is taken by a Secret that is not a copy of blob-creds')]);
+    expect(r.docs.filter((d) => d.kind === 'Secret')).toEqual([]);
+  });
+
+  it('by the copy an earlier plan made of the same Secret: planned as before', () => {
+    const r = planOf({ files: ALL, prefer: 'vendor' }, secret({ 'migrate.twinvol.io/from-secret': 'blob-creds' }));
+    expect(archive(r)).toEqual([]);
+    expect(r.docs.filter((d) => d.kind === 'Secret').map((d) => (d.metadata as JsonObject).name)).toEqual(['blob-creds-csi']);
   });
 });
