@@ -112,6 +112,9 @@ function planPv(pv: KubeObject, inv: Inventory, options: PlanOptions, users: Rea
     if (!claim) return f.refuse(`spec.claimRef names PersistentVolumeClaim ${namespace}/${name}, which is not in the input (kubectl get pvc -n ${namespace} ${name} -o yaml)`);
     const boundTo = fields(claim).string('spec.volumeName');
     if (boundTo && boundTo !== pv.name) f.refuse(`spec.claimRef names PersistentVolumeClaim ${namespace}/${name}, which is bound to PersistentVolume ${boundTo}`);
+    // Unbound, the claim may yet bind elsewhere, and two PVs pre-bound to it were both planned with
+    // a migrate.sh whose first check could never pass for both.
+    if (!boundTo) f.refuse(`spec.claimRef names PersistentVolumeClaim ${namespace}/${name}, which is not bound (no spec.volumeName): move the PV once its claim is bound to it`);
   }
   const secretRef = f.object('spec.flexVolume.secretRef');
   let secret: FlexSource['secret'];

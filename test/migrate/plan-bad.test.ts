@@ -154,3 +154,13 @@ describe('a Secret copy whose name is taken', () => {
     expect(r.docs.filter((d) => d.kind === 'Secret').map((d) => (d.metadata as JsonObject).name)).toEqual(['blob-creds-csi']);
   });
 });
+
+describe('PVs pre-bound to a claim that is not bound yet', () => {
+  it('are skipped, each naming the claim: two were planned for one claim, and migrate.sh could never pass its first check', () => {
+    const pv = (name: string) => ({ apiVersion: 'v1', kind: 'PersistentVolume', metadata: { name }, spec: { capacity: { storage: '1Gi' }, accessModes: ['ReadWriteOnce'], claimRef: { name: 'data', namespace: 'default' }, flexVolume: { driver: 'twinvol/twinvol', options: { volumeId: name } } } });
+    const claim = { apiVersion: 'v1', kind: 'PersistentVolumeClaim', metadata: { name: 'data', namespace: 'default' }, spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } } };
+    const r = planOf({ files: ['-'] }, JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [pv('pv-1'), pv('pv-2'), claim] }));
+    expect(linesOf(r.stderr, 'planned')).toEqual([]);
+    expect(linesOf(r.stderr, 'skipped')).toEqual(['pv-1', 'pv-2'].map((n) => expect.stringMatching(new RegExp(`^PersistentVolume/${n}: .*PersistentVolumeClaim default/data, which is not bound`))));
+  });
+});
