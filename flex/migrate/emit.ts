@@ -200,7 +200,8 @@ settle() { if (( APPLY )); then kubectl "$@"; else echo "(dry run) would run: ku
 require() {
   local want=$1 got
   shift
-  got=$("$@")
+  # Under set -e a failed command ended the script here with only kubectl's own words.
+  got=$("$@") || { echo "check failed: $*: the command failed (exit $?), expected '$want'" >&2; exit 1; }
   [[ $got == "$want" ]] || { echo "check failed: $*: got '$got', expected '$want'" >&2; exit 1; }
 }
 # What a change must bring about, polled until TIMEOUT seconds have passed (with --apply only).

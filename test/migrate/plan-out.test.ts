@@ -163,6 +163,8 @@ function fakeKubectl(dir: string, answers: Record<string, string>): { log: strin
       '  if [[ -n $set ]]; then printf %s "$set"; exit 0; fi',
       'fi',
       'while IFS=$\'\\t\' read -r argv answer; do',
+      // An answer "!message" is a failure: the message on stderr, exit 1.
+      '  if [[ $argv == "$*" && $answer == !* ]]; then echo "${answer:1}" >&2; exit 1; fi',
       '  if [[ $argv == "$*" ]]; then printf %s "$answer"; exit 0; fi',
       'done < "$KUBECTL_ANSWERS"',
       'exit 0',
@@ -234,6 +236,16 @@ describe('migrate.sh', () => {
     const calls = readFileSync(k.log, 'utf8').trim().split('\n');
     expect(calls.at(-1)).toBe('get pv files -o jsonpath={.spec.flexVolume.driver}');
     expect(calls.filter((c) => !c.startsWith('get '))).toEqual([]);
+  });
+
+  it('a check whose kubectl fails says so after kubectl\'s own words, and changes nothing', () => {
+    const answers = plannedCluster();
+    answers['get pv files -o jsonpath={.spec.flexVolume.driver}'] = '!Error from server (NotFound): persistentvolumes "files" not found';
+    const k = fakeKubectl(join(root, 'failing'), answers);
+    const r = spawnSync('bash', [join(out, 'migrate.sh'), '--apply'], { env: k.env, encoding: 'utf8' });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toBe('Error from server (NotFound): persistentvolumes "files" not found\ncheck failed: kubectl get pv files -o jsonpath={.spec.flexVolume.driver}: the command failed (exit 1), expected \'fstab/cifs\'\n');
+    expect(readFileSync(k.log, 'utf8').trim().split('\n').filter((c) => !c.startsWith('get '))).toEqual([]);
   });
 
   it('with --apply waits for each change to show before the next step: Retain before the stop, Bound before the start', () => {
