@@ -77,14 +77,14 @@ export function steps(moves: readonly Move[], dir: Direction, podFile: (u: Workl
     out.push({
       title: 'Delete the claims (the PVs are Retain: the data stays)',
       lines: claims.flatMap((m): Line[] => [
-        { kind: 'change', argv: ['delete', 'pvc', '-n', m.claim?.namespace ?? '', m.claim?.name ?? '', '--wait=false'] },
+        { kind: 'change', argv: ['delete', 'pvc', '-n', m.claim?.namespace ?? '', m.claim?.name ?? '', '--wait=false', '--ignore-not-found'] },
         { kind: 'await', argv: ['get', 'pvc', '-n', m.claim?.namespace ?? '', m.claim?.name ?? '', '--ignore-not-found', '-o', 'name'], want: '' },
       ]),
     });
   out.push({
     title: 'Delete the old PVs (Retain: only the API objects go)',
     lines: moves.flatMap((m): Line[] => [
-      { kind: 'change', argv: ['delete', 'pv', m.pv.name, '--wait=false'] },
+      { kind: 'change', argv: ['delete', 'pv', m.pv.name, '--wait=false', '--ignore-not-found'] },
       { kind: 'await', argv: ['get', 'pv', m.pv.name, '--ignore-not-found', '-o', 'name'], want: '' },
     ]),
   });
@@ -133,7 +133,7 @@ function stopArgv(u: WorkloadUse): string[] {
     case 'suspend':
       return ['patch', ...ns, resource(u), '--type', 'merge', '-p', JSON.stringify({ spec: { suspend: true } })];
     case 'pod':
-      return ['delete', ...ns, resource(u), '--wait=false'];
+      return ['delete', ...ns, resource(u), '--wait=false', '--ignore-not-found'];
   }
 }
 

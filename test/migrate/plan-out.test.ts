@@ -208,10 +208,10 @@ describe('migrate.sh', () => {
       'scale -n shop deployment/legacy-app --replicas=0 --dry-run=server',
       'scale -n shop deployment/web --replicas=0 --dry-run=server',
       'patch -n shop daemonset/log-shipper --type merge -p {"spec":{"template":{"spec":{"nodeSelector":{"migrate.twinvol.io/stopped":"true"}}}}} --dry-run=server',
-      'delete -n shop pod/report --wait=false --dry-run=server',
+      'delete -n shop pod/report --wait=false --ignore-not-found --dry-run=server',
       'patch -n shop cronjob/archiver --type merge -p {"spec":{"suspend":true}} --dry-run=server',
-      ...PVS.map((pv) => `delete pvc -n ${CLAIMS[pv]?.[0]} ${CLAIMS[pv]?.[1]} --wait=false --dry-run=server`),
-      ...PVS.map((pv) => `delete pv ${pv} --wait=false --dry-run=server`),
+      ...PVS.map((pv) => `delete pvc -n ${CLAIMS[pv]?.[0]} ${CLAIMS[pv]?.[1]} --wait=false --ignore-not-found --dry-run=server`),
+      ...PVS.map((pv) => `delete pv ${pv} --wait=false --ignore-not-found --dry-run=server`),
       ...PVS.map((pv, i) => `apply -f manifests/0${i + 1}-${pv}.yaml --dry-run=client`),
       'scale -n shop statefulset/db --replicas=1 --dry-run=server',
       'scale -n shop deployment/legacy-app --replicas=1 --dry-run=server',
@@ -263,13 +263,13 @@ describe('migrate.sh', () => {
     // Each change is followed by the read that proves it, before anything else.
     const after = (call: string) => calls[calls.indexOf(call) + 1];
     expect(after('patch pv media --type merge -p {"spec":{"persistentVolumeReclaimPolicy":"Retain"}}')).toBe('get pv media -o jsonpath={.spec.persistentVolumeReclaimPolicy}');
-    expect(after('delete pvc -n shop media --wait=false')).toBe('get pvc -n shop media --ignore-not-found -o name');
+    expect(after('delete pvc -n shop media --wait=false --ignore-not-found')).toBe('get pvc -n shop media --ignore-not-found -o name');
     expect(after('apply -f manifests/03-media.yaml')).toBe('get pvc -n shop media -o jsonpath={.status.phase}');
     expect(after('scale -n shop deployment/web --replicas=3')).toBe('rollout status -n shop deployment/web --timeout=5s');
     expect(after('patch pv archive --type merge -p {"spec":{"persistentVolumeReclaimPolicy":"Delete"}}')).toBe('get pv archive -o jsonpath={.spec.persistentVolumeReclaimPolicy}');
     // No pod may use a claim when it is deleted: every claim was checked after the last stop.
     const lastStop = calls.indexOf('patch -n shop cronjob/archiver --type merge -p {"spec":{"suspend":true}}');
-    const firstDelete = calls.indexOf('delete pvc -n shop data-db-0 --wait=false');
+    const firstDelete = calls.indexOf('delete pvc -n shop data-db-0 --wait=false --ignore-not-found');
     expect(calls.slice(lastStop + 1, firstDelete).filter((c) => c.startsWith('get pods -n '))).toHaveLength(PVS.length);
   });
 
@@ -284,12 +284,26 @@ describe('migrate.sh', () => {
     const k = fakeKubectl(join(root, 'unbound'), { 'get csidriver csi.twinvol.io -o name': 'csidriver.storage.k8s.io/csi.twinvol.io', 'get pv media -o jsonpath={.spec.flexVolume.driver}': 'k8s/nfs', 'get pvc -n shop media -o jsonpath={.spec.volumeName}': 'media' });
     const r = spawnSync('bash', [join(small, 'migrate.sh'), '--apply'], { env: { ...k.env, MIGRATE_TIMEOUT: '1' }, encoding: 'utf8' });
     expect(r.status).toBe(1);
-    expect(r.stderr).toBe("check failed after 1 s: kubectl get pvc -n shop media -o jsonpath={.status.phase}: got '', expected 'Bound'\n");
+    expect(r.stderr).toBe(
+      `check failed after 1 s: kubectl get pvc -n shop media -o jsonpath={.status.phase}: got '', expected 'Bound'\nstopped in step 6; once its cause is mended, go on with: ${join(small, 'migrate.sh')} --apply --from 6\n`,
+    );
     const calls = readFileSync(k.log, 'utf8').trim().split('\n');
     // After the apply, only the claim's phase was read, again and again, until the deadline.
     const applied = calls.indexOf('apply -f manifests/01-media.yaml');
     expect(new Set(calls.slice(applied + 1))).toEqual(new Set(['get pvc -n shop media -o jsonpath={.status.phase}']));
     expect(calls.filter((c) => c.startsWith('apply -f'))).toEqual(['apply -f manifests/01-media.yaml']);
+    // Gone on with as it says, once the claim binds: the first step's checks, which held only before
+    // any change (the old PV and claim are gone now), and the steps done are skipped.
+    writeFileSync(join(root, 'unbound', 'answers'), 'get pvc -n shop media -o jsonpath={.status.phase}\tBound\n');
+    writeFileSync(k.log, '');
+    const resumed = spawnSync('bash', [join(small, 'migrate.sh'), '--apply', '--from', '6'], { env: { ...k.env, MIGRATE_TIMEOUT: '1' }, encoding: 'utf8' });
+    expect(resumed.stderr).toBe('');
+    expect(resumed.status).toBe(0);
+    expect(resumed.stdout).toContain('== 1. Check that the cluster is as planned');
+    expect(resumed.stdout).toMatch(/== 5\. [^\n]* \(skipped: --from\)\n/);
+    const again = readFileSync(k.log, 'utf8').trim().split('\n');
+    expect(again[0]).toBe('apply -f manifests/01-media.yaml');
+    expect(again.filter((c) => c.startsWith('delete') || c.startsWith('patch pv media --type merge -p {"spec":{"persistentVolumeReclaimPolicy":"Retain"}}'))).toEqual([]);
     expect(calls.filter((c) => c.startsWith('scale'))).toEqual(['scale -n shop deployment/web --replicas=0']);
   });
 
