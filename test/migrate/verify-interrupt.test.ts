@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FLEX_BIN, runAdmin } from '../helpers/flex-runner.js';
-import { leftovers, useVerifyWorld, writeRichTree, writeUnderFlex } from './verify-world.js';
+import { killIfRunning, leftovers, useVerifyWorld, writeRichTree, writeUnderFlex } from './verify-world.js';
 
 /**
  * A verify stopped half way (an operator's Ctrl-C while the CSI half has the volume published) still
@@ -14,11 +14,7 @@ let child: ChildProcess | undefined;
 afterEach(async () => {
   // A test that timed out or threw before the verify ended must not leave it running into the next
   // test or the world's cleanup (test/migrate/verify-world.ts afterAll releases what it mounted).
-  if (child && child.exitCode === null && child.signalCode === null) {
-    const gone = new Promise((done) => child?.once('close', done));
-    child.kill('SIGKILL');
-    await gone;
-  }
+  await killIfRunning(child);
   child = undefined;
   expect(await leftovers(world())).toEqual([]);
 });

@@ -5,7 +5,7 @@ import { loadSync } from '@grpc/proto-loader';
 import { afterEach, describe, expect, it } from 'vitest';
 import { PROTO_PATH } from '../csi/helpers/client.js';
 import { FLEX_BIN, runAdmin } from '../helpers/flex-runner.js';
-import { leftovers, useVerifyWorld } from './verify-world.js';
+import { killIfRunning, leftovers, useVerifyWorld } from './verify-world.js';
 
 /**
  * A CSI server that takes calls and never answers (wedged, or stopped by a debugger) must not hold
@@ -19,11 +19,7 @@ let server: Server | undefined;
 
 afterEach(async () => {
   // Without the deadline the verify would wait forever: ended here so the world's clean-up can run.
-  if (child && child.exitCode === null && child.signalCode === null) {
-    const gone = new Promise((done) => child?.once('close', done));
-    child.kill('SIGKILL');
-    await gone;
-  }
+  await killIfRunning(child);
   child = undefined;
   server?.forceShutdown();
   server = undefined;

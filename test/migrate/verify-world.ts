@@ -1,3 +1,4 @@
+import type { ChildProcess } from 'node:child_process';
 import { chmodSync, chownSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect } from 'vitest';
@@ -113,4 +114,15 @@ export function writeRichTree(dir: string, tag: string): void {
   chmodSync(join(dir, 'app/blob.bin'), 0o600);
   symlinkSync('conf.d/main.conf', join(dir, 'app/current'));
   symlinkSync('/nonexistent/target', join(dir, 'dangling'));
+}
+
+/**
+ * A verify still running when its test ended (it timed out, or threw first) is killed before the
+ * world's clean-up, which would otherwise release what the verify still holds.
+ */
+export async function killIfRunning(child: ChildProcess | undefined): Promise<void> {
+  if (!child || child.exitCode !== null || child.signalCode !== null) return;
+  const gone = new Promise((done) => child.once('close', done));
+  child.kill('SIGKILL');
+  await gone;
 }
