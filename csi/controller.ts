@@ -1,8 +1,8 @@
 import { statfs } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import { attach, backendTraits, contradiction, type Core, createSnapshot, deleteSnapshot, deleteVolume, detach, errnoCode, expandVolume, getSnapshot, idForNameOrUndefined, invalidArgument, listSnapshots, type LogFields, publishedNodes, sameStringMap, validateName, validateNodeName, validateSnapshotId, validateVolumeId, volumeCondition, type VolumeRecord } from '../shared/index.js';
+import { attach, contradiction, type Core, createSnapshot, deleteSnapshot, deleteVolume, detach, errnoCode, expandVolume, getSnapshot, idForNameOrUndefined, invalidArgument, listSnapshots, type LogFields, publishedNodes, sameStringMap, validateName, validateNodeName, validateSnapshotId, validateVolumeId, volumeCondition, type VolumeRecord } from '../shared/index.js';
 import { accessRequestOf, mismatch, parseCapabilities, parseCapability } from './capabilities.js';
-import { sizeFromRange } from './capacity.js';
+import { parseRange } from './capacity.js';
 import type { ServiceContext, Settings } from './context.js';
 import { createVolumeRpc } from './create-volume.js';
 import { toCsiSnapshot, toCsiVolume } from './convert.js';
@@ -219,10 +219,10 @@ async function expandRpc(core: Core, req: ControllerExpandVolumeRequest): Promis
   const id = validateVolumeId(req.volume_id, 'volume_id');
   if (!req.capacity_range) throw invalidArgument('capacity_range is required');
   if (req.volume_capability) parseCapability(req.volume_capability);
-  // Sizes in the backend's units, as CreateVolume makes them (csi/capacity.ts).
-  const size = sizeFromRange(req.capacity_range, 0, backendTraits((await core.catalog.requireVolume(id)).backend).sizeAlignment);
-  if (!size) throw invalidArgument('capacity_range must ask for a size');
-  const result = await expandVolume(core, id, size);
+  const { required, limit } = parseRange(req.capacity_range);
+  if (!required) throw invalidArgument('capacity_range.required_bytes must ask for a size');
+  // The core rounds to the backend's units within the limit, under the volume's lock.
+  const result = await expandVolume(core, id, required, limit);
   return { capacity_bytes: String(result.capacityBytes), node_expansion_required: result.nodeExpansionRequired };
 }
 

@@ -1,4 +1,4 @@
-import { invalidArgument } from './errors.js';
+import { invalidArgument, outOfRange } from './errors.js';
 
 /** Largest size we accept: an image of 1 PiB is already absurd, and it keeps arithmetic exact in a double. */
 export const MAX_SIZE_BYTES = 2 ** 50;
@@ -74,4 +74,33 @@ export function requireFilesystemFits(fsType: string, bytes: number): void {
   const min = MIN_FILESYSTEM_BYTES[fsType];
   if (min && bytes < min.bytes)
     throw invalidArgument(`size ${formatSize(bytes)} is too small for ${fsType}: ${min.why}; ask for at least ${formatSize(min.bytes)}`);
+}
+
+/** What a caller asks a size to be: at least `required` bytes, at most `limit`; 0 means not said. */
+export interface SizeRange {
+  required: number;
+  limit: number;
+}
+
+/**
+ * The one rule for the size a volume gets: `required`, else `fallback` capped by `limit`; rounded up
+ * to a whole multiple of `alignment` (the backend's unit, shared/core/backend-traits.ts: a block image
+ * is whole MiB), never above `limit`. Used by create and expand in the core
+ * (shared/core/volumes.ts) and by CSI's capacity_range (csi/capacity.ts). A range nothing can satisfy
+ * is OutOfRange; an inconsistent one is InvalidArgument. 0 only when nothing is asked and there is no
+ * fallback.
+ */
+export function sizeInRange(range: SizeRange, fallback: number, alignment: number): number {
+  const { required, limit } = range;
+  for (const [what, n] of [['required size', required], ['size limit', limit]] as const) {
+    // Past 2^53 a request is still a whole number, and over the limit: OutOfRange below, not this.
+    if (!Number.isInteger(n) || n < 0) throw invalidArgument(`${what} ${n} is not a whole number of bytes`);
+  }
+  if (limit && limit < required) throw invalidArgument(`the size limit ${limit} bytes is below the required ${required} bytes`);
+  let bytes = required || (limit ? Math.min(fallback, limit) : fallback);
+  bytes = Math.ceil(bytes / alignment) * alignment;
+  if (limit && bytes > limit) bytes = Math.floor(limit / alignment) * alignment;
+  if (bytes > MAX_SIZE_BYTES) throw outOfRange(`${bytes} bytes is more than twinvol's 1 PiB limit`);
+  if (bytes < required || (bytes === 0 && fallback > 0)) throw outOfRange(`no size that is a whole multiple of ${alignment} bytes lies between ${required} and ${limit} bytes`);
+  return bytes;
 }

@@ -2,7 +2,7 @@ import { backendFor } from '../backends/index.js';
 import { alreadyExists, failedPrecondition, invalidArgument, notFound, outOfRange } from '../errors.js';
 import type { AccessScope, BackendKind, ContentSource, Origin, VolumeRecord } from '../model.js';
 import { BACKEND_KINDS } from '../model.js';
-import { parseSize, requireFilesystemFits } from '../size.js';
+import { requireFilesystemFits, sizeInRange } from '../size.js';
 import { SCHEMA_VERSION } from '../store/json-record.js';
 import { validateVolumeId, type VolumeId } from '../validate.js';
 import { idForName, requireSameName } from '../names.js';
@@ -60,7 +60,7 @@ function recordFor(config: Config, spec: CreateVolumeSpec): VolumeRecord {
     id,
     ...(spec.name !== undefined && spec.name !== id ? { name: spec.name } : {}),
     backend,
-    capacityBytes: inUnits(spec.capacityBytes, traits.sizeAlignment),
+    capacityBytes: sizeInRange({ required: spec.capacityBytes, limit: 0 }, 0, traits.sizeAlignment),
     ...traits.describe(spec, config),
     access,
     accessRequests,
@@ -249,14 +249,19 @@ export interface ExpandResult {
   nodeExpansionRequired: boolean;
 }
 
-/** Grows a volume's backing storage. Asking for the current size or less is a no-op: never shrink. */
-export async function expandVolume(core: Core, id: VolumeId, requested: number): Promise<ExpandResult> {
+/**
+ * Grows a volume's backing storage to `requested` bytes in the backend's units, never above `limit`
+ * (0: none; CSI's capacity_range.limit_bytes). Asking for the current size or less is a no-op: never
+ * shrink.
+ */
+export async function expandVolume(core: Core, id: VolumeId, requested: number, limit = 0): Promise<ExpandResult> {
   validateVolumeId(id);
-  const asked = parseSize(requested, 'new size');
+  // Over 1 PiB is OutOfRange (sizeInRange), as CSI wants of a size the plugin cannot make.
+  if (!Number.isSafeInteger(requested) || requested <= 0) throw invalidArgument(`new size ${requested} must be a positive whole number of bytes`);
   return core.catalog.lock('volume', id, async () => {
     const volume = await core.catalog.requireVolume(id);
     const backend = backendFor(volume.backend);
-    const newSize = inUnits(asked, backend.sizeAlignment);
+    const newSize = sizeInRange({ required: requested, limit }, 0, backend.sizeAlignment);
     if (newSize <= volume.capacityBytes) return { capacityBytes: volume.capacityBytes, nodeExpansionRequired: backend.expandsOnNode };
     await backend.expand(volume, newSize, core);
     // The node's half starts from the size its filesystem still has: that of the first pending growth.
@@ -265,15 +270,6 @@ export async function expandVolume(core: Core, id: VolumeId, requested: number):
     await core.catalog.updateVolumeUnlocked(next);
     return { capacityBytes: newSize, nodeExpansionRequired: backend.expandsOnNode };
   });
-}
-
-/**
- * A size in the backend's units, rounded up: a block image is whole MiB, as a CSI request is rounded
- * (csi/capacity.ts). A FlexVolume expandvolume of 50331649 bytes and a CLI create of 1048577 once
- * made images of those sizes. 1 PiB, the most parseSize takes, is whole MiB: this never passes it.
- */
-function inUnits(bytes: number, alignment: number): number {
-  return Math.ceil(bytes / alignment) * alignment;
 }
 
 export async function listVolumes(core: Core): Promise<VolumeRecord[]> {

@@ -273,6 +273,15 @@ describe('ControllerExpandVolume', () => {
     expect(await expectCode(ctl('ControllerExpandVolume', { volume_id: 'exp', capacity_range: size(2 ** 51) }), 'OUT_OF_RANGE')).toContain('1 PiB');
   });
 
+  it('rounds a block expansion up to whole MiB within limit_bytes, else OUT_OF_RANGE', async () => {
+    await ctl('CreateVolume', { name: 'exp-lim', volume_capabilities: [mountCap()], capacity_range: size(64 * MiB) });
+    const range = (required: number, limit: number) => ({ required_bytes: String(required), limit_bytes: String(limit) });
+    expect((await ctl('ControllerExpandVolume', { volume_id: 'exp-lim', capacity_range: range(80 * MiB + 1, 90 * MiB) })).capacity_bytes).toBe(String(81 * MiB));
+    await expectCode(ctl('ControllerExpandVolume', { volume_id: 'exp-lim', capacity_range: range(90 * MiB + 1, 90 * MiB + 10) }), 'OUT_OF_RANGE');
+    expect(await expectCode(ctl('ControllerExpandVolume', { volume_id: 'exp-lim', capacity_range: range(0, 90 * MiB) }), 'INVALID_ARGUMENT')).toContain('required_bytes');
+    expect(statSync(join(csi.s.dataRoot, 'volumes/exp-lim/image.img')).size).toBe(81 * MiB);
+  });
+
   it('records a dir volume\'s new size without a node step', async () => {
     await dirVolume('exp-dir');
     expect(await ctl('ControllerExpandVolume', { volume_id: 'exp-dir', capacity_range: size(128 * MiB) })).toEqual({

@@ -207,6 +207,15 @@ describe('expandVolume', () => {
     expect((await createVolume(core, dir('d-odd', { capacityBytes: MiB + 1 }))).volume.capacityBytes).toBe(MiB + 1);
   });
 
+  it('keeps an expansion within its limit: the largest whole MiB in range, else OutOfRange with nothing grown', async () => {
+    await createVolume(core, block('lim'));
+    expect(await expandVolume(core, vid('lim'), 96 * MiB + 1, 98 * MiB)).toEqual({ capacityBytes: 97 * MiB, nodeExpansionRequired: true });
+    await expectRejects(expandVolume(core, vid('lim'), 100 * MiB + 1, 100 * MiB + 1000), 'OutOfRange', 'whole multiple of 1048576 bytes');
+    await expectRejects(expandVolume(core, vid('lim'), 100 * MiB, MiB), 'InvalidArgument', 'size limit');
+    expect(statSync(core.catalog.imagePath('lim')).size).toBe(97 * MiB);
+    await expectRejects(expandVolume(core, vid('lim'), 2 ** 51), 'OutOfRange', '1 PiB');
+  });
+
   it('grows a block image and asks for node expansion', async () => {
     await createVolume(core, block('v'));
     expect(await expandVolume(core, vid('v'), 128 * MiB)).toEqual({ capacityBytes: 128 * MiB, nodeExpansionRequired: true });

@@ -46,7 +46,7 @@ describe('capacity_range: the size a CreateVolume or ControllerExpandVolume asks
 
 describe('capacity_range refusals: inconsistent is INVALID_ARGUMENT, unsatisfiable is OUT_OF_RANGE', () => {
   it('limit_bytes below required_bytes is INVALID_ARGUMENT naming both', () => {
-    expectThrows(() => sizeFromRange(range(2 * MiB, MiB), DEFAULT_SIZE_BYTES, MiB), 'InvalidArgument', `limit_bytes ${MiB} is below required_bytes ${2 * MiB}`);
+    expectThrows(() => sizeFromRange(range(2 * MiB, MiB), DEFAULT_SIZE_BYTES, MiB), 'InvalidArgument', `the size limit ${MiB} bytes is below the required ${2 * MiB} bytes`);
   });
 
   it.each([
