@@ -12,6 +12,7 @@ import {
   execRecordParameters,
   execVolumeOf,
   execVolumeOfRecord,
+  endInlineIfUnmounted,
   failedPrecondition,
   idForNameOrUndefined,
   invalidArgument,
@@ -28,7 +29,7 @@ import {
 } from '../shared/index.js';
 import { type Capability, accessRequestOf, execControllerCapabilities, execNodeCapabilities, parseCapabilities, parseCapability } from './capabilities.js';
 import { sizeFromRange } from './capacity.js';
-import { endIfUnmountedInline, isEphemeralRequest } from './ephemeral.js';
+import { isEphemeralRequest } from './ephemeral.js';
 import { type ServiceContext, servesController } from './context.js';
 import { toCsiVolume } from './convert.js';
 import type {
@@ -304,7 +305,7 @@ export class ExecService {
             secrets: r.secrets,
           }).catch(async (err: unknown) => {
             // A failed inline publish that left a mount keeps its record (shared/core/publishing.ts): kubelet unpublishes it.
-            if (inline) await endIfUnmountedInline(this.core, id).catch(() => undefined);
+            if (inline) await endInlineIfUnmounted(this.core, id).catch(() => undefined);
             throw err;
           });
           return {};

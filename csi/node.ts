@@ -1,7 +1,7 @@
-import { type Claims, type Core, createVolume, expandOnNode, failedPrecondition, invalidArgument, publish, stage, unpublish, unstage, validatePathUnder, validateVolumeId, type VolumeId, volumeStats } from '../shared/index.js';
+import { type Claims, type Core, createVolume, endInlineIfUnmounted, expandOnNode, failedPrecondition, invalidArgument, publish, stage, unpublish, unstage, validatePathUnder, validateVolumeId, type VolumeId, volumeStats } from '../shared/index.js';
 import { type Capability, accessRequestOf, parseCapability } from './capabilities.js';
 import type { ServiceContext } from './context.js';
-import { endIfUnmountedInline, ephemeralSpec, isEphemeralRequest } from './ephemeral.js';
+import { ephemeralSpec, isEphemeralRequest } from './ephemeral.js';
 import type {
   Empty,
   NodeCapabilityName,
@@ -77,7 +77,7 @@ export function nodeService({ core, rpc, settings }: ServiceContext): NodeHandle
       const left = await unpublish(core, target, { volumeId: id });
       if (left) note({ warning: left });
       // An inline volume lives as long as its pod: gone with its last mount.
-      await endIfUnmountedInline(core, id);
+      await endInlineIfUnmounted(core, id);
       return {};
     }, changes((r) => r.target_path)),
 
@@ -134,7 +134,7 @@ async function publishEphemeral(core: Core, id: VolumeId, target: string, cap: C
   try {
     await publish(core, id, target, { readonly: r.readonly, fsGroup: cap.mountGroup, mountFlags: cap.mountFlags, via: 'csi' });
   } catch (err) {
-    await endIfUnmountedInline(core, id).catch(() => undefined);
+    await endInlineIfUnmounted(core, id).catch(() => undefined);
     throw err;
   }
 }

@@ -1,0 +1,38 @@
+import type { VolumeRecord } from '../model.js';
+import { validateVolumeId, type VolumeId } from '../validate.js';
+import type { Core } from './core.js';
+import { mountsOf } from './publishing.js';
+import { deleteVolume } from './volumes.js';
+
+/**
+ * The parameter twinvol's own CSI inline volumes (dir, block) carry, from before the record had a
+ * lifetime (schema 6). It also keeps such a volume apart from a provisioned one of the same id:
+ * their parameters differ, so one is never taken for the other (csi/ephemeral.ts `ephemeralSpec`).
+ */
+export const INLINE_PARAMETER = 'ephemeral';
+
+/**
+ * A volume that lives as long as its pod: the lifetime mark, or the parameter on a schema-6 record. An
+ * exec inline volume has the mark alone, since its parameters are its driver's options
+ * (shared/backends/exec.ts).
+ */
+export function livesWithPod(volume: VolumeRecord): boolean {
+  return volume.lifetime === 'pod' || volume.parameters[INLINE_PARAMETER] === 'true';
+}
+
+/**
+ * Deletes a pod-lifetime volume once nothing on this node mounts it: after its last unpublish, and
+ * after a publish that failed with nothing mounted, since kubelet unpublishes only what it saw
+ * published. Any other volume is left alone (false). Decided under the volume's node lock, which
+ * every publish holds while it mounts (shared/core/publishing.ts), then deleted under the catalog
+ * lock (the node-then-catalog order of docs/architecture.md): a publish of the same volume racing it
+ * either mounted first, and the volume stays, or comes after and finds no volume.
+ */
+export async function endInlineIfUnmounted(core: Core, id: VolumeId): Promise<boolean> {
+  validateVolumeId(id);
+  return core.nodeState.lockVolume(id, async () => {
+    const volume = await core.catalog.getVolume(id);
+    if (!volume || !livesWithPod(volume) || (await mountsOf(core, id)).length) return false;
+    return deleteVolume(core, id);
+  });
+}
