@@ -16,6 +16,10 @@ export const USAGE = `Usage: twinvol-csi --endpoint unix:///path/csi.sock [optio
   --data-root-scope shared|node
                                shared: every node sees the data root (the default); node: it is this
                                node's own, and volumes report it as their accessible_topology
+  --data-root-on-network true|false
+                               true: the data root is a network filesystem mounted on every node;
+                               changes answer UNAVAILABLE while it lies on a local one (not mounted)
+                               (default: the config's dataRootOnNetwork, false)
   --state-dir <dir>            node-scope records (TWINVOL_STATE_DIR)
   --kubelet-dir <dir>          kubelet root; targets must lie below it (TWINVOL_KUBELET_DIR)
   --backends all|exec          exec: serve only the volumes of one FlexVolume driver (--flex-driver),
@@ -107,6 +111,7 @@ export function parseFlags(argv: readonly string[], env: Readonly<Record<string,
         'max-volumes-per-node': { type: 'string', default: '0' },
         'data-root': { type: 'string' },
         'data-root-scope': { type: 'string' },
+        'data-root-on-network': { type: 'string' },
         'state-dir': { type: 'string' },
         'kubelet-dir': { type: 'string' },
         backends: { type: 'string', default: 'all' },
@@ -134,6 +139,8 @@ export function parseFlags(argv: readonly string[], env: Readonly<Record<string,
   const scope = values['data-root-scope'];
   const dataRootScope = scope === undefined ? undefined : DATA_ROOT_SCOPES.find((s) => s === scope);
   if (scope !== undefined && !dataRootScope) throw new UsageError(`--data-root-scope must be one of ${DATA_ROOT_SCOPES.join(', ')}`);
+  const onNetwork = values['data-root-on-network'];
+  if (onNetwork !== undefined && onNetwork !== 'true' && onNetwork !== 'false') throw new UsageError('--data-root-on-network must be true or false');
   const max = values['max-volumes-per-node'];
   if (!/^[0-9]{1,9}$/.test(max)) throw new UsageError('--max-volumes-per-node must be a whole number');
   const logLevel = LOG_LEVELS.find((l) => l === values['log-level']);
@@ -157,6 +164,7 @@ export function parseFlags(argv: readonly string[], env: Readonly<Record<string,
       nodeName: values['node-id'],
       dataRoot: values['data-root'],
       dataRootScope,
+      dataRootOnNetwork: onNetwork === undefined ? undefined : onNetwork === 'true',
       stateDir: values['state-dir'],
       kubeletDir: values['kubelet-dir'],
     },

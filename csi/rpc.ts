@@ -13,6 +13,7 @@ const GRPC_CODE: Record<ErrorCode, GrpcStatusCode> = {
   OutOfRange: GrpcStatus.OUT_OF_RANGE,
   Aborted: GrpcStatus.ABORTED,
   Unimplemented: GrpcStatus.UNIMPLEMENTED,
+  Unavailable: GrpcStatus.UNAVAILABLE,
   Internal: GrpcStatus.INTERNAL,
 };
 

@@ -60,3 +60,16 @@ if (process.argv.includes('--addon') && !existsSync(join(root, BUILT_ADDON))) {
     process.exit(1);
   }
 }
+
+/**
+ * --addon (the tests) also asks for bindfs, a FUSE filesystem that stands in for a network data root
+ * (test/shared/network-data-root.test.ts). Not a tool twinvol runs: where it cannot be installed, that
+ * test skips what needs it and says so.
+ */
+if (process.argv.includes('--addon') && !DIRS.some((d) => existsSync(`${d}/bindfs`)) && existsSync('/dev/fuse')) {
+  try {
+    install(['bindfs'], 'the tests of a data root on a network filesystem (a FUSE mount stands in for one)');
+  } catch {
+    console.error('twinvol: bindfs could not be installed; the tests that mount one will skip');
+  }
+}

@@ -14,6 +14,12 @@ export interface Config {
    * shared/core/placement.ts).
    */
   dataRootScope: DataRootScope;
+  /**
+   * The data root is a network filesystem mounted on every node: nothing in the catalog is changed
+   * while it lies on a local one, i.e. while that filesystem is not mounted
+   * (shared/store/network-catalog.ts).
+   */
+  dataRootOnNetwork: boolean;
   /** Node-scoped records (tmpfs in production, so a reboot clears them with the mounts they describe). */
   stateDir: string;
   /** Targets and staging paths must lie below this root. */
@@ -41,6 +47,7 @@ export const DEFAULT_CONFIG_PATH = '/etc/twinvol/config.json';
 const DEFAULTS: Omit<Config, 'nodeName'> = {
   dataRoot: '/var/lib/twinvol',
   dataRootScope: 'shared',
+  dataRootOnNetwork: false,
   stateDir: '/run/twinvol',
   kubeletDir: '/var/lib/kubelet',
   flexAttach: true,
@@ -131,10 +138,12 @@ function dataRootScope(value: unknown): DataRootScope {
 
 function checkConfig(raw: Record<string, unknown>): Config {
   if (typeof raw.flexAttach !== 'boolean') throw invalidArgument('setting flexAttach must be true or false');
+  if (typeof raw.dataRootOnNetwork !== 'boolean') throw invalidArgument('setting dataRootOnNetwork must be true or false');
   const timeout = validateTimeoutMs(raw.commandTimeoutMs, 1000, 'setting commandTimeoutMs');
   return {
     dataRoot: absoluteDir(raw.dataRoot, 'dataRoot'),
     dataRootScope: dataRootScope(raw.dataRootScope),
+    dataRootOnNetwork: raw.dataRootOnNetwork,
     stateDir: absoluteDir(raw.stateDir, 'stateDir'),
     kubeletDir: absoluteDir(raw.kubeletDir, 'kubeletDir'),
     nodeName: validateNodeName(raw.nodeName, 'setting nodeName'),

@@ -12,6 +12,7 @@ export type ErrorCode =
   | 'OutOfRange'
   | 'Aborted'
   | 'Unimplemented'
+  | 'Unavailable'
   | 'Internal';
 
 export class TwinvolError extends Error {
@@ -32,6 +33,8 @@ export const resourceExhausted = (message: string) => new TwinvolError('Resource
 export const outOfRange = (message: string) => new TwinvolError('OutOfRange', message);
 export const aborted = (message: string) => new TwinvolError('Aborted', message);
 export const unimplemented = (message: string) => new TwinvolError('Unimplemented', message);
+/** What the call needs is not there now (the data root's network filesystem): a retry later may succeed. */
+export const unavailable = (message: string) => new TwinvolError('Unavailable', message);
 export const internal = (message: string) => new TwinvolError('Internal', message);
 
 /** Any thrown value as a TwinvolError; unknown failures become Internal with their message only. */

@@ -4,6 +4,7 @@ import type { Config } from '../config.js';
 import { isoNow } from '../iso-time.js';
 import { Mounter } from '../mounter.js';
 import { Catalog } from '../store/catalog.js';
+import { NetworkCatalog } from '../store/network-catalog.js';
 import { NodeState } from '../store/node-state.js';
 
 /** Everything a verb needs; both front ends open one per process (FlexVolume) or per server (CSI). */
@@ -19,7 +20,7 @@ export function openCore(config: Config, ports: Pick<BackendContext, 'flex'> = {
   return {
     ...ports,
     config,
-    catalog: new Catalog(config.dataRoot),
+    catalog: config.dataRootOnNetwork ? new NetworkCatalog(config.dataRoot) : new Catalog(config.dataRoot),
     nodeState: new NodeState(config.stateDir),
     mounter: new Mounter(config.commandTimeoutMs),
   };

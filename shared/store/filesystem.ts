@@ -51,6 +51,22 @@ async function filesystemAmong(path: string, types: ReadonlySet<number>): Promis
 /** Whether `path` is on a filesystem of this host whose times this host's clock stamps (filesystemAmong). */
 export const isLocalFilesystem = (path: string): Promise<boolean | undefined> => filesystemAmong(path, LOCAL_FILESYSTEMS);
 
+/**
+ * What a data root that must lie on a network filesystem (setting dataRootOnNetwork) lies on, when
+ * that is not so: "a local filesystem (ext4)", "nothing: it does not exist". undefined when it does.
+ * Only the local filesystems above count against it, so a cluster filesystem on a shared block
+ * device (ocfs2, gfs2) passes with NFS, SMB, CephFS and FUSE.
+ */
+export async function notOnNetwork(path: string): Promise<string | undefined> {
+  let type: number;
+  try {
+    type = (await statfs(path)).type;
+  } catch (err) {
+    return errnoCode(err) === 'ENOENT' ? 'nothing: it does not exist' : `a filesystem statfs cannot read (${errnoCode(err) ?? String(err)})`;
+  }
+  return LOCAL_FILESYSTEMS.has(type) ? `a local filesystem (statfs type 0x${type.toString(16)})` : undefined;
+}
+
 /** Whether `path` is on a tmpfs or a ramfs, where an fsync keeps nothing a reboot would not clear (filesystemAmong). */
 export const isVolatileFilesystem = (path: string): Promise<boolean | undefined> => filesystemAmong(path, VOLATILE_FILESYSTEMS);
 

@@ -122,6 +122,7 @@ describe('start-up, flags and shutdown (a fresh process each)', () => {
     [['--endpoint', 'relative/csi.sock'], /endpoint "relative\/csi.sock" must be unix:\/\/\/absolute\/path/],
     [['--endpoint', 'unix:///tmp/x.sock', '--data-root', 'relative'], /setting dataRoot must be an absolute path/],
     [['--endpoint', 'unix:///tmp/x.sock', '--data-root-scope', 'cluster'], /--data-root-scope must be one of shared, node/],
+    [['--endpoint', 'unix:///tmp/x.sock', '--data-root-on-network', 'yes'], /--data-root-on-network must be true or false/],
     [['--endpoint', 'unix:///tmp/x.sock', 'stray-positional'], /Unexpected argument 'stray-positional'/],
     [[], /--endpoint \(or CSI_ENDPOINT\) is required/],
   ])('refuses %j with a message on stderr and exit code 2', async (args, message) => {

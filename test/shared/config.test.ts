@@ -23,6 +23,7 @@ describe('loadConfig', () => {
     expect(withFile({})).toEqual({
       dataRoot: '/var/lib/twinvol',
       dataRootScope: 'shared',
+      dataRootOnNetwork: false,
       stateDir: '/run/twinvol',
       kubeletDir: '/var/lib/kubelet',
       nodeName: hostname(),
@@ -44,6 +45,7 @@ describe('loadConfig', () => {
     const cfg = withFile({
       dataRoot: '/srv/twinvol/',
       dataRootScope: 'node',
+      dataRootOnNetwork: true,
       stateDir: '/run/tv',
       kubeletDir: '/k',
       nodeName: 'worker-1',
@@ -55,6 +57,7 @@ describe('loadConfig', () => {
     expect(cfg).toEqual({
       dataRoot: '/srv/twinvol',
       dataRootScope: 'node',
+      dataRootOnNetwork: true,
       stateDir: '/run/tv',
       kubeletDir: '/k',
       nodeName: 'worker-1',
@@ -107,6 +110,7 @@ describe('loadConfig', () => {
     [{ nodeName: '' }, 'setting nodeName is required'],
     [{ flexAttach: 'yes' }, 'setting flexAttach must be true or false'],
     [{ dataRootScope: 'cluster' }, 'setting dataRootScope must be one of shared, node'],
+    [{ dataRootOnNetwork: 'yes' }, 'setting dataRootOnNetwork must be true or false'],
     [{ commandTimeoutMs: 999 }, 'commandTimeoutMs must be a whole number of milliseconds from 1000 to 2147483647'],
     // Past what a Node timer holds, every deadline would pass after 1 ms.
     [{ commandTimeoutMs: 3_000_000_000 }, 'commandTimeoutMs must be a whole number of milliseconds from 1000 to 2147483647'],

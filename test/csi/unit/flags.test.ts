@@ -25,18 +25,19 @@ describe('flags: defaults and what each flag becomes', () => {
       driverName: 'csi.twinvol.io',
       maxVolumesPerNode: 0,
       logLevel: 'info',
-      overrides: { nodeName: undefined, dataRoot: undefined, dataRootScope: undefined, stateDir: undefined, kubeletDir: undefined },
+      overrides: { nodeName: undefined, dataRoot: undefined, dataRootScope: undefined, dataRootOnNetwork: undefined, stateDir: undefined, kubeletDir: undefined },
     });
   });
 
   it('every flag is read', () => {
     const f = parseFlags(
       [...EP, '--mode', 'node', '--node-id', 'n1', '--driver-name', 'csi.example.com', '--max-volumes-per-node', '16',
-        '--data-root', '/d', '--data-root-scope', 'node', '--state-dir', '/s', '--kubelet-dir', '/k'],
+        '--data-root', '/d', '--data-root-scope', 'node', '--data-root-on-network', 'true', '--state-dir', '/s', '--kubelet-dir', '/k'],
       {},
     );
     expect(f).toMatchObject({ mode: 'node', driverName: 'csi.example.com', maxVolumesPerNode: 16 });
-    expect(f.overrides).toEqual({ nodeName: 'n1', dataRoot: '/d', dataRootScope: 'node', stateDir: '/s', kubeletDir: '/k' });
+    expect(f.overrides).toEqual({ nodeName: 'n1', dataRoot: '/d', dataRootScope: 'node', dataRootOnNetwork: true, stateDir: '/s', kubeletDir: '/k' });
+    expect(parseFlags([...EP, '--data-root-on-network', 'false'], {}).overrides.dataRootOnNetwork).toBe(false);
   });
 
   it('CSI_ENDPOINT stands in for --endpoint, and the flag wins over it', () => {

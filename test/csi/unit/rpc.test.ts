@@ -41,6 +41,7 @@ const EXPECTED: Record<ErrorCode, keyof typeof status> = {
   OutOfRange: 'OUT_OF_RANGE',
   Aborted: 'ABORTED',
   Unimplemented: 'UNIMPLEMENTED',
+  Unavailable: 'UNAVAILABLE',
   Internal: 'INTERNAL',
 };
 
