@@ -56,7 +56,7 @@ function installerConfig(docs: JsonObject[]): Record<string, unknown> {
     const argv = readFileSync(join(dir, 'argv'), 'utf8').split('\n');
     const text = argv[argv.indexOf('--config') + 1] ?? '';
     const checked = checkConfigText(text, '--config');
-    expect({ kubeletDir: checked.kubeletDir, nodeName: checked.nodeName }).toEqual(JSON.parse(text));
+    expect({ kubeletDir: checked.kubeletDir, nodeName: checked.nodeName, dataRootOnNetwork: checked.dataRootOnNetwork }).toEqual(JSON.parse(text));
     return JSON.parse(text) as Record<string, unknown>;
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -76,7 +76,7 @@ describe('kubectl kustomize deploy/', () => {
     expect(docs).toHaveLength(own.length);
     expectSound(docs, DEFAULT_KUBELET_DIR);
     // The node's name as Kubernetes knows it, which need not be the host name the executable would guess.
-    expect(installerConfig(docs)).toEqual({ kubeletDir: DEFAULT_KUBELET_DIR, nodeName: NODE_NAME });
+    expect(installerConfig(docs)).toEqual({ kubeletDir: DEFAULT_KUBELET_DIR, nodeName: NODE_NAME, dataRootOnNetwork: false });
     const namespaced = docs.filter((d) => !['Namespace', 'CSIDriver', 'ClusterRole', 'ClusterRoleBinding', 'StorageClass', 'VolumeSnapshotClass'].includes(String(d.kind)));
     expect(namespaced.map((d) => (d.metadata as JsonObject).namespace)).toEqual(namespaced.map(() => 'twinvol'));
     // Cluster-scoped ones carry none: kustomize's namespace: once gave the VolumeSnapshotClass one.
@@ -93,7 +93,22 @@ describe('kubectl kustomize deploy/', () => {
     expectSound(docs, OTHER_KUBELET_DIR);
     expect(strayKubeletDirs(docs, OTHER_KUBELET_DIR)).toEqual([]);
     expect(stringsIn(docs).filter((s) => s.startsWith(OTHER_KUBELET_DIR))).toHaveLength(6);
-    expect(installerConfig(docs)).toEqual({ kubeletDir: OTHER_KUBELET_DIR, nodeName: NODE_NAME });
+    expect(installerConfig(docs)).toEqual({ kubeletDir: OTHER_KUBELET_DIR, nodeName: NODE_NAME, dataRootOnNetwork: false });
+  });
+
+  it('dataRootOnNetwork set in settings.yaml reaches both plugins and the FlexVolume config', () => {
+    const scratch = scratchCopy();
+    cleanup = scratch.remove;
+    const settings = join(scratch.base, 'settings.yaml');
+    writeFileSync(settings, readFileSync(settings, 'utf8').replace('dataRootOnNetwork: "false"', 'dataRootOnNetwork: "true"'));
+    const docs = render(scratch.base);
+    expectSound(docs, DEFAULT_KUBELET_DIR);
+    const plugins = workloads(docs).flatMap((w) => w.spec.containers.filter(isPlugin).map((c) => [w.name, pluginFlags(c).overrides.dataRootOnNetwork]));
+    expect(plugins).toEqual([
+      ['twinvol-controller', true],
+      ['twinvol-node', true],
+    ]);
+    expect(installerConfig(docs)).toEqual({ kubeletDir: DEFAULT_KUBELET_DIR, nodeName: NODE_NAME, dataRootOnNetwork: true });
   });
 
   it('a kubelet dir changed by an overlay, as settings.yaml describes, changes it everywhere', () => {
@@ -102,7 +117,7 @@ describe('kubectl kustomize deploy/', () => {
     const docs = render(writeKubeletDirOverlay(scratch.dir, OTHER_KUBELET_DIR));
     expectSound(docs, OTHER_KUBELET_DIR);
     expect(strayKubeletDirs(docs, OTHER_KUBELET_DIR)).toEqual([]);
-    expect(installerConfig(docs)).toEqual({ kubeletDir: OTHER_KUBELET_DIR, nodeName: NODE_NAME });
+    expect(installerConfig(docs)).toEqual({ kubeletDir: OTHER_KUBELET_DIR, nodeName: NODE_NAME, dataRootOnNetwork: false });
   });
 
   it('without the replacements, the same edit leaves the default behind and the checks say so', () => {

@@ -61,6 +61,7 @@ const BREAKAGES: Breakage[] = [
   { what: 'the node id not from the downward API', edit: (s) => setArg(plugin(s), '--node-id=', '--node-id=node-1'), caught: /--node-id must come from spec\.nodeName/ },
   { what: 'an unprivileged node plugin', edit: (s) => (at(plugin(s), 'securityContext').privileged = false), caught: /must be privileged/ },
   { what: "the controller's data root", edit: (s) => setArg(containerOf(s, 'Deployment', 'twinvol-controller', 'twinvol'), '--data-root=', '--data-root=/srv/twinvol'), caught: /its data root \(not a hostPath\) is not the node plugin's/ },
+  { what: "the controller's dataRootOnNetwork", edit: (s) => setArg(containerOf(s, 'Deployment', 'twinvol-controller', 'twinvol'), '--data-root-on-network=', '--data-root-on-network=true'), caught: /--data-root-on-network is not the node plugin's/ },
   { what: 'a sidecar tag', edit: (s) => (containerOf(s, 'Deployment', 'twinvol-controller', 'csi-provisioner').image = 'registry.k8s.io/sig-storage/csi-provisioner:v6.2.0'), caught: /csi-provisioner: image .*:v6\.2\.0, expected .*:v6\.3\.0/ },
   { what: "the plugin's tag", edit: (s) => (plugin(s).image = 'ghcr.io/twinvol/twinvol:0.0.9'), caught: /expected ghcr\.io\/twinvol\/twinvol:0\.1\.0 \(package\.json version\)/ },
   { what: 'leader election', edit: (s) => setArg(containerOf(s, 'Deployment', 'twinvol-controller', 'csi-resizer'), '--leader-election', undefined), caught: /csi-resizer runs without --leader-election/ },

@@ -134,6 +134,9 @@ export function podProblems(docs: readonly JsonObject[], driverName: string): st
     for (const n of node)
       if (!host || host !== (n.flags.overrides.dataRoot && hostPathOf(n.w.spec, n.c, n.flags.overrides.dataRoot)))
         problems.push(`${p.w.kind}/${p.w.name}: its data root (${host ?? 'not a hostPath'}) is not the node plugin's: one catalog serves both`);
+    for (const n of node)
+      if (n.flags.overrides.dataRootOnNetwork !== p.flags.overrides.dataRootOnNetwork)
+        problems.push(`${p.w.kind}/${p.w.name}: --data-root-on-network is not the node plugin's: both see one data root`);
   }
   problems.push(...flexInstallerProblems(docs));
   return problems;
