@@ -58,16 +58,44 @@ export function plan(inv: Inventory, options: PlanOptions): Plan {
   // twinvol-csi keeps one catalog: an exec volume's id (its PV name) that is also the id of one of
   // twinvol's own volumes would find that volume's record, and be refused as not an exec volume.
   const own = new Map(planned.filter((m) => m.target.route === 'twinvol').map((m) => [m.target.volumeHandle, m.pv]));
-  for (const move of planned) {
+  const unclashed = planned.filter((move) => {
     const clash = move.target.route === 'exec' ? own.get(move.target.volumeHandle) : undefined;
-    if (clash) {
-      result.skipped.push(`${label(move.pv)}: metadata.name: ${move.pv.name} would be the exec volume's id in twinvol's catalog, which ${label(clash)} names as twinvol volume ${move.target.volumeHandle}; use a mapping, or move one of them at a time`);
+    if (clash) result.skipped.push(`${label(move.pv)}: metadata.name: ${move.pv.name} would be the exec volume's id in twinvol's catalog, which ${label(clash)} names as twinvol volume ${move.target.volumeHandle}; use a mapping, or move one of them at a time`);
+    return !clash;
+  });
+  const holders = handleHolders(inv, unclashed);
+  for (const move of unclashed) {
+    const others = (holders.get(handleKey(move.target.driver, move.target.volumeHandle)) ?? []).filter((o) => o !== move.pv);
+    if (others.length) {
+      result.skipped.push(
+        `${label(move.pv)}: its ${move.target.driver} volumeHandle ${move.target.volumeHandle} would also be that of ${others.map(label).join(', ')}: kubelet takes PVs of one driver and volumeHandle for one volume (one staging, one attachment); use a mapping whose volumeHandle has {pv} in it`,
+      );
       continue;
     }
     result.moves.push(move);
     result.notes.push(...move.target.notes.map((n) => `${label(move.pv)}: ${n}`));
   }
   return result;
+}
+
+const handleKey = (driver: string, handle: string) => `${driver}^${handle}`;
+
+/**
+ * Who would hold each CSI driver and volumeHandle once the plan ran: the moves, and the CSI PVs already
+ * in the input. kubelet names a CSI volume `<driver>^<volumeHandle>` (its unique volume name), so two
+ * PVs with the same pair are one volume to it. Built-in mappings make handles from the share (a
+ * k8s/nfs PV's `{server}#{share}#`), which two PVs of one share have in common.
+ */
+function handleHolders(inv: Inventory, moves: readonly Move[]): Map<string, KubeObject[]> {
+  const holders = new Map<string, KubeObject[]>();
+  const add = (key: string, pv: KubeObject) => holders.set(key, [...(holders.get(key) ?? []), pv]);
+  for (const pv of inv.pvs) {
+    const driver = at(pv.doc, 'spec.csi.driver');
+    const handle = at(pv.doc, 'spec.csi.volumeHandle');
+    if (typeof driver === 'string' && typeof handle === 'string') add(handleKey(driver, handle), pv);
+  }
+  for (const m of moves) add(handleKey(m.target.driver, m.target.volumeHandle), m.pv);
+  return holders;
 }
 
 /** Which way a FlexVolume source goes: twinvol's own, a mapping, or the exec backend. */

@@ -164,3 +164,50 @@ describe('PVs pre-bound to a claim that is not bound yet', () => {
     expect(linesOf(r.stderr, 'skipped')).toEqual(['pv-1', 'pv-2'].map((n) => expect.stringMatching(new RegExp(`^PersistentVolume/${n}: .*PersistentVolumeClaim default/data, which is not bound`))));
   });
 });
+
+describe('PVs that would share one CSI volumeHandle', () => {
+  // kubelet names a CSI volume <driver>^<volumeHandle>: two PVs with one pair are one volume to it.
+  const nfsPv = (name: string, share: string) => ({
+    apiVersion: 'v1',
+    kind: 'PersistentVolume',
+    metadata: { name },
+    spec: { capacity: { storage: '1Gi' }, accessModes: ['ReadWriteMany'], flexVolume: { driver: 'k8s/nfs', options: { server: 'nfs.example.internal', share } } },
+  });
+  const csiPv = (name: string, volumeHandle: string) => ({
+    apiVersion: 'v1',
+    kind: 'PersistentVolume',
+    metadata: { name },
+    spec: { capacity: { storage: '1Gi' }, accessModes: ['ReadWriteMany'], csi: { driver: 'nfs.csi.k8s.io', volumeHandle } },
+  });
+  const input = (...items: object[]) => JSON.stringify({ apiVersion: 'v1', kind: 'List', items });
+  const HANDLE = 'nfs.example.internal#/exports/media#';
+
+  it('skips every one of them, naming the others, and plans the rest', () => {
+    const r = planOf({ files: ['-'], prefer: 'vendor' }, input(nfsPv('media-a', 'exports/media'), nfsPv('media-b', 'exports/media'), nfsPv('logs', 'exports/logs')));
+    expect(r.exitCode).toBe(1);
+    expect(linesOf(r.stderr, 'skipped')).toEqual(
+      [['media-a', 'media-b'], ['media-b', 'media-a']].map(
+        ([pv, other]) =>
+          `PersistentVolume/${pv}: its nfs.csi.k8s.io volumeHandle ${HANDLE} would also be that of PersistentVolume/${other}: kubelet takes PVs of one driver and volumeHandle for one volume (one staging, one attachment); use a mapping whose volumeHandle has {pv} in it`,
+      ),
+    );
+    expect(linesOf(r.stderr, 'planned')).toEqual([expect.stringMatching(/^PersistentVolume\/logs \(k8s\/nfs\) -> nfs\.csi\.k8s\.io/)]);
+  });
+
+  it('skips one whose handle a CSI PV in the input already has', () => {
+    const r = planOf({ files: ['-'], prefer: 'vendor' }, input(nfsPv('media-a', 'exports/media'), csiPv('media-csi', HANDLE)));
+    expect(linesOf(r.stderr, 'skipped')).toEqual([expect.stringMatching(/^PersistentVolume\/media-a: .* would also be that of PersistentVolume\/media-csi: /)]);
+    expect(linesOf(r.stderr, 'planned')).toEqual([]);
+  });
+
+  it('plans both with a mapping whose volumeHandle has {pv} in it', () => {
+    const mapping = join(scratch, 'nfs-per-pv.yaml');
+    writeFileSync(mapping, 'mappings:\n  - match: k8s/nfs\n    driver: nfs.csi.k8s.io\n    options: {server: server, share: share}\n    required: [server, share]\n    volumeHandle: "{server}#{share}##{pv}"\n');
+    const r = planOf({ files: ['-'], mappings: [mapping] }, input(nfsPv('media-a', 'exports/media'), nfsPv('media-b', 'exports/media')));
+    expect(linesOf(r.stderr, 'skipped')).toEqual([]);
+    expect(linesOf(r.stderr, 'planned').map((l) => l.replace(/ volumeHandle ([^\s,]+).*/, ' $1'))).toEqual([
+      'PersistentVolume/media-a (k8s/nfs) -> nfs.csi.k8s.io nfs.example.internal#exports/media##media-a',
+      'PersistentVolume/media-b (k8s/nfs) -> nfs.csi.k8s.io nfs.example.internal#exports/media##media-b',
+    ]);
+  });
+});
