@@ -251,7 +251,7 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
               .parserConfiguration({ 'duplicate-arguments-array': true })
               .positional('files', { type: 'string', array: true, describe: 'kubectl get pv,pvc,pods,deploy,sts,ds,secrets -A -o yaml (or -o json) output; - for stdin (the default)' })
               .option('prefer', { choices: ['exec', 'vendor'] as const, default: 'exec' as const, describe: "vendor: a driver with a built-in mapping (k8s/nfs, fstab/cifs, microsoft.com/smb, azure/blobfuse) moves to its vendor's CSI driver; exec: behind twinvol-csi's exec backend" })
-              .option('mapping', { type: 'string', array: true, default: [] as string[], describe: 'a YAML file of mappings to other CSI drivers (applied whatever --prefer says)' })
+              .option('mapping', { type: 'string', nargs: 1, default: [] as string[], coerce: asList, describe: 'a YAML file of mappings to other CSI drivers (applied whatever --prefer says); repeatable' })
               .option('exec', { type: 'boolean', default: true, describe: 'move drivers without a mapping behind the exec backend (--no-exec: skip them)' })
               .option('out', { type: 'string', describe: 'write numbered manifests, rollback/, STEPS.md, migrate.sh and rollback.sh to this new or empty directory' }),
           async (a) => {
@@ -295,7 +295,9 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
     .fail((msg, err) => {
       // Throwing is what stops yargs: a fail handler that returns lets the command run anyway, so a
       // rejected --access or an unknown --data-root once still created the volume.
-      throw err ?? new UsageError(msg);
+      // yargs' own parse errors (a flag with no value: "Not enough arguments following") come as a
+      // YError, not a message: usage errors too, not failures of the command.
+      throw err && err.name !== 'YError' ? err : new UsageError(msg ?? err?.message ?? 'the command line does not parse');
     });
   try {
     await parser.parseAsync();
@@ -361,4 +363,13 @@ function describe(v: VolumeRecord): string {
   const where = v.attachments.length ? `attached to ${v.attachments.map((a) => (a.fenced ? `${a.node} (detached, still staged there)` : a.node)).join(', ')}` : 'not attached';
   const size = v.capacityBytes ? formatSize(v.capacityBytes) : '-';
   return `${v.id}\t${v.backend}\t${size}\t${v.fsType || '-'}\t${v.access}\t${where}`;
+}
+
+/**
+ * A repeatable option's values as a list. Repeated, yargs gives an array; once, a string. Not
+ * `array: true`, which takes every word after the flag: `--mapping m.yaml pvs.yaml` read pvs.yaml as
+ * a second mapping file.
+ */
+function asList(value: string | string[]): string[] {
+  return Array.isArray(value) ? value : [value];
 }

@@ -80,6 +80,19 @@ describe('input that is not Kubernetes objects: exit 2, one line, nothing planne
     expect(r.stderr).toBe(`twinvol migrate plan: ${bad('mapping-typo.yaml')}: mappings.0.driver: missing; mappings.0: unknown key drivr${USAGE}`);
   });
 
+  it('--mapping takes one file each time, and may be given again; the files after it are the input', async () => {
+    const nfs = join(scratch, 'mapping-nfs.yaml');
+    writeFileSync(nfs, 'mappings:\n  - match: k8s/nfs\n    driver: nfs.csi.k8s.io\n    options: {server: server, share: share}\n    ignore: [protocol, atime, readonly]\n    volumeHandle: "{server}#{share}##{pv}"\n');
+    // Once a greedy list: cluster.yaml was read as a second mapping file, and the plan refused.
+    const drivers = (stderr: string) => linesOf(stderr, 'planned').filter((l) => /^PersistentVolume\/(media|legacy-iscsi) /.test(l)).map((l) => l.split(' ')[3]);
+    const once = await runAdmin({}, ['migrate', 'plan', '--mapping', nfs, fixture('cluster.yaml')]);
+    expect({ exit: once.exitCode, drivers: drivers(once.stderr) }).toEqual({ exit: 0, drivers: ['nfs.csi.k8s.io', 'csi.twinvol.io'] });
+    const twice = await runAdmin({}, ['migrate', 'plan', fixture('cluster.yaml'), '--mapping', nfs, '--mapping', fixture('mapping-iscsi.yaml')]);
+    expect({ exit: twice.exitCode, drivers: drivers(twice.stderr) }).toEqual({ exit: 0, drivers: ['nfs.csi.k8s.io', 'iscsi.csi.k8s.io'] });
+    const bare = await runAdmin({}, ['migrate', 'plan', fixture('cluster.yaml'), '--mapping']);
+    expect({ exit: bare.exitCode, stderr: bare.stderr }).toEqual({ exit: 2, stderr: 'twinvol: Not enough arguments following: mapping (see: twinvol --help)\n' });
+  });
+
   it('the executable gives the same one line for bytes that are not text at all, with no stack trace', async () => {
     const garbage = join(scratch, 'garbage.bin');
     writeFileSync(garbage, Buffer.from(Array.from({ length: 4096 }, (_, i) => (i * 7919 + 13) % 256)));
