@@ -1,5 +1,5 @@
 import * as v from 'valibot';
-import { describeIssues, strictSchema } from '../../shared/index.js';
+import { describeIssues, strictSchema, validateCsiDriverName } from '../../shared/index.js';
 import { InputError, type Source } from './input.js';
 import type { Json } from './objects.js';
 import { parseAllDocuments } from 'yaml';
@@ -202,6 +202,12 @@ export function parseMappingFile(source: Source): Mapping[] {
     const options = Object.fromEntries(Object.entries(m.options ?? {}).map(([k, v]) => [k, typeof v === 'string' ? { to: v } : v]));
     const ignore = Array.isArray(m.ignore) ? Object.fromEntries(m.ignore.map((k) => [k, `the mapping file says to ignore it`])) : (m.ignore ?? {});
     for (const sep of Object.values(m.mountOptions ?? {})) if (sep === '') throw new InputError(`${where}.mountOptions: a separator must not be empty`);
+    // The API server refuses a PV whose spec.csi.driver is not such a name: the whole plan would fail at apply.
+    try {
+      validateCsiDriverName(m.driver, `${where}.driver ${JSON.stringify(m.driver.slice(0, 80))}`);
+    } catch (err) {
+      throw new InputError(err instanceof Error ? err.message : String(err));
+    }
     return {
       match: m.match,
       driver: m.driver,

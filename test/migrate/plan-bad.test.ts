@@ -80,6 +80,14 @@ describe('input that is not Kubernetes objects: exit 2, one line, nothing planne
     expect(r.stderr).toBe(`twinvol migrate plan: ${bad('mapping-typo.yaml')}: mappings.0.driver: missing; mappings.0: unknown key drivr${USAGE}`);
   });
 
+  it('a mapping whose driver is not a CSI driver name is refused: the API server would refuse every PV of it', () => {
+    const mapping = join(scratch, 'mapping-bad-driver.yaml');
+    writeFileSync(mapping, 'mappings:\n  - match: k8s/nfs\n    driver: "nfs csi!"\n');
+    const r = planOf({ files: [fixture('smb.json')], mappings: [mapping] });
+    expect(r.exitCode).toBe(2);
+    expect(r.stderr).toBe(`twinvol migrate plan: ${mapping}: mappings.0.driver "nfs csi!" must be a domain-style name of at most 63 characters${USAGE}`);
+  });
+
   it('--mapping takes one file each time, and may be given again; the files after it are the input', async () => {
     const nfs = join(scratch, 'mapping-nfs.yaml');
     writeFileSync(nfs, 'mappings:\n  - match: k8s/nfs\n    driver: nfs.csi.k8s.io\n    options: {server: server, share: share}\n    ignore: [protocol, atime, readonly]\n    volumeHandle: "{server}#{share}##{pv}"\n');
