@@ -169,8 +169,25 @@ export function addressText(address: ListenAddress): string {
   return `${address.host?.includes(':') ? `[${address.host}]` : (address.host ?? '')}:${address.port}`;
 }
 
+/**
+ * What the endpoint allows a client. A scrape is one short GET on a connection or two; Node's
+ * defaults (a minute for the headers, five for a request, checked every 30 s, no cap on connections)
+ * let a client that trickles its headers, or opens thousands of idle connections, hold the
+ * process's file descriptors, which the gRPC socket needs too.
+ */
+export interface EndpointLimits {
+  /** Time for a request's headers and for the whole request. */
+  requestTimeoutMs: number;
+  /** How often connections are checked against that time. */
+  checkIntervalMs: number;
+  /** Connections open at once; more are closed as they come. */
+  maxConnections: number;
+}
+
+export const ENDPOINT_LIMITS: EndpointLimits = { requestTimeoutMs: 10_000, checkIntervalMs: 1_000, maxConnections: 32 };
+
 /** Serves GET /metrics on `address` over plain HTTP, as Prometheus scrapes it; anything else is 404. */
-export function serveMetrics(metrics: Metrics, address: ListenAddress): Promise<MetricsEndpoint> {
+export function serveMetrics(metrics: Metrics, address: ListenAddress, limits: EndpointLimits = ENDPOINT_LIMITS): Promise<MetricsEndpoint> {
   const handle = (req: IncomingMessage, res: ServerResponse) => {
     const path = (req.url ?? '').split('?')[0];
     if (path !== '/metrics' || (req.method !== 'GET' && req.method !== 'HEAD')) {
@@ -182,7 +199,8 @@ export function serveMetrics(metrics: Metrics, address: ListenAddress): Promise<
       (err: unknown) => res.writeHead(500, { 'content-type': 'text/plain' }).end(`${err instanceof Error ? err.message : String(err)}\n`),
     );
   };
-  const server = createServer(handle);
+  const server = createServer({ headersTimeout: limits.requestTimeoutMs, requestTimeout: limits.requestTimeoutMs, connectionsCheckingInterval: limits.checkIntervalMs }, handle);
+  server.maxConnections = limits.maxConnections;
   return new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen({ host: address.host, port: address.port }, () => {
