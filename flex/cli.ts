@@ -78,10 +78,13 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
           'list volumes',
           (c) => c.option('json', { type: 'boolean', default: false }),
           async (a) => {
-            const volumes = await listVolumes(open());
+            const { volumes, unreadable } = await listVolumes(open());
             if (a.json) print(volumes);
-            else if (!volumes.length) print('no volumes');
-            else for (const line of [VOLUME_HEADER, ...volumes.map(describe)]) print(line);
+            else if (!volumes.length && !unreadable.length) print('no volumes');
+            else if (volumes.length) for (const line of [VOLUME_HEADER, ...volumes.map(describe)]) print(line);
+            // stdout stays the list (JSON too); each record left out is one line on stderr, and exit 1.
+            for (const u of unreadable) process.stderr.write(`twinvol: volume ${u.id} left out: ${oneLine(u.reason)}\n`);
+            if (unreadable.length) exitCode = 1;
           },
         )
         .command(

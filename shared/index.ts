@@ -85,7 +85,7 @@ export { mountsOf, publish, type PublishOptions, unpublish } from './core/publis
 export { endInlineIfUnmounted, INLINE_PARAMETER, livesWithPod } from './core/inline-volumes.js';
 export { createSnapshot, deleteSnapshot, getSnapshot, listSnapshots, type SnapshotFilter } from './core/snapshots.js';
 export { nodeAttach, stage, type StageOptions, unstage } from './core/staging.js';
-export { checkVolumeSpec, createVolume, type CreateVolumeSpec, deleteVolume, describeVolume, expandVolume, listVolumes, validateBackend } from './core/volumes.js';
+export { checkVolumeSpec, createVolume, type CreateVolumeSpec, deleteVolume, describeVolume, expandVolume, listVolumes, validateBackend, type VolumeListing } from './core/volumes.js';
 
 // The exec backend: third-party FlexVolume drivers behind the CSI server. exec-volumes.ts runs them
 // through execa; only the CSI server imports it, so the FlexVolume executable's bundle never holds it.

@@ -1,5 +1,5 @@
 import { backendFor } from '../backends/index.js';
-import { alreadyExists, failedPrecondition, invalidArgument, notFound, outOfRange } from '../errors.js';
+import { alreadyExists, asTwinvolError, failedPrecondition, invalidArgument, notFound, outOfRange } from '../errors.js';
 import type { AccessScope, BackendKind, ContentSource, Origin, VolumeRecord } from '../model.js';
 import { BACKEND_KINDS } from '../model.js';
 import { requireFilesystemFits, sizeInRange } from '../size.js';
@@ -272,11 +272,25 @@ export async function expandVolume(core: Core, id: VolumeId, requested: number, 
   });
 }
 
-export async function listVolumes(core: Core): Promise<VolumeRecord[]> {
-  const out: VolumeRecord[] = [];
+/** The catalog's volumes, and each record that could not be read, with why. */
+export interface VolumeListing {
+  volumes: VolumeRecord[];
+  unreadable: { id: string; reason: string }[];
+}
+
+/**
+ * Every volume whose record reads; one damaged record does not hide the others (`twinvol volume
+ * list` shows them, and names each one it could not read, as `twinvol status` does).
+ */
+export async function listVolumes(core: Core): Promise<VolumeListing> {
+  const listing: VolumeListing = { volumes: [], unreadable: [] };
   for (const id of await core.catalog.listVolumeIds()) {
-    const v = await core.catalog.getVolume(id);
-    if (v) out.push(v);
+    try {
+      const v = await core.catalog.getVolume(id);
+      if (v) listing.volumes.push(v);
+    } catch (err) {
+      listing.unreadable.push({ id, reason: asTwinvolError(err).message });
+    }
   }
-  return out;
+  return listing;
 }

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { closeSync, existsSync, openSync, readdirSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { FLEX_BIN, runAdmin, runCli, runFlex } from '../helpers/flex-runner.js';
@@ -132,5 +132,19 @@ describe('twinvol volume: sizes, delete, list', () => {
     ]);
     const json = JSON.parse((await runCli(s.env, ['list', '--json'])).stdout) as { id: string; capacityBytes: number }[];
     expect(json.map((v) => [v.id, v.capacityBytes])).toEqual([['q1', 2 ** 20], ['q2', 2 * 2 ** 20]]);
+  });
+
+  it('list shows every record it can read, and names each damaged one on stderr with exit 1', async () => {
+    for (const id of ['q1', 'q2']) expect((await runCli(s.env, ['create', id, '--backend', 'dir', '--size', '1Mi'])).exitCode).toBe(0);
+    writeFileSync(join(s.dataRoot, 'volumes', 'q1', 'volume.json'), '{"schema":7,"id":"q1",');
+    const damaged = `twinvol: volume q1 left out: state record ${join(s.dataRoot, 'volumes', 'q1', 'volume.json')} is corrupt (not JSON); `;
+    // Once the first damaged record failed the whole listing.
+    const r = await runCli(s.env, ['list']);
+    expect({ exitCode: r.exitCode, stdout: r.stdout.split('\n').slice(1) }).toEqual({ exitCode: 1, stdout: ['q2\tdir\t1Mi\t-\tsingle-node\tnot attached', ''] });
+    expect(r.stderr.startsWith(damaged) && r.stderr.split('\n').length === 2).toBe(true);
+    const json = await runCli(s.env, ['list', '--json']);
+    expect({ exitCode: json.exitCode, ids: (JSON.parse(json.stdout) as { id: string }[]).map((v) => v.id) }).toEqual({ exitCode: 1, ids: ['q2'] });
+    expect(json.stderr.startsWith(damaged)).toBe(true);
+    rmSync(join(s.dataRoot, 'volumes', 'q1'), { recursive: true });
   });
 });

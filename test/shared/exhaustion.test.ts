@@ -54,7 +54,7 @@ describe('exhaustion', () => {
     const e = asTwinvolError(failure);
     expect(e.code).toBe('ResourceExhausted');
     expect(e.message).toMatch(new RegExp(`^cannot \\S+( \\S+)? ${s.dataRoot}/\\S+: no space or no free inodes left on its filesystem \\(ENOSPC\\); free space \\(df\\) or inodes \\(df -i\\) there, then retry$`));
-    expect((await listVolumes(core)).map((v) => v.id).sort()).toEqual([...made].sort());
+    expect((await listVolumes(core)).volumes.map((v) => v.id).sort()).toEqual([...made].sort());
 
     for (const id of made.slice(0, 2)) await deleteVolume(core, vid(id));
     await createVolume(core, dirVolume('after'));

@@ -135,7 +135,7 @@ describe('createVolume', () => {
   it('lists what exists', async () => {
     await createVolume(core, dir('b'));
     await createVolume(core, block('a'));
-    expect((await listVolumes(core)).map((v) => v.id)).toEqual(['a', 'b']);
+    expect((await listVolumes(core)).volumes.map((v) => v.id)).toEqual(['a', 'b']);
   });
 });
 
