@@ -136,12 +136,14 @@ function writeFiles(dir: string, p: Plan, inputs: readonly string[]): string[] {
     manifest: (m, i) => `manifests/${file(m, i)}`,
     restorePolicy: true,
     csiDrivers,
+    removeSecretCopies: false,
   };
   const back: Direction = {
     currentDriver: (m) => ({ path: '.spec.csi.driver', value: m.target.driver }),
     manifest: (m, i) => `rollback/${file(m, i)}`,
     restorePolicy: false,
     csiDrivers: [],
+    removeSecretCopies: true,
   };
   const forwardSteps = steps(p.moves, forward, podFile);
   const backSteps = steps(p.moves, back, podFile);

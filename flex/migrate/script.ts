@@ -1,3 +1,4 @@
+import { COPY_OF_LABEL } from './input.js';
 import type { Move } from './plan.js';
 import type { WorkloadUse } from './workloads.js';
 
@@ -34,6 +35,8 @@ export interface Direction {
   restorePolicy: boolean;
   /** CSI drivers that must be registered first. */
   csiDrivers: string[];
+  /** Delete at the end the Secret copies the forward move made (the rollback: the originals need none). */
+  removeSecretCopies: boolean;
 }
 
 const JSONPATH = (path: string) => `jsonpath={${path}}`;
@@ -111,7 +114,20 @@ export function steps(moves: readonly Move[], dir: Direction, podFile: (u: Workl
         { kind: 'await', argv: ['get', 'pv', m.pv.name, '-o', JSONPATH('.spec.persistentVolumeReclaimPolicy')], want: m.reclaimPolicy },
       ]),
     });
+  const copies = dir.removeSecretCopies ? secretCopies(moves) : [];
+  if (copies.length)
+    out.push({
+      title: 'Delete the Secret copies the move made, by name and only while they carry its label (the originals stay)',
+      lines: copies.map((c): Line => ({ kind: 'change', argv: ['delete', 'secret', '-n', c.namespace, '-l', `${COPY_OF_LABEL}=${c.of}`, '--field-selector', `metadata.name=${c.name}`] })),
+    });
   return out;
+}
+
+/** Each Secret copy a move of this plan makes, once. */
+function secretCopies(moves: readonly Move[]): { namespace: string; name: string; of: string }[] {
+  const seen = new Map<string, { namespace: string; name: string; of: string }>();
+  for (const c of moves.flatMap((m) => (m.target.madeCopy ? [m.target.madeCopy] : []))) seen.set(`${c.namespace}/${c.name}`, c);
+  return [...seen.values()];
 }
 
 /** Each workload once, even when it uses several of the claims. */

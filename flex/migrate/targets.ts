@@ -43,6 +43,11 @@ export interface CsiTarget {
   mountOptions: string[];
   /** A Secret to create beside the PV (the CSI driver's key names). */
   newSecret?: JsonObject;
+  /**
+   * That copy, when it was not in the input: this plan makes it, so its rollback removes it. A copy
+   * an earlier plan made may serve PVs moved then, and stays.
+   */
+  madeCopy?: { namespace: string; name: string; of: string };
   notes: string[];
 }
 
@@ -147,6 +152,7 @@ export function vendorTarget(src: FlexSource, m: Mapping): CsiTarget {
   }
   let secretRef: CsiTarget['secretRef'];
   let newSecret: JsonObject | undefined;
+  let madeCopy: CsiTarget['madeCopy'];
   if (src.secret) {
     const renames = Object.keys(m.secret.keys).length > 0;
     if (renames || Object.keys(m.secret.attributes).length) {
@@ -163,6 +169,7 @@ export function vendorTarget(src: FlexSource, m: Mapping): CsiTarget {
         const there = src.secretInInput?.(src.secret.namespace, name);
         if (there !== undefined && there !== src.secret.name)
           throw new TargetRefusal('spec.flexVolume.secretRef', `Secret ${src.secret.namespace}/${name}, the name of the copy with ${m.driver}'s keys, is taken by a Secret that is not a copy of ${src.secret.name}: applying the plan would replace it ${cite}`);
+        if (there === undefined) madeCopy = { namespace: src.secret.namespace, name, of: src.secret.name };
         const renamed = Object.fromEntries(Object.entries(data).map(([k, v]) => [m.secret.keys[k] ?? k, v]));
         newSecret = {
           apiVersion: 'v1',
@@ -195,6 +202,7 @@ export function vendorTarget(src: FlexSource, m: Mapping): CsiTarget {
     ...(secretRef ? { secretRef } : {}),
     mountOptions: [...new Set(mountOptions)],
     ...(newSecret ? { newSecret } : {}),
+    ...(madeCopy ? { madeCopy } : {}),
     notes,
   };
 }

@@ -367,4 +367,25 @@ describe('migrate plan --out --prefer vendor: a copied Secret', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it('rollback.sh deletes at its end the copy this plan makes, only while it carries the label; migrate.sh never deletes a Secret', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'twinvol-plan-secret-'));
+    try {
+      expect((await runAdmin({}, ['migrate', 'plan', ...INPUTS, '--prefer', 'vendor', '--out', join(dir, 'plan')])).stderr).toContain('wrote');
+      const rollback = readFileSync(join(dir, 'plan', 'rollback.sh'), 'utf8');
+      const deletes = rollback.split('\n').filter((l) => l.includes(' secret '));
+      expect(deletes).toHaveLength(1);
+      expect(deletes[0]).toMatch(/delete secret -n shop -l '?migrate\.twinvol\.io\/from-secret=blob-creds'? --field-selector '?metadata\.name=blob-creds-csi'?/);
+      expect(readFileSync(join(dir, 'plan', 'migrate.sh'), 'utf8')).not.toMatch(/delete secret/);
+      expect(readFileSync(join(dir, 'plan', 'STEPS.md'), 'utf8')).toContain('Delete the Secret copies the move made');
+      expect(spawnSync('bash', ['-n', join(dir, 'plan', 'rollback.sh')], { encoding: 'utf8' })).toMatchObject({ status: 0, stderr: '' });
+      // A copy an earlier plan made (in the input, with the label) may serve PVs moved then: it stays.
+      const earlier = join(dir, 'earlier-copy.json');
+      writeFileSync(earlier, JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'blob-creds-csi', namespace: 'shop', labels: { 'migrate.twinvol.io/from-secret': 'blob-creds' } }, data: { other: 'eA==' } }));
+      expect((await runAdmin({}, ['migrate', 'plan', ...INPUTS, earlier, '--prefer', 'vendor', '--out', join(dir, 'again')])).stderr).toContain('wrote');
+      expect(readFileSync(join(dir, 'again', 'rollback.sh'), 'utf8')).not.toMatch(/delete secret/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
