@@ -11,6 +11,8 @@ import { kernelView, twinvolPath } from './inventory-kernel.js';
 import { DEFAULT_CSI_DRIVER_NAME, volumeHandleHash } from '../kubelet-paths.js';
 import { isExecVolume } from '../backends/exec.js';
 import { backendFor } from '../backends/index.js';
+import { notOnNetwork } from '../store/filesystem.js';
+import { listVolumes } from './volumes.js';
 
 /** The CSI driver name twinvol-csi serves by default (csi/flags.ts --driver-name). */
 
@@ -27,6 +29,7 @@ export const PROBLEM_KINDS = [
   'stale-lock',
   'stale-temp-file',
   'abandoned-work',
+  'data-root-not-mounted',
 ] as const;
 export type ProblemKind = (typeof PROBLEM_KINDS)[number];
 
@@ -90,15 +93,16 @@ export async function inventory(core: Core, opts: InventoryOptions = {}): Promis
   const problems: Problem[] = [];
   const damaged = (subject: string, err: unknown) => problems.push({ kind: 'damaged-record', subject, detail: asTwinvolError(err).message });
 
-  const volumes: VolumeRecord[] = [];
-  for (const id of await core.catalog.listVolumeIds()) {
-    try {
-      const v = await core.catalog.getVolume(id);
-      if (v) volumes.push(v);
-    } catch (err) {
-      damaged(`volume ${id}`, err);
-    }
-  }
+  // Asked first: with the share not mounted, what follows describes the empty directory beneath it.
+  const beneath = config.dataRootOnNetwork ? await notOnNetwork(config.dataRoot) : undefined;
+  if (beneath !== undefined)
+    problems.push({
+      kind: 'data-root-not-mounted',
+      subject: config.dataRoot,
+      detail: `the data root lies on ${beneath}, and setting dataRootOnNetwork says it is a network filesystem: mount it; until then nothing in the catalog changes, and the volumes below are not the catalog's`,
+    });
+  const { volumes, unreadable } = await listVolumes(core);
+  for (const u of unreadable) problems.push({ kind: 'damaged-record', subject: `volume ${u.id}`, detail: u.reason });
   let nodes: NodeRecord[] = [];
   try {
     nodes = await core.catalog.listNodes();

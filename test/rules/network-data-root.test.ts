@@ -7,7 +7,7 @@ import { outcome } from '../csi/helpers/client.js';
 import { useCsiServer } from '../csi/helpers/fixture.js';
 import { MiB, mountCap, size } from '../csi/helpers/requests.js';
 import { hasBindfs, mountBindfs, unmountBindfs } from '../helpers/bindfs.js';
-import { flexOptions, runCli, runFlex } from '../helpers/flex-runner.js';
+import { flexOptions, runAdmin, runCli, runFlex } from '../helpers/flex-runner.js';
 
 /**
  * Setting dataRootOnNetwork (shared/store/network-catalog.ts), asked of the three front ends over one
@@ -47,6 +47,17 @@ describe('a data root that must lie on a network filesystem, not mounted', () =>
     expect(String(flex.reply.message)).toMatch(NOT_MOUNTED);
     expect(existsSync(join(csi.s.dataRoot, 'volumes'))).toBe(false);
   });
+
+  it('twinvol status says so first, and exits 1', async () => {
+    const r = await runAdmin(csi.s.env, ['status', '--json']);
+    expect(r.exitCode).toBe(1);
+    const problems = (JSON.parse(r.stdout) as { problems: { kind: string; subject: string; detail: string }[] }).problems;
+    expect(problems[0]).toEqual({
+      kind: 'data-root-not-mounted',
+      subject: csi.s.dataRoot,
+      detail: expect.stringMatching(/^the data root lies on a local filesystem \(statfs type 0x[0-9a-f]+\), and setting dataRootOnNetwork says it is a network filesystem: mount it/),
+    });
+  });
 });
 
 describe.skipIf(!hasBindfs)('the same data root once the share is mounted, and after it went away', () => {
@@ -58,6 +69,8 @@ describe.skipIf(!hasBindfs)('the same data root once the share is mounted, and a
       expect((await runCli(csi.s.env, ['create', 'm-cli', '--backend', 'dir', '--size', '1Mi'])).exitCode).toBe(0);
       expect((await flexAttach('m-flex')).reply.status).toBe('Success');
       for (const id of ['m-csi', 'm-cli', 'm-flex']) expect(existsSync(join(share, 'volumes', id, 'volume.json')), id).toBe(true);
+      const status = JSON.parse((await runAdmin(csi.s.env, ['status', '--json'])).stdout) as { problems: { kind: string }[] };
+      expect(status.problems.map((p) => p.kind)).not.toContain('data-root-not-mounted');
     } finally {
       unmountBindfs(csi.s.dataRoot);
     }
