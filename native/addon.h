@@ -15,6 +15,7 @@
 int tv_string_arg(napi_env env, napi_value value, char *buf, int *present);
 int tv_flags_arg(napi_env env, napi_value value, unsigned long *flags);
 napi_value tv_errno_value(napi_env env, int err);
+int tv_set(napi_env env, napi_value obj, const char *key, napi_status made, const napi_value *value);
 int tv_args_with_path(napi_env env, napi_callback_info info, size_t want, napi_value *argv, char *path);
 int tv_vector_arg(napi_env env, napi_value value, char ***out);
 void tv_free_vector(char **v);

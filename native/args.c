@@ -35,10 +35,22 @@ int tv_flags_arg(napi_env env, napi_value value, unsigned long *flags) {
   return 0;
 }
 
+/*
+ * NULL when N-API cannot make the number (no memory, an exception pending): a value left unset would
+ * be read uninitialised. JavaScript then sees undefined, which the callers take as a failure
+ * (shared/native-mount.ts).
+ */
 napi_value tv_errno_value(napi_env env, int err) {
   napi_value out;
-  napi_create_int32(env, err, &out);
-  return out;
+  return napi_create_int32(env, err, &out) == napi_ok ? out : NULL;
+}
+
+/*
+ * obj[key] = *value, where making the value returned `made`: both must have worked. By pointer: the
+ * value is read here, after the call that makes it, since C evaluates a call's arguments in no set order.
+ */
+int tv_set(napi_env env, napi_value obj, const char *key, napi_status made, const napi_value *value) {
+  return made == napi_ok && napi_set_named_property(env, obj, key, *value) == napi_ok;
 }
 
 /* The call's `want` arguments, the first a path (required) copied into path: 0, or an errno. */

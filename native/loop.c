@@ -85,12 +85,13 @@ napi_value tv_loop_attach(napi_env env, napi_callback_info info) {
   close(file);
   if (nr < 0) return tv_errno_value(env, nr);
   snprintf(path, sizeof path, "/dev/loop%d", nr);
-  napi_create_object(env, &out);
-  napi_create_string_utf8(env, path, NAPI_AUTO_LENGTH, &v);
-  napi_set_named_property(env, out, "device", v);
-  napi_create_int32(env, device, &v);
-  napi_set_named_property(env, out, "fd", v);
-  return out;
+  if (napi_create_object(env, &out) == napi_ok && tv_set(env, out, "device", napi_create_string_utf8(env, path, NAPI_AUTO_LENGTH, &v), &v) &&
+      tv_set(env, out, "fd", napi_create_int32(env, device, &v), &v))
+    return out;
+  /* No answer can name the device: let it go, as a bind that failed would have left nothing. */
+  ioctl(device, LOOP_CLR_FD, 0);
+  close(device);
+  return tv_errno_value(env, -ENOMEM);
 }
 
 /*

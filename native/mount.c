@@ -126,9 +126,16 @@ static void execute_call(napi_env env, void *data) {
   make_call(data);
 }
 
+/* Settles the promise whatever happens: a number, or undefined if even that cannot be made (a failure to the caller). */
+static void settle(napi_env env, napi_deferred deferred, int err) {
+  napi_value v = tv_errno_value(env, err);
+  if (!v && napi_get_undefined(env, &v) != napi_ok) return;
+  napi_resolve_deferred(env, deferred, v);
+}
+
 static void complete_call(napi_env env, napi_status status, void *data) {
   struct mount_call *c = data;
-  napi_resolve_deferred(env, c->deferred, tv_errno_value(env, status == napi_ok ? c->err : ECANCELED));
+  settle(env, c->deferred, status == napi_ok ? c->err : ECANCELED);
   napi_delete_async_work(env, c->work);
   free(c);
 }
@@ -155,7 +162,7 @@ static napi_value call_queued(napi_env env, napi_callback_info info, call_args a
   }
   /* Not queued: made here instead, so the promise still says what happened. */
   make_call(c);
-  napi_resolve_deferred(env, c->deferred, tv_errno_value(env, c->err));
+  settle(env, c->deferred, c->err);
   free(c);
   return promise;
 }
@@ -225,27 +232,24 @@ static napi_value do_top_mount(napi_env env, napi_callback_info info) {
   const char *point = buf.bytes + strings + buf.head.mnt_point;
   size_t length = strnlen(point, end - strings - buf.head.mnt_point);
   if (length == end - strings - buf.head.mnt_point) return tv_errno_value(env, -EOPNOTSUPP);
-  napi_create_object(env, &out);
-  napi_create_uint32(env, buf.head.mnt_id_old, &v);
-  napi_set_named_property(env, out, "id", v);
-  napi_create_uint32(env, buf.head.mnt_parent_id_old, &v);
-  napi_set_named_property(env, out, "parentId", v);
-  napi_create_string_utf8(env, point, length, &v);
-  napi_set_named_property(env, out, "mountPoint", v);
+  /* NULL (undefined to JavaScript) when N-API cannot build it: "cannot tell" (shared/native-mount.ts topMountAnswer). */
+  if (napi_create_object(env, &out) != napi_ok || !tv_set(env, out, "id", napi_create_uint32(env, buf.head.mnt_id_old, &v), &v) ||
+      !tv_set(env, out, "parentId", napi_create_uint32(env, buf.head.mnt_parent_id_old, &v), &v) ||
+      !tv_set(env, out, "mountPoint", napi_create_string_utf8(env, point, length, &v), &v))
+    return NULL;
   return out;
 #endif
 }
 
+/* An export that cannot be made is left out: shared/native-mount.ts parseAddon then does without it. */
 static void set_function(napi_env env, napi_value exports, const char *name, napi_callback fn) {
   napi_value f;
-  napi_create_function(env, name, NAPI_AUTO_LENGTH, fn, NULL, &f);
-  napi_set_named_property(env, exports, name, f);
+  tv_set(env, exports, name, napi_create_function(env, name, NAPI_AUTO_LENGTH, fn, NULL, &f), &f);
 }
 
 static void set_number(napi_env env, napi_value exports, const char *name, double value) {
   napi_value v;
-  napi_create_double(env, value, &v);
-  napi_set_named_property(env, exports, name, v);
+  tv_set(env, exports, name, napi_create_double(env, value, &v), &v);
 }
 
 /* The flags as this system's headers define them, rather than numbers copied into TypeScript. */
