@@ -80,7 +80,10 @@ function differences(existing: VolumeRecord, wanted: VolumeRecord): string[] {
   const diff: string[] = [];
   const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
   if (existing.backend !== wanted.backend) diff.push(`backend ${existing.backend}`);
-  if (existing.capacityBytes !== wanted.capacityBytes) diff.push(`size ${existing.capacityBytes} bytes`);
+  // In the backend's units, as `wanted` is: a block volume made before sizes were rounded (8a8caf4)
+  // with 1048577 bytes is the volume a repeated create of 1048577 bytes asks for.
+  const existingSize = sizeInRange({ required: existing.capacityBytes, limit: 0 }, 0, backendFor(existing.backend).sizeAlignment);
+  if (existingSize !== wanted.capacityBytes) diff.push(`size ${existing.capacityBytes} bytes`);
   if (existing.fsType !== wanted.fsType) diff.push(`fsType ${existing.fsType || '(none)'}`);
   // Modes of the same scope are told apart by the requests, which a record from before they were kept
   // does not have: it compares by scope alone, as twinvol did when it wrote that record.

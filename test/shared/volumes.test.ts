@@ -207,6 +207,15 @@ describe('expandVolume', () => {
     expect((await createVolume(core, dir('d-odd', { capacityBytes: MiB + 1 }))).volume.capacityBytes).toBe(MiB + 1);
   });
 
+  it('takes a repeated create for a block volume made before sizes were rounded, of the same unrounded size', async () => {
+    await createVolume(core, block('unrounded', { capacityBytes: 2 * MiB }));
+    // As twinvol wrote it before 8a8caf4: the size as asked, not whole MiB.
+    await core.catalog.updateVolume('unrounded', (v) => ({ ...v, capacityBytes: MiB + 1 }));
+    const again = await createVolume(core, block('unrounded', { capacityBytes: MiB + 1 }));
+    expect({ created: again.created, size: again.volume.capacityBytes }).toEqual({ created: false, size: MiB + 1 });
+    await expectRejects(createVolume(core, block('unrounded', { capacityBytes: 3 * MiB })), 'AlreadyExists', `size ${MiB + 1} bytes`);
+  });
+
   it('keeps an expansion within its limit: the largest whole MiB in range, else OutOfRange with nothing grown', async () => {
     await createVolume(core, block('lim'));
     expect(await expandVolume(core, vid('lim'), 96 * MiB + 1, 98 * MiB)).toEqual({ capacityBytes: 97 * MiB, nodeExpansionRequired: true });
