@@ -13,7 +13,6 @@
  * hold the call (what is in the pipe at the exit is read, then the pipes are let go).
  */
 #define _GNU_SOURCE
-#include <stdbool.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -153,31 +152,22 @@ static void release(struct child *ch) {
 static void answer(struct child *ch, const siginfo_t *info) {
   napi_env env = ch->env;
   napi_handle_scope scope;
-  napi_value callback, global, result, argv[5];
+  napi_value callback, global, result, err, argv[5];
   if (napi_open_handle_scope(env, &scope) != napi_ok) return;
   int made = info && info->si_code == CLD_EXITED ? napi_create_int32(env, info->si_status, &argv[0]) == napi_ok : napi_get_null(env, &argv[0]) == napi_ok;
   for (int i = 0; i < 2; i++) {
     struct capture *c = &ch->out[i];
-    made = made && napi_create_buffer_copy(env, c->len, c->len ? c->buf : "", NULL, &argv[1 + 2 * i]) == napi_ok;
-    made = made && napi_create_double(env, (double)c->dropped, &argv[2 + 2 * i]) == napi_ok;
+    made = made && napi_create_buffer_copy(env, c->len, c->len ? c->buf : "", NULL, &argv[1 + 2 * i]) == napi_ok &&
+           napi_create_double(env, (double)c->dropped, &argv[2 + 2 * i]) == napi_ok;
   }
   made = made && napi_get_reference_value(env, ch->callback, &callback) == napi_ok && callback && napi_get_global(env, &global) == napi_ok;
-  /*
-   * An answer that cannot be made is not given with values unset, nor left ungiven: the call would
-   * wait for it forever. A pending exception is raised as uncaught; with none, the process ends, as
-   * V8 ends it when it runs out of memory itself (every record is crash-safe: docs/architecture.md).
-   */
+  /* An answer that cannot be made ends the process, as V8 does out of memory, rather than leave the call waiting
+     forever; a throw, in the callback or pending here, is raised as uncaught, as in any other event's callback. */
   bool pending = false;
-  if (!made && napi_is_exception_pending(env, &pending) == napi_ok && pending) {
-    napi_value err;
-    if (napi_get_and_clear_last_exception(env, &err) == napi_ok) napi_fatal_exception(env, err);
-  } else if (!made) {
+  if (made) napi_make_callback(env, ch->context, global, callback, 5, argv, &result);
+  else if (napi_is_exception_pending(env, &pending) != napi_ok || !pending)
     napi_fatal_error("twinvol spawn", NAPI_AUTO_LENGTH, "cannot give a tool's exit to JavaScript (out of memory)", NAPI_AUTO_LENGTH);
-  } else if (napi_make_callback(env, ch->context, global, callback, 5, argv, &result) == napi_pending_exception) {
-    napi_value err;
-    /* Thrown by the callback: raised as uncaught, as a throw in any other event's callback is. */
-    if (napi_get_and_clear_last_exception(env, &err) == napi_ok) napi_fatal_exception(env, err);
-  }
+  if (napi_is_exception_pending(env, &pending) == napi_ok && pending && napi_get_and_clear_last_exception(env, &err) == napi_ok) napi_fatal_exception(env, err);
   napi_close_handle_scope(env, scope);
 }
 
