@@ -2,7 +2,8 @@ import { alreadyExists, failedPrecondition, invalidArgument, notFound } from '..
 import type { GroupSnapshotRecord, SnapshotRecord, VolumeRecord } from '../model.js';
 import { groupSnapshotIdForName, requireSameName, snapshotIdForName } from '../names.js';
 import { SCHEMA_VERSION } from '../store/json-record.js';
-import { type GroupSnapshotId, type SnapshotId, validateGroupSnapshotId, validateVolumeId, type VolumeId } from '../validate.js';
+import { type GroupSnapshotId, MAX_ID_BYTES, type SnapshotId, validateGroupSnapshotId, validateVolumeId, type VolumeId } from '../validate.js';
+import { sha256Hex } from '../sha256.js';
 import { type Core, now } from './core.js';
 import { withFrozen } from './freeze.js';
 import { cutSnapshot, requireSnapshotable } from './snapshots.js';
@@ -37,13 +38,22 @@ export async function createGroupSnapshot(core: Core, name: string, sourceVolume
       return withMembers(core, existing);
     }
     const sorted = [...sources].sort();
-    // Node locks before catalog locks, as everywhere (shared/store/node-state.ts): no unstage while frozen.
+    const entries = sources.map((volumeId) => {
+      const name = memberName(id, volumeId);
+      return { volumeId, name, member: snapshotIdForName(name, 'member snapshot name') };
+    });
+    const members = entries.map((e) => e.member);
+    // Node locks before catalog locks, as everywhere (shared/store/node-state.ts): no unstage while
+    // frozen. Each member's snapshot lock before the volume locks, in createSnapshot's order
+    // (shared/core/snapshots.ts): a member's work in .work/ is then its lock holder's, which every
+    // other create's sweep leaves alone. Without them, any create meanwhile found the lock free and
+    // removed a member's copy as it was made, and the group answered ready with files missing.
     return withEach(sorted, (v, next) => core.nodeState.lockVolume(v, next), () =>
+      withEach([...members].sort(), (m, next) => core.catalog.lock('snapshot', m, next), () =>
       withEach(sorted, (v, next) => core.catalog.lock('volume', v, next), async () => {
-        const volumes = await Promise.all(sources.map((v) => core.catalog.requireVolume(v)));
+        const plan = await Promise.all(entries.map(async (e) => ({ ...e, volume: await core.catalog.requireVolume(e.volumeId) })));
+        const volumes = plan.map((p) => p.volume);
         for (const v of volumes) requireSnapshotable(v);
-        const plan = volumes.map((volume) => ({ volume, member: snapshotIdForName(`${id}/${volume.id}`, 'member snapshot name') }));
-        const members = plan.map((p) => p.member);
         await removeStaleMembers(core, id, members);
         const createdAt = now();
         const cut = withFrozen(core, volumes, () => cutAll(core, id, plan, createdAt));
@@ -56,8 +66,19 @@ export async function createGroupSnapshot(core: Core, name: string, sourceVolume
         await core.catalog.putGroup(group);
         return { group, snapshots };
       }),
+      ),
     );
   });
+}
+
+/**
+ * A member snapshot's name, from which its id comes: `<group id>/<volume id>`, as before; where that
+ * passes a name's 128 bytes (a long group name and a long volume id, each within the limit), a name
+ * made from their digest, so that no valid pair is refused.
+ */
+function memberName(group: GroupSnapshotId, volume: VolumeId): string {
+  const joined = `${group}/${volume}`;
+  return Buffer.byteLength(joined) <= MAX_ID_BYTES ? joined : `group-member-${sha256Hex(joined)}`;
 }
 
 /** The group, or NotFound; a list of snapshot ids, when given, must be exactly the group's. */
@@ -77,11 +98,29 @@ export async function deleteGroupSnapshot(core: Core, id: GroupSnapshotId, snaps
   validateGroupSnapshotId(id);
   await core.catalog.lock('group', id, async () => {
     const group = await core.catalog.getGroup(id);
-    if (!group) return;
+    if (!group) return removeOrphanMembers(core, id);
     requireMembers(group, snapshotIds);
     for (const member of group.members) await core.catalog.lock('snapshot', member, () => core.catalog.removeEntry('snapshots', member));
     await core.catalog.removeGroup(id);
   });
+}
+
+/**
+ * The members an attempt cut short left (a killed server: members are renamed into place one by one,
+ * the group's record last). Without this, a delete of a group that never got its record answered OK
+ * and left full copies that only a retried create of the same name would ever remove. The caller
+ * holds the group's lock, which every create of the group holds throughout.
+ */
+async function removeOrphanMembers(core: Core, id: GroupSnapshotId): Promise<void> {
+  const isMember = async (snapshotId: string) => (await core.catalog.getSnapshot(snapshotId).catch(() => undefined))?.groupId === id;
+  for (const snapshotId of await core.catalog.listSnapshotIds()) {
+    // A snapshot's group never changes: only a member's lock is taken (a retried delete reads the rest),
+    // and a record that cannot be read is not this group's to judge (`twinvol status` names it).
+    if (!(await isMember(snapshotId))) continue;
+    await core.catalog.lock('snapshot', snapshotId, async () => {
+      if (await isMember(snapshotId)) await core.catalog.removeEntry('snapshots', snapshotId);
+    });
+  }
 }
 
 function checkedSources(ids: readonly VolumeId[]): VolumeId[] {
@@ -119,9 +158,9 @@ async function removeStaleMembers(core: Core, id: GroupSnapshotId, members: read
   }
 }
 
-async function cutAll(core: Core, id: GroupSnapshotId, plan: readonly { volume: VolumeRecord; member: SnapshotId }[], createdAt: string): Promise<SnapshotRecord[]> {
+async function cutAll(core: Core, id: GroupSnapshotId, plan: readonly { volume: VolumeRecord; member: SnapshotId; name: string }[], createdAt: string): Promise<SnapshotRecord[]> {
   const snapshots: SnapshotRecord[] = [];
-  for (const { volume, member } of plan) snapshots.push(await cutSnapshot(core, volume, member, { name: `${id}/${volume.id}`, createdAt, groupId: id }));
+  for (const { volume, member, name } of plan) snapshots.push(await cutSnapshot(core, volume, member, { name, createdAt, groupId: id }));
   return snapshots;
 }
 

@@ -1,4 +1,6 @@
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Core } from '../../shared/core/core.js';
 import { createGroupSnapshot, deleteGroupSnapshot, getGroupSnapshot, MAX_GROUP_VOLUMES } from '../../shared/core/group-snapshots.js';
@@ -57,6 +59,50 @@ describe('createGroupSnapshot', () => {
     if (!member) throw new Error('no member');
     await expectRejects(deleteSnapshot(core, member), 'FailedPrecondition', 'belongs to group snapshot g');
     await expectRejects(getGroupSnapshot(core, gid, [member]), 'FailedPrecondition', 'are not those of group snapshot g');
+    await deleteGroupSnapshot(core, gid);
+    expect((await listSnapshots(core)).map((m) => m.id)).toEqual(['plain']);
+  });
+
+  it("holds each member's snapshot lock while it is cut: another create's sweep leaves its copy alone", async () => {
+    // Before, the members were cut without their locks: any create meanwhile found them free and
+    // removed a member's copy as it was being made, and the group answered ready with files missing.
+    const data = join(core.catalog.volumeDir('a'), 'data');
+    const FILES = 20_000;
+    for (let d = 0; d < 20; d++) {
+      mkdirSync(join(data, `d${d}`));
+      for (let f = 0; f < FILES / 20; f++) writeFileSync(join(data, `d${d}`, `f${f}`), '');
+    }
+    const work = join(s.dataRoot, '.work');
+    const making = createGroupSnapshot(core, 'g', [vid('a')]);
+    let cutting = false;
+    const deadline = Date.now() + 20_000;
+    while (!cutting && Date.now() < deadline) {
+      cutting = existsSync(work) && readdirSync(work).some((e) => e.includes('snapshots'));
+      if (!cutting) await new Promise((r) => setTimeout(r, 2));
+    }
+    expect(cutting, "the member's copy was seen in .work/ while it was made").toBe(true);
+    // What every create does first (shared/store/catalog.ts createEntry), and a server at its start.
+    const swept = await core.catalog.sweepAbandoned();
+    const made = await making;
+    expect(swept.removed).toEqual([]);
+    const copy = join(core.catalog.snapshotDir(made.group.members[0] ?? ''), 'data');
+    expect(readdirSync(copy).reduce((n, d) => n + readdirSync(join(copy, d)).length, 0)).toBe(FILES);
+  }, 60_000);
+
+  it('takes a long group name with a long volume id, each within 128 bytes', async () => {
+    const long = vid('v'.repeat(100));
+    await createVolume(core, { id: long, backend: 'dir', capacityBytes: 2 ** 20, createdBy: 'cli' });
+    const made = await createGroupSnapshot(core, 'g'.repeat(100), [long]);
+    expect(made.snapshots[0]?.id).toMatch(/^group-member-[0-9a-f]{64}$/);
+    expect((await createGroupSnapshot(core, 'g'.repeat(100), [long])).group.members).toEqual(made.group.members);
+  });
+});
+
+describe('deleteGroupSnapshot', () => {
+  it('removes the members an attempt cut short left, though the group never got its record', async () => {
+    const stale = snapshotIdForName('g/a');
+    await core.catalog.createEntry('snapshots', { schema: SCHEMA_VERSION, id: stale, name: 'g/a', sourceVolumeId: vid('a'), groupId: gid, backend: 'dir', fsType: '', sizeBytes: 1, createdAt: '2026-01-01T00:00:00.000Z' }, (dir) => mkdir(`${dir}/data`).then(() => undefined));
+    await createSnapshot(core, 'plain', vid('b'));
     await deleteGroupSnapshot(core, gid);
     expect((await listSnapshots(core)).map((m) => m.id)).toEqual(['plain']);
   });
