@@ -146,6 +146,10 @@ export async function publish(core: Core, id: VolumeId, targetPath: string, opts
 async function bindFromStaging(core: Core, volume: VolumeRecord, target: string, staging: MountRecord | undefined, opts: PublishOptions): Promise<void> {
   const id = volume.id;
   if (!staging) throw failedPrecondition(`volume ${id}: its ${volume.backend} backend did not mount ${target} itself, and nothing is staged on this node to bind from`);
+  // A device whose filesystem is mounted at the staging, bound raw into a pod, is a filesystem
+  // written under its own mount: corrupted for every pod that has it mounted.
+  if (Boolean(staging.block) !== Boolean(opts.block))
+    throw failedPrecondition(`volume ${id} is staged at ${staging.path} for ${staging.block ? 'raw block' : 'filesystem'} access, not ${opts.block ? 'raw block' : 'filesystem'} access: stage it the way it is published`);
   const source = opts.block ? backendFor(volume.backend).attachedDevice(volume, core) : staging.path;
   if (!source) throw failedPrecondition(`volume ${id} has no device on this node; stage it first`);
   if (!opts.block && !isMountPoint(staging.path)) throw failedPrecondition(`volume ${id} is not mounted at its staging path ${staging.path}; stage it again`);
@@ -232,7 +236,7 @@ async function stagingFor(
 export async function unpublish(core: Core, targetPath: string, opts: TeardownOptions = {}): Promise<string | undefined> {
   const target = await checkedPathUnder(targetPath, core.config.kubeletDir, 'target path');
   const record = await core.nodeState.findByPath(target);
-  requireSameVolume(record, target, opts);
+  requireSameVolume(record, target, opts, 'publish');
   if (!record) {
     await unmountIfDead(core, target);
     const id = opts.volumeId ?? opts.guessedVolumeId;

@@ -182,7 +182,7 @@ function describeOptions(rec: MountRecord): string {
 export async function unstage(core: Core, stagingPath: string, opts: TeardownOptions = {}): Promise<string | undefined> {
   const path = await checkedPathUnder(stagingPath, core.config.kubeletDir, 'staging path');
   const record = await core.nodeState.findByPath(path);
-  requireSameVolume(record, path, opts);
+  requireSameVolume(record, path, opts, 'stage');
   if (!record) {
     // Not twinvol's: a live mount here is someone else's (a stage writes its record before mounting).
     await unmountIfDead(core, path);
@@ -251,7 +251,11 @@ export async function releaseOrphanedAttachment(core: Core, id: VolumeId): Promi
 }
 
 /** A path that holds another volume's mount is never torn down in this volume's name. */
-export function requireSameVolume(record: MountRecord | undefined, path: string, opts: TeardownOptions): void {
+export function requireSameVolume(record: MountRecord | undefined, path: string, opts: TeardownOptions, kind: MountRecord['kind']): void {
   if (record && opts.volumeId !== undefined && record.volumeId !== opts.volumeId)
     throw invalidArgument(`${path} holds volume ${record.volumeId}, not ${opts.volumeId}`);
+  // An unstage of a pod's target tore down that pod's live mount; an unpublish of a staging unmounted
+  // it under its pods and dropped its record without releasing its loop device.
+  const what = (k: MountRecord['kind']) => (k === 'stage' ? 'a staging path' : "a pod's target");
+  if (record && record.kind !== kind) throw invalidArgument(`${path} is ${what(record.kind)} of volume ${record.volumeId}, not ${what(kind)}: nothing was changed`);
 }

@@ -1,0 +1,49 @@
+// A path's kind as its record says it: a staging path is not a pod's target, and a staging made for
+// one access is not published with the other (shared/core/staging.ts requireSameVolume,
+// shared/core/publishing.ts bindFromStaging). Apart from test/csi/node.test.ts so that neither passes 400 lines.
+import { execFileSync } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { mountAt } from '../../shared/mountinfo.js';
+import { expectCode } from './helpers/client.js';
+import { useCsiServer } from './helpers/fixture.js';
+import { stagedVolume } from './helpers/pod-mount.js';
+import { blockCap, mountCap } from './helpers/requests.js';
+
+const csi = useCsiServer({ nodeId: 'node-a' });
+const { ctl, node } = csi;
+
+const loopsOf = (id: string) => execFileSync('losetup', ['-j', `${csi.s.dataRoot}/volumes/${id}/image.img`], { encoding: 'utf8' }).trim();
+
+describe('teardown of a path of the other kind', () => {
+  it('NodeUnpublishVolume of a staging path and NodeUnstageVolume of a target are INVALID_ARGUMENT, with nothing undone', async () => {
+    const v = await stagedVolume(csi, 'kinds', { backend: 'block', cap: blockCap() });
+    const target = v.target('p');
+    mkdirSync(dirname(target), { recursive: true });
+    await node('NodePublishVolume', { volume_id: 'kinds', staging_target_path: v.staging, target_path: target, volume_capability: blockCap() });
+    // Once answered OK: the staging's record went without its loop device, which then stayed bound for good.
+    expect(await expectCode(node('NodeUnpublishVolume', { volume_id: 'kinds', target_path: v.staging }), 'INVALID_ARGUMENT')).toMatch(/is a staging path of volume kinds, not a pod's target: nothing was changed/);
+    expect(await expectCode(node('NodeUnstageVolume', { volume_id: 'kinds', staging_target_path: target }), 'INVALID_ARGUMENT')).toMatch(/is a pod's target of volume kinds, not a staging path/);
+    expect(mountAt(target)).toBeDefined();
+    await node('NodeUnpublishVolume', { volume_id: 'kinds', target_path: target });
+    await node('NodeUnstageVolume', { volume_id: 'kinds', staging_target_path: v.staging });
+    await ctl('ControllerUnpublishVolume', { volume_id: 'kinds', node_id: 'node-a' });
+    expect(loopsOf('kinds')).toBe('');
+    await ctl('DeleteVolume', { volume_id: 'kinds' });
+  });
+});
+
+describe('a staging published with the other access', () => {
+  it('a filesystem staging is not bound raw into a pod: FAILED_PRECONDITION, nothing at the target', async () => {
+    const v = await stagedVolume(csi, 'mixed', { backend: 'block', cap: mountCap('ext4') });
+    const target = v.target('p');
+    mkdirSync(dirname(target), { recursive: true });
+    expect(await expectCode(node('NodePublishVolume', { volume_id: 'mixed', staging_target_path: v.staging, target_path: target, volume_capability: blockCap() }), 'FAILED_PRECONDITION')).toMatch(
+      /is staged at .* for filesystem access, not raw block access/,
+    );
+    expect(mountAt(target)).toBeUndefined();
+    expect(mountAt(v.staging)?.fsType).toBe('ext4');
+    await node('NodeUnstageVolume', { volume_id: 'mixed', staging_target_path: v.staging });
+  });
+});
