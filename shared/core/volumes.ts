@@ -207,13 +207,16 @@ async function populateSource(core: Core, volume: VolumeRecord): Promise<Populat
     const snap = await core.catalog.getSnapshot(src.id);
     if (!snap) throw notFound(`snapshot ${src.id} does not exist`);
     checkSourceFits(volume, snap.backend, snap.sizeBytes, snap.fsType, `snapshot ${src.id}`);
-    if (snap.sizeBytes < volume.capacityBytes) volume.fsResizePending = backendFor(volume.backend).expandsOnNode;
+    // Always: a snapshot cut while its volume's growth was still pending on the nodes holds an image
+    // larger than its filesystem, and its record cannot say so. Growing one already full is a no-op.
+    volume.fsResizePending = backendFor(volume.backend).expandsOnNode;
     return { backend: snap.backend, dir: core.catalog.snapshotDir(src.id), sizeBytes: snap.sizeBytes };
   }
   const vol = await core.catalog.getVolume(src.id);
   if (!vol) throw notFound(`source volume ${src.id} does not exist`);
   checkSourceFits(volume, vol.backend, vol.capacityBytes, vol.fsType, `volume ${src.id}`);
-  if (vol.capacityBytes < volume.capacityBytes) volume.fsResizePending = backendFor(volume.backend).expandsOnNode;
+  // A source grown by the controller and not yet on a node has a filesystem smaller than its image.
+  if (vol.capacityBytes < volume.capacityBytes || vol.fsResizePending) volume.fsResizePending = backendFor(volume.backend).expandsOnNode;
   return { backend: vol.backend, dir: core.catalog.volumeDir(src.id), sizeBytes: vol.capacityBytes };
 }
 

@@ -68,6 +68,21 @@ describe.each([
     expect(mountAt(again.target)).toBeUndefined();
   });
 
+  it('grows the filesystem of a copy whose source was grown by the controller and not yet on a node', async () => {
+    // The source's image is 2x, its filesystem still 1x until a node stages it: its copies once kept
+    // the 1x filesystem for good, since their sizes matched and nothing marked them to grow.
+    await ctl('CreateVolume', { name: id('pend'), volume_capabilities: [cap], capacity_range: size(bytes) });
+    await ctl('ControllerExpandVolume', { volume_id: id('pend'), capacity_range: size(2 * bytes), volume_capability: cap });
+    await ctl('CreateSnapshot', { name: id('pend-snap'), source_volume_id: id('pend') });
+    const from = { clone: { volume: { volume_id: id('pend') } }, restored: { snapshot: { snapshot_id: id('pend-snap') } } };
+    for (const [name, source] of Object.entries(from)) {
+      await ctl('CreateVolume', { name: id(`pend-${name}`), volume_capabilities: [cap], capacity_range: size(2 * bytes), volume_content_source: source });
+      const m = await mountInPod(csi, id(`pend-${name}`), cap);
+      expect(fsTotalBytes(m.target), name).toBeGreaterThan(bytes * 1.5);
+      await m.release();
+    }
+  });
+
   it('refuses a restore smaller than the snapshot (OUT_OF_RANGE) or of another filesystem (INVALID_ARGUMENT)', async () => {
     await ctl('CreateVolume', { name: id('small-src'), volume_capabilities: [cap], capacity_range: size(bytes) });
     await ctl('CreateSnapshot', { name: id('small-snap'), source_volume_id: id('small-src') });
