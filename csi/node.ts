@@ -1,6 +1,7 @@
 import { type Claims, type Core, createVolume, endInlineIfUnmounted, expandOnNode, failedPrecondition, invalidArgument, publish, stage, unpublish, unstage, validatePathUnder, validateVolumeId, type VolumeId, volumeStats } from '../shared/index.js';
 import { type Capability, accessRequestOf, parseCapability } from './capabilities.js';
 import type { ServiceContext } from './context.js';
+import { parseRange } from './capacity.js';
 import { ephemeralSpec, isEphemeralRequest } from './ephemeral.js';
 import type {
   Empty,
@@ -95,7 +96,11 @@ export function nodeService({ core, rpc, settings }: ServiceContext): NodeHandle
       const id = validateVolumeId(r.volume_id, 'volume_id');
       if (!r.volume_path) throw invalidArgument('volume_path is required');
       if (r.volume_capability) parseCapability(r.volume_capability);
+      const { required } = parseRange(r.capacity_range);
       const volume = await expandOnNode(core, id, r.volume_path);
+      // The node grows the filesystem to its image; the image is the controller's to grow first.
+      if (required > volume.capacityBytes)
+        throw failedPrecondition(`volume ${id} is ${volume.capacityBytes} bytes, not the ${required} asked for: ControllerExpandVolume grows it first`);
       return { capacity_bytes: String(volume.capacityBytes) };
     }, changes((r) => r.volume_path)),
 

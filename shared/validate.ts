@@ -64,7 +64,8 @@ export const validatePvName = (value: unknown, what = 'PV name') => checkName(va
 export function validatePathUnder(value: unknown, root: string, what: string): string {
   if (typeof value !== 'string' || value === '') throw invalidArgument(`${what} is required`);
   if (value.includes('\0')) throw invalidArgument(`${what} contains a NUL byte`);
-  if (Buffer.byteLength(value) > 4096) throw invalidArgument(`${what} is longer than 4096 bytes`);
+  // PATH_MAX, 4096, counts the terminating NUL: a path of 4096 bytes failed ENAMETOOLONG inside a verb, INTERNAL on every retry.
+  if (Buffer.byteLength(value) >= 4096) throw invalidArgument(`${what} is longer than 4095 bytes`);
   // Options JSON where a path belongs (arguments out of order) may hold the pod's secrets: never quoted.
   if (value.trimStart().startsWith('{')) throw invalidArgument(`${what} is a JSON object, not a path: are the arguments out of order?`);
   if (!posix.isAbsolute(value)) throw invalidArgument(`${what} ${quoted(value)} must be an absolute path`);

@@ -29,8 +29,11 @@ export async function volumeStats(core: Core, id: VolumeId, volumePath: string):
   // nothing is mounted at its path, so the mount table is not read for it.
   const stagedDirectory = record.recordOnly ? backendFor(volume.backend).stagedDirectory?.(volume, core) : undefined;
   const path = stagedDirectory ?? record.path;
-  if (!stagedDirectory && !isMountPoint(path)) return { ...ZERO, abnormal: true, message: `${path} is recorded as mounted but the kernel has no mount there` };
+  // A raw block staging mounts nothing: it is its loop device alone, which was reported abnormal here.
+  const mountsSomething = !stagedDirectory && !(record.block && record.kind === 'stage');
+  if (mountsSomething && !isMountPoint(path)) return { ...ZERO, abnormal: true, message: `${path} is recorded as mounted but the kernel has no mount there` };
   if (record.block) {
+    if (!backendFor(volume.backend).attachedDevice(volume, core)) return { ...ZERO, abnormal: true, message: `volume ${id} has no device on this node` };
     return { ...ZERO, totalBytes: volume.capacityBytes, abnormal: false, message: 'raw block device' };
   }
   let st: Awaited<ReturnType<typeof statfs>>;

@@ -9,7 +9,7 @@ import { mountAt } from '../../shared/mountinfo.js';
 import { expectCode } from './helpers/client.js';
 import { useCsiServer } from './helpers/fixture.js';
 import { stagedVolume } from './helpers/pod-mount.js';
-import { blockCap, mountCap } from './helpers/requests.js';
+import { blockCap, MiB, mountCap } from './helpers/requests.js';
 
 const csi = useCsiServer({ nodeId: 'node-a' });
 const { ctl, node } = csi;
@@ -45,5 +45,25 @@ describe('a staging published with the other access', () => {
     expect(mountAt(target)).toBeUndefined();
     expect(mountAt(v.staging)?.fsType).toBe('ext4');
     await node('NodeUnstageVolume', { volume_id: 'mixed', staging_target_path: v.staging });
+  });
+});
+
+describe('asked of a raw block staging and of a volume not grown yet', () => {
+  it('NodeGetVolumeStats at a raw block staging reports the device, not a mount that is missing', async () => {
+    const v = await stagedVolume(csi, 'raw-stats', { backend: 'block', cap: blockCap() });
+    // Once abnormal: "recorded as mounted but the kernel has no mount there", though a raw staging mounts nothing.
+    const r = await node('NodeGetVolumeStats', { volume_id: 'raw-stats', volume_path: v.staging });
+    expect(r.volume_condition).toEqual({ abnormal: false, message: 'raw block device' });
+    await node('NodeUnstageVolume', { volume_id: 'raw-stats', staging_target_path: v.staging });
+  });
+
+  it('NodeExpandVolume asking for more than the controller has grown is FAILED_PRECONDITION', async () => {
+    const v = await stagedVolume(csi, 'grow-first', { backend: 'dir', cap: mountCap() });
+    // Once OK with the old size: a CO would take the volume for grown.
+    const asked = { volume_id: 'grow-first', volume_path: v.staging, capacity_range: { required_bytes: String(512 * MiB), limit_bytes: '0' } };
+    expect(await expectCode(node('NodeExpandVolume', asked), 'FAILED_PRECONDITION')).toMatch(/ControllerExpandVolume grows it first/);
+    await ctl('ControllerExpandVolume', { volume_id: 'grow-first', capacity_range: { required_bytes: String(512 * MiB), limit_bytes: '0' } });
+    expect((await node('NodeExpandVolume', asked)).capacity_bytes).toBe(String(512 * MiB));
+    await node('NodeUnstageVolume', { volume_id: 'grow-first', staging_target_path: v.staging });
   });
 });

@@ -102,7 +102,9 @@ describe('validatePathUnder', () => {
     bad(undefined, 'is required');
     bad(7, 'is required');
     bad('/var/lib/kubelet/a\0b', 'NUL byte');
-    bad(`/var/lib/kubelet/${'a'.repeat(4096)}`, 'longer than 4096 bytes');
+    bad(`/var/lib/kubelet/${'a'.repeat(4096)}`, 'longer than 4095 bytes');
+    // Exactly PATH_MAX bytes: no room for the NUL the kernel counts.
+    bad(`/var/lib/kubelet/${'a/'.repeat(2039)}ab`.slice(0, 4096), 'longer than 4095 bytes');
   });
 
   it('names options JSON where a path belongs, without quoting a word of it (its secrets)', () => {
