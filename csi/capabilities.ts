@@ -1,4 +1,4 @@
-import { accessMismatch, type DriverCapabilities, type AccessRequest, type AccessScope, invalidArgument, parseGid, validateMountOptions, type VolumeShape } from '../shared/index.js';
+import { accessMismatch, type DriverCapabilities, type AccessRequest, type AccessScope, invalidArgument, parseGid, requireMountFlagsOptions, validateMountOptions, type VolumeShape } from '../shared/index.js';
 import type { AccessModeName, ControllerCapabilityName, NodeCapabilityName, VolumeCapability } from './csi-types.js';
 
 /** A volume capability, checked and reduced to what the core understands. */
@@ -38,7 +38,7 @@ export function parseCapability(cap: VolumeCapability | null | undefined, what =
   const parsed: Capability = { access, mode, ...MODES[mode], fsType: '', mountFlags: [] };
   if (access === 'mount' && cap.mount) {
     parsed.fsType = cap.mount.fs_type;
-    parsed.mountFlags = validateMountOptions(cap.mount.mount_flags, `${what}.mount.mount_flags`);
+    parsed.mountFlags = requireMountFlagsOptions(validateMountOptions(cap.mount.mount_flags, `${what}.mount.mount_flags`), `${what}.mount.mount_flags`);
     const gid = parseGid(cap.mount.volume_mount_group, `${what}.mount.volume_mount_group`);
     if (gid !== undefined) parsed.mountGroup = gid;
   }

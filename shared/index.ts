@@ -82,6 +82,7 @@ export { expandOnNode, type VolumeStats, volumeStats } from './core/node-volume.
 export { listNodes, registerNode } from './core/nodes.js';
 export { type TopologyRequirement } from './core/placement.js';
 export { mountsOf, publish, type PublishOptions, unpublish } from './core/publishing.js';
+export { requireMountFlagsOptions } from './core/mount-flags.js';
 export { endInlineIfUnmounted, INLINE_PARAMETER, livesWithPod } from './core/inline-volumes.js';
 export { createSnapshot, deleteSnapshot, getSnapshot, listSnapshots, type SnapshotFilter } from './core/snapshots.js';
 export { nodeAttach, stage, type StageOptions, unstage } from './core/staging.js';

@@ -12,6 +12,21 @@ const BIND_FLAGS: ReadonlySet<string> = new Set([
 ]);
 
 /**
+ * Words that mount(8) takes in -o but that are operations, not a filesystem's options: a bind, a
+ * remount, a move, a loop device, a propagation change, util-linux's own X-mount.* actions. In a
+ * CO's mount_flags they reached mount(8) and failed as INTERNAL with its words, or on a dir volume
+ * were recorded and ignored; twinvol does each of these itself where it means to.
+ */
+const OPERATIONS = /^(bind|rbind|remount|move|loop|offset=.*|sizelimit=.*|(r?(shared|slave|private|unbindable))|make-r?(shared|slave|private|unbindable)|x-mount\..*)$/i;
+
+/** Mount flags a CO sends (CSI mount_flags), refused whole if any is an operation of mount(8). */
+export function requireMountFlagsOptions(flags: readonly string[], what: string): string[] {
+  const operation = flags.find((flag) => OPERATIONS.test(flag));
+  if (operation !== undefined) throw invalidArgument(`${what}: ${operation} is an operation of mount(8), not a mount option: twinvol does not take it from a request`);
+  return [...flags];
+}
+
+/**
  * The flags of a publish that its bind must apply. A filesystem flag is accepted only when the staging
  * it is bound from was made with it (kubelet sends the same mount_flags to stage and publish), since
  * it is in effect there already; otherwise it is InvalidArgument, as is rw on a read-only publish.

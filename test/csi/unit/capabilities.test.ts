@@ -81,6 +81,14 @@ describe('capability parsing refuses what is missing or malformed, naming the fi
     expectThrows(() => parseCapability(mountCap('SINGLE_NODE_WRITER', '', { mount_flags: [flag] })), 'InvalidArgument', 'is not allowed');
   });
 
+  it.each([['bind'], ['rbind'], ['remount'], ['move'], ['loop'], ['offset=512'], ['rshared'], ['make-private'], ['X-mount.mkdir']])(
+    'a mount flag that is an operation of mount(8), not an option, is refused: %j',
+    (flag) => {
+      // Once passed to mount(8) (INTERNAL with its words), or recorded and ignored on a dir volume.
+      expectThrows(() => parseCapability(mountCap('SINGLE_NODE_WRITER', '', { mount_flags: ['noatime', flag] })), 'InvalidArgument', `${flag} is an operation of mount(8), not a mount option`);
+    },
+  );
+
   it.each([['-1'], ['abc'], ['4294967295'], ['1.5']])('volume_mount_group must be a group id: %j', (gid) => {
     expectThrows(
       () => parseCapability(mountCap('SINGLE_NODE_WRITER', '', { volume_mount_group: gid })),
