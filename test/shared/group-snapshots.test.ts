@@ -26,6 +26,25 @@ beforeEach(async () => {
 afterEach(() => s.cleanup());
 
 const gid = validateGroupSnapshotId('g');
+const FILES = 20_000;
+
+/** Waits for a group's member copy to show in .work/, sweeps as every create does first, and checks the copy is whole. */
+async function cutAndSweep(making: ReturnType<typeof createGroupSnapshot>): Promise<void> {
+  const work = join(s.dataRoot, '.work');
+  let cutting = false;
+  const deadline = Date.now() + 20_000;
+  while (!cutting && Date.now() < deadline) {
+    cutting = existsSync(work) && readdirSync(work).some((e) => e.includes('snapshots'));
+    if (!cutting) await new Promise((r) => setTimeout(r, 2));
+  }
+  expect(cutting, "the member's copy was seen in .work/ while it was made").toBe(true);
+  // What every create does first (shared/store/catalog.ts createEntry), and a server at its start.
+  const swept = await core.catalog.sweepAbandoned();
+  const made = await making;
+  expect(swept.removed).toEqual([]);
+  const copy = join(core.catalog.snapshotDir(made.group.members[0] ?? ''), 'data');
+  expect(readdirSync(copy).reduce((n, d) => n + readdirSync(join(copy, d)).length, 0)).toBe(FILES);
+}
 
 describe('createGroupSnapshot', () => {
   it('refuses a static volume, a repeated or missing source, and too many volumes, making nothing', async () => {
@@ -67,26 +86,17 @@ describe('createGroupSnapshot', () => {
     // Before, the members were cut without their locks: any create meanwhile found them free and
     // removed a member's copy as it was being made, and the group answered ready with files missing.
     const data = join(core.catalog.volumeDir('a'), 'data');
-    const FILES = 20_000;
     for (let d = 0; d < 20; d++) {
       mkdirSync(join(data, `d${d}`));
       for (let f = 0; f < FILES / 20; f++) writeFileSync(join(data, `d${d}`, `f${f}`), '');
     }
-    const work = join(s.dataRoot, '.work');
     const making = createGroupSnapshot(core, 'g', [vid('a')]);
-    let cutting = false;
-    const deadline = Date.now() + 20_000;
-    while (!cutting && Date.now() < deadline) {
-      cutting = existsSync(work) && readdirSync(work).some((e) => e.includes('snapshots'));
-      if (!cutting) await new Promise((r) => setTimeout(r, 2));
+    // Settled before afterEach removes the scratch, even when an expectation fails mid-copy.
+    try {
+      await cutAndSweep(making);
+    } finally {
+      await making.catch(() => undefined);
     }
-    expect(cutting, "the member's copy was seen in .work/ while it was made").toBe(true);
-    // What every create does first (shared/store/catalog.ts createEntry), and a server at its start.
-    const swept = await core.catalog.sweepAbandoned();
-    const made = await making;
-    expect(swept.removed).toEqual([]);
-    const copy = join(core.catalog.snapshotDir(made.group.members[0] ?? ''), 'data');
-    expect(readdirSync(copy).reduce((n, d) => n + readdirSync(join(copy, d)).length, 0)).toBe(FILES);
   }, 60_000);
 
   it('takes a long group name with a long volume id, each within 128 bytes', async () => {
