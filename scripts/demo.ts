@@ -1,12 +1,14 @@
 // The main job (issue 10, item 4): a block volume and a dir volume written under FlexVolume, the move
 // to CSI planned by `twinvol migrate plan`, proved by `twinvol migrate verify`, done (the pod comes
 // back on the planned CSI PV and finds its data), then both models compared by `twinvol compare`.
-// Everything happens in a scratch directory that is removed afterwards, mounts and loop devices too.
+// Everything happens in a scratch directory that is removed afterwards, mounts and loop devices too,
+// also when SIGINT (Ctrl-C) or SIGTERM stops it half way: then it exits 130 or 143.
 //   npm run demo
 import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { csiGlobalMountPath, csiPodMountPath } from '../shared/index.js';
+import { type Interrupt, onInterrupt, signalExitCode } from '../flex/interrupt.js';
 import { loopsUnder, mountsUnder, releaseWorld, worldIn } from '../flex/scratch-world.js';
 import { CsiDriver, mountCapability } from './demo/csi-steps.js';
 import { FlexDriver } from './demo/flex-steps.js';
@@ -30,14 +32,15 @@ function podFiles(volumeId: string): Record<string, Buffer> {
   };
 }
 
-async function main(): Promise<number> {
+async function main(interrupt: Interrupt): Promise<number> {
+  const signal = interrupt.signal;
   const started = performance.now();
   const scratch = worldIn(mkdtempSync('/tmp/twinvol-demo-'), NODE);
   const flexBin = join(__dirname, 'flex/twinvol');
   const csiBin = join(__dirname, 'csi/twinvol-csi');
   process.stdout.write(`twinvol demo: moving two volumes from FlexVolume to CSI in a scratch world, ${scratch.root}\n`);
   try {
-    const flex = new FlexDriver(flexBin, scratch);
+    const flex = new FlexDriver(flexBin, scratch, signal);
     const written = new Map<string, Map<string, string>>();
 
     heading('1. FlexVolume: the administrator creates a block and a dir volume; kubelet gives a pod each; the pod writes');
@@ -59,7 +62,7 @@ async function main(): Promise<number> {
     const cluster = join(scratch.root, 'cluster.yaml');
     writeFileSync(cluster, clusterObjects(VOLUMES));
     const planDir = join(scratch.root, 'plan');
-    const plan = await twinvol(flexBin, scratch, ['migrate', 'plan', cluster, '--out', planDir]);
+    const plan = await twinvol(flexBin, scratch, ['migrate', 'plan', cluster, '--out', planDir], signal);
     printStep({ model: 'host', call: 'twinvol migrate plan --out plan/', outcome: `exit ${plan.code}`, ms: plan.ms });
     show(plan.stderr + plan.stdout);
     if (plan.code !== 0) throw new Error('migrate plan did not plan every volume');
@@ -68,10 +71,10 @@ async function main(): Promise<number> {
     for (const [pv, h] of handles) printStep({ model: 'host', call: `planned PV ${pv}`, outcome: h.driver, detail: `volumeHandle ${h.handle}` });
 
     heading('3. Verify: each volume brought up through FlexVolume, then CSI, then FlexVolume again; checksums compared');
-    for (const v of VOLUMES) await verifyStep(flexBin, scratch, v.id);
+    for (const v of VOLUMES) await verifyStep(flexBin, scratch, v.id, signal);
 
     heading('4. Moved: the pod comes back on the planned CSI PVs (the sidecars and kubelet call twinvol-csi) and finds its data');
-    const csi = await CsiDriver.start(csiBin, scratch, NODE);
+    const csi = await CsiDriver.start(csiBin, scratch, NODE, signal);
     try {
       for (const v of VOLUMES) {
         const handle = handles.get(`pv-${v.id}`)?.handle;
@@ -96,7 +99,7 @@ async function main(): Promise<number> {
     }
 
     heading('5. The two models side by side on the same work: twinvol compare --backend block --rounds 1');
-    const compare = await twinvol(flexBin, scratch, ['compare', '--backend', 'block', '--rounds', '1']);
+    const compare = await twinvol(flexBin, scratch, ['compare', '--backend', 'block', '--rounds', '1'], signal);
     if (compare.code === 2) throw new Error(`twinvol compare refused its command line: ${compare.stderr.trim()}`);
     show(compare.stdout);
     if (compare.code !== 0) printStep({ model: 'host', call: 'twinvol compare', outcome: `exit ${compare.code}`, detail: compare.stderr.trim().split('\n')[0] ?? '' });
@@ -108,11 +111,14 @@ async function main(): Promise<number> {
     process.stdout.write(`\ndemo passed in ${((performance.now() - started) / 1000).toFixed(1)} s\n`);
     return 0;
   } catch (err) {
-    process.stderr.write(`\ndemo FAILED: ${err instanceof Error ? err.message : String(err)}\n`);
+    // Stopped by a signal: what failed is only the step the signal cut short, not worth a line.
+    if (!interrupt.received) process.stderr.write(`\ndemo FAILED: ${err instanceof Error ? err.message : String(err)}\n`);
     return 1;
   } finally {
     await releaseWorld(scratch.root);
-    process.stdout.write(`cleaned up ${scratch.root}\n`);
+    const sig = interrupt.received;
+    if (sig) process.stderr.write(`\ndemo interrupted by ${sig}: stopped the processes it had started, unmounted, detached its loop devices and removed ${scratch.root}\n`);
+    else process.stdout.write(`cleaned up ${scratch.root}\n`);
   }
 }
 
@@ -124,8 +130,9 @@ function check(condition: boolean, message: string): void {
   if (!condition) throw new Error(message);
 }
 
-main().then(
-  (code) => process.exit(code),
+const interrupt = onInterrupt();
+main(interrupt).then(
+  (code) => process.exit(interrupt.received ? signalExitCode(interrupt.received) : code),
   (err: unknown) => {
     // releaseWorld refuses to remove a tree with a mount left in it: say so rather than a trace.
     process.stderr.write(`demo FAILED: ${err instanceof Error ? err.message : String(err)}\n`);

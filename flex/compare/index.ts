@@ -2,6 +2,7 @@ import { accessSync, constants, existsSync, mkdtempSync, statSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { loadConfig, openCore } from '../../shared/index.js';
+import { onInterrupt } from '../interrupt.js';
 import { releaseWorld, worldIn } from '../scratch-world.js';
 import { PrivateCsi } from './csi-server.js';
 import { runFlex } from './kubelet-flex.js';
@@ -174,12 +175,9 @@ async function admin(w: Workbench, args: string[]): Promise<void> {
  */
 export async function runCompareCommand(o: CompareOptions): Promise<number> {
   const bar = progressBar(o.backends.length * o.rounds * 2);
-  const abort = new AbortController();
-  const stop = (signal: NodeJS.Signals) => abort.abort(new Error(`stopped by ${signal}`));
-  process.on('SIGINT', stop);
-  process.on('SIGTERM', stop);
+  const interrupt = onInterrupt();
   try {
-    const report = await runCompare({ ...o, onRound: (label) => bar.tick(label), signal: abort.signal });
+    const report = await runCompare({ ...o, onRound: (label) => bar.tick(label), signal: interrupt.signal });
     bar.done();
     process.stdout.write(o.json ? `${JSON.stringify(report, null, 2)}\n` : formatCompareTable(report));
     if (o.html) {
@@ -192,7 +190,6 @@ export async function runCompareCommand(o: CompareOptions): Promise<number> {
     process.stderr.write(`twinvol compare: ${(err instanceof Error ? err.message : String(err)).replace(/\s+/g, ' ').trim()}\n`);
     return 1;
   } finally {
-    process.off('SIGINT', stop);
-    process.off('SIGTERM', stop);
+    interrupt.close();
   }
 }

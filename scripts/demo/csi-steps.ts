@@ -14,7 +14,11 @@ export class CsiDriver {
     readonly socket: string,
   ) {}
 
-  static async start(bin: string, scratch: Scratch, nodeId: string): Promise<CsiDriver> {
+  /**
+   * On `signal` (SIGINT, SIGTERM) the call waiting for an answer ends and no further one is made, so the
+   * demo gets to its clean-up (which stops the server) at once.
+   */
+  static async start(bin: string, scratch: Scratch, nodeId: string, signal?: AbortSignal): Promise<CsiDriver> {
     const socket = join(scratch.root, 'csi/csi.sock');
     const started = performance.now();
     const server = await PrivateCsi.start({
@@ -25,6 +29,9 @@ export class CsiDriver {
       env: { PATH: '/usr/bin:/bin', TWINVOL_CONFIG: scratch.env.TWINVOL_CONFIG ?? '' },
       startMs: 15_000,
     });
+    const cancel = () => server.cancel(signal?.reason instanceof Error ? signal.reason.message : 'interrupted', true);
+    if (signal?.aborted) cancel();
+    else signal?.addEventListener('abort', cancel, { once: true });
     printStep({ model: 'csi', call: 'start twinvol-csi, Probe', outcome: 'ready', ms: performance.now() - started, detail: `socket ${socket}` });
     return new CsiDriver(server, socket);
   }

@@ -17,10 +17,13 @@ export class FlexDriver {
   constructor(
     private readonly bin: string,
     private readonly scratch: Scratch,
+    /** Aborted by SIGINT or SIGTERM: no further call is made, the one under way is let finish. */
+    private readonly signal?: AbortSignal,
   ) {}
 
   /** One call (flex/compare/kubelet-flex.ts runs it); `expect` "Failure" is for the refusals the demo means to show. */
   async call(argv: string[], shown = argv[0] ?? '', expect: 'Success' | 'Failure' = 'Success'): Promise<FlexCall> {
+    this.signal?.throwIfAborted();
     const [verb = '', ...args] = argv;
     const r = await callFlex(this.bin, { PATH: '/usr/bin:/bin', ...this.scratch.env }, verb, args);
     const reply = JSON.parse(r.output) as Record<string, unknown>;
@@ -36,6 +39,7 @@ export class FlexDriver {
 
   /** The administrator's CLI (`twinvol volume ...`): human output, exit code 0 on success. */
   async admin(args: string[]): Promise<void> {
+    this.signal?.throwIfAborted();
     const r = await runFlex(this.bin, { PATH: '/usr/bin:/bin', ...this.scratch.env }, ['volume', ...args]);
     const [out, code] = [r.output.trim(), r.exitCode];
     printStep({ model: 'flex', call: `twinvol volume ${args.slice(0, 2).join(' ')}`, outcome: code === 0 ? 'ok' : 'failed', ms: r.durationMs, detail: out.split('\n')[0] });

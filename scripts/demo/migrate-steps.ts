@@ -11,16 +11,33 @@ export interface Run {
   ms: number;
 }
 
-export function twinvol(bin: string, scratch: Scratch, args: readonly string[]): Promise<Run> {
+/**
+ * One run of `twinvol ARGS` in the scratch world. Its temporary files (compare's own scratch world)
+ * go below the demo's, so nothing of it can outlive the demo's clean-up. It runs in a process group of
+ * its own, out of reach of the terminal's Ctrl-C: on `signal` the demo sends it SIGTERM once (its own
+ * handler then takes down what it made) and waits for it to exit before the demo's clean-up begins.
+ */
+export function twinvol(bin: string, scratch: Scratch, args: readonly string[], signal?: AbortSignal): Promise<Run> {
   const started = performance.now();
   return new Promise((done, fail) => {
-    const child = spawn(bin, [...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: '/usr/bin:/bin', ...scratch.env } });
+    if (signal?.aborted) return fail(signal.reason);
+    const env = { PATH: '/usr/bin:/bin', ...scratch.env, TMPDIR: scratch.root };
+    const child = spawn(bin, [...args], { stdio: ['ignore', 'pipe', 'pipe'], env, detached: true });
+    const stop = () => child.kill('SIGTERM');
+    signal?.addEventListener('abort', stop, { once: true });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('error', fail);
-    child.on('close', (code) => done({ code: code ?? -1, stdout, stderr, ms: performance.now() - started }));
+    child.on('error', (err) => {
+      signal?.removeEventListener('abort', stop);
+      fail(err);
+    });
+    child.on('close', (code) => {
+      signal?.removeEventListener('abort', stop);
+      if (signal?.aborted) fail(signal.reason);
+      else done({ code: code ?? -1, stdout, stderr, ms: performance.now() - started });
+    });
   });
 }
 
@@ -86,8 +103,8 @@ export function show(text: string, from?: RegExp): void {
 }
 
 /** `twinvol migrate verify VOLUME`: its step count and its checksums and verdict, which is what the demo is about. */
-export async function verifyStep(bin: string, scratch: Scratch, volumeId: string): Promise<void> {
-  const r = await twinvol(bin, scratch, ['migrate', 'verify', volumeId]);
+export async function verifyStep(bin: string, scratch: Scratch, volumeId: string, signal?: AbortSignal): Promise<void> {
+  const r = await twinvol(bin, scratch, ['migrate', 'verify', volumeId], signal);
   const calls = r.stdout.split('\n').filter((l) => /^ {2}\[(flex|csi )\]/.test(l));
   const flex = calls.filter((l) => l.startsWith('  [flex]')).length;
   printStep({ model: 'host', call: `twinvol migrate verify ${volumeId}`, outcome: r.code === 0 ? 'exit 0' : `exit ${r.code}`, ms: r.ms, detail: `${flex} FlexVolume calls, ${calls.length - flex} CSI calls` });
