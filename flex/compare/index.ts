@@ -58,8 +58,11 @@ export function compareUsage(a: CompareArgs): CompareOptions | string {
   const rounds = a.rounds ?? 5;
   if (!Number.isInteger(rounds) || rounds < 1 || rounds > MAX_ROUNDS) return `--rounds must be a whole number from 1 to ${MAX_ROUNDS} (got ${String(a.rounds)})`;
   if (a.html !== undefined) {
+    // Refused here, not when the page is written: by then the whole comparison has run for nothing.
+    if (!a.html) return '--html must name a file (got "")';
+    if (a.html.endsWith('/') || isDir(a.html)) return `--html ${JSON.stringify(a.html)} is a directory: name a file to write the page to`;
     const dir = dirname(resolve(a.html));
-    if (!a.html || !isDir(dir)) return `--html ${JSON.stringify(a.html)}: directory ${dir} does not exist`;
+    if (!isDir(dir)) return `--html ${JSON.stringify(a.html)}: directory ${dir} does not exist`;
   }
   const csiBin = a.csiServer ?? [join(dirname(a.flexBin), 'twinvol-csi'), join(dirname(a.flexBin), '../csi/twinvol-csi')].find(existsSync);
   if (!csiBin) return `twinvol-csi not found beside ${a.flexBin} (nor in ../csi/): name it with --csi-server`;

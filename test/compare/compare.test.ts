@@ -140,6 +140,9 @@ describe('twinvol compare', () => {
     [['--rounds', '0'], /--rounds must be a whole number from 1/],
     [['--rounds', '1.5'], /--rounds must be a whole number from 1/],
     [['--html', '/nonexistent-twinvol-dir/report.html'], /--html .* does not exist/],
+    [['--html', '/tmp'], /--html "\/tmp" is a directory/],
+    [['--html', '/tmp/'], /--html "\/tmp\/" is a directory/],
+    [['--html', ''], /--html must name a file/],
     [['--csi-server', '/nonexistent-twinvol-csi'], /--csi-server .* is not an executable file/],
   ])('%j: exit 2, one line, nothing created', async (args, message) => {
     const r = await run(...args);
