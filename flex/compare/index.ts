@@ -66,11 +66,8 @@ export function compareUsage(a: CompareArgs): CompareOptions | string {
   }
   const csiBin = a.csiServer ?? [join(dirname(a.flexBin), 'twinvol-csi'), join(dirname(a.flexBin), '../csi/twinvol-csi')].find(existsSync);
   if (!csiBin) return `twinvol-csi not found beside ${a.flexBin} (nor in ../csi/): name it with --csi-server`;
-  try {
-    accessSync(csiBin, constants.X_OK);
-  } catch {
-    return `--csi-server ${JSON.stringify(csiBin)} is not an executable file`;
-  }
+  // X_OK alone passes a directory (searchable is "executable" to access(2)); spawning it then fails with EACCES.
+  if (!isFile(csiBin) || !executable(csiBin)) return `--csi-server ${JSON.stringify(csiBin)} is not an executable file`;
   return {
     backends: one === undefined ? [...BACKENDS] : [one],
     rounds,
@@ -84,6 +81,23 @@ export function compareUsage(a: CompareArgs): CompareOptions | string {
 function isDir(p: string): boolean {
   try {
     return statSync(p).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+function isFile(p: string): boolean {
+  try {
+    return statSync(p).isFile();
+  } catch {
+    return false;
+  }
+}
+
+function executable(p: string): boolean {
+  try {
+    accessSync(p, constants.X_OK);
+    return true;
   } catch {
     return false;
   }

@@ -144,6 +144,7 @@ describe('twinvol compare', () => {
     [['--html', '/tmp/'], /--html "\/tmp\/" is a directory/],
     [['--html', ''], /--html must name a file/],
     [['--csi-server', '/nonexistent-twinvol-csi'], /--csi-server .* is not an executable file/],
+    [['--csi-server', '/tmp'], /--csi-server "\/tmp" is not an executable file/],
   ])('%j: exit 2, one line, nothing created', async (args, message) => {
     const r = await run(...args);
     expect(r.exitCode).toBe(2);
