@@ -61,9 +61,15 @@ export function wrappedTool(root: string, tool: string, before = ''): WrappedToo
   const dir = join(root, `wrap-${tool}`);
   const log = join(root, `${tool}-calls.log`);
   mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, tool), `#!/bin/sh\necho "$*" >> '${log}'\n${before}\nexec ${realTool(tool)} "$@"\n`);
+  // Quoted: the log lies under $TMPDIR, which may hold a quote or a space (`sh: Unterminated quoted string`).
+  writeFileSync(join(dir, tool), `#!/bin/sh\necho "$*" >> ${shQuote(log)}\n${before}\nexec ${shQuote(realTool(tool))} "$@"\n`);
   chmodSync(join(dir, tool), 0o755);
   return { dir, calls: () => (existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter(Boolean) : []) };
+}
+
+/** `s` as one word for sh, whatever it holds: single-quoted, each ' closed, escaped and reopened. */
+export function shQuote(s: string): string {
+  return `'${s.replaceAll("'", `'\\''`)}'`;
 }
 
 /** Where the real `tool` is installed, for a wrapper (or a test) to call it past any PATH shim. */

@@ -1,4 +1,4 @@
-import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CompareReport, ModelStep } from '../../flex/compare/report.js';
@@ -133,6 +133,26 @@ describe('twinvol compare', () => {
     } finally {
       releaseUnder(join(page, '..'));
     }
+  });
+
+  it("a TMPDIR with a single quote in it: the tool shims still run, exit 0, nothing left", async () => {
+    // The shims' log lies under TMPDIR; pasted unescaped into sh, the quote broke every tool they stand for.
+    const quoted = join(tmp, "it's here");
+    mkdirSync(quoted);
+    try {
+      const r = await runAdmin({ TMPDIR: quoted }, ['compare', '--backend', 'block', '--rounds', '1', '--json']);
+      expect(r.exitCode, r.stderr).toBe(0);
+      const b = (JSON.parse(r.stdout) as CompareReport).backends[0];
+      // resize2fs is a tool run through a shim in both models: counted, so the shims worked.
+      const expand = b?.steps.find((s) => s.step === 'expand');
+      expect(expand?.flex.tools.resize2fs).toBe(1);
+      expect(expand?.csi.tools.resize2fs).toBe(1);
+      expect(b?.flexLogAgrees).toBe(true);
+      expect(readdirSync(quoted)).toEqual([]);
+    } finally {
+      releaseUnder(quoted);
+    }
+    await expectNothingLeft();
   });
 
   it.each([

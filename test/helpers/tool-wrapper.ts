@@ -1,6 +1,6 @@
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { wrappedTool, type WrappedTool } from '../../flex/compare/tool-count.js';
+import { shQuote as quote, wrappedTool, type WrappedTool } from '../../flex/compare/tool-count.js';
 
 // The stand-in itself is shipped: `twinvol compare` counts tools with it (flex/compare/tool-count.ts).
 export { realTool, wrappedTool, type WrappedTool } from '../../flex/compare/tool-count.js';
@@ -16,7 +16,6 @@ export interface FailingTool extends WrappedTool {
  * cannot cause without taking it from the whole machine (every loop device, say).
  */
 export function failingTool(root: string, tool: string, whenArg: string, stderr: string): FailingTool {
-  const quote = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
   const wrapped = wrappedTool(root, tool, `for a in "$@"; do if [ "$a" = ${quote(whenArg)} ]; then echo ${quote(stderr)} >&2; exit 1; fi; done`);
   return { ...wrapped, remove: () => rmSync(join(wrapped.dir, tool), { force: true }) };
 }
