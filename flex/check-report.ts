@@ -16,7 +16,8 @@ export type QuirkKind =
   | 'missing-not-supported'
   | 'not-idempotent'
   | 'leftover-mounts'
-  | 'leftover-processes';
+  | 'leftover-processes'
+  | 'init-not-success';
 
 /** What a quirk means for each host: kubelet as it is, and twinvol's CSI server (as it is, or --flex-lenient). */
 export interface Quirk {
@@ -99,6 +100,8 @@ export function verdictOf(lines: readonly StepLine[], name: string): Verdict {
   const fails = lines.filter((l) => l.result === 'fail');
   const failsForTwinvol = fails.filter((l) => l.quirks.length === 0 || l.quirks.some((q) => q.twinvol === 'no'));
   if (failsForTwinvol.length) return { kind: 'none', settings: [], summary: `does not run: ${failsForTwinvol.map((l) => l.step).join(', ')} failed` };
+  // A lifecycle that stopped early proved nothing about the steps it never tried.
+  if (!lines.some((l) => l.step === 'teardown')) return { kind: 'none', settings: [], summary: `does not run: the lifecycle stopped after ${lines.at(-1)?.step ?? 'nothing'}` };
   const forKubelet = quirks.filter((q) => !q.kubelet);
   if (!fails.length && !forKubelet.length) return { kind: 'kubelet', settings: [], summary: 'runs under kubelet as it is' };
   const settings = quirks.some((q) => q.twinvol === 'lenient') ? ['--flex-lenient', name] : [];

@@ -102,7 +102,13 @@ class Checker {
   /** The steps, up to the first that fails under both readings (what it set up, cleanup() takes down). */
   async lifecycle(driver: { vendor: string; name: string; full: string }): Promise<void> {
     const init = await this.call('init', 'init', []);
-    if (init?.kind !== 'success') return;
+    if (!init) return;
+    if (init.kind !== 'success') {
+      // kubelet's prober drops a plugin whose init is not Success, and twinvol-csi refuses its every call.
+      const line = this.lines.at(-1);
+      if (line) addQuirk(line, { kind: 'init-not-success', detail: 'init does not answer Success: kubelet does not load the driver and twinvol-csi refuses it', kubelet: false, twinvol: 'no' });
+      return;
+    }
     const caps = init.status.capabilities;
     this.attachable = caps?.attach ?? false;
     const last = this.lines.at(-1);

@@ -1,0 +1,71 @@
+import { chmodSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type CliResult, runAdmin } from '../helpers/flex-runner.js';
+import { createScratch, mountsUnder, type Scratch } from '../helpers/scratch.js';
+
+/**
+ * `twinvol flex check` (flex/check.ts) against drivers kubelet would not run, or whose lifecycle the
+ * checker once judged too kindly: each written here as a small /bin/sh script in kubelet's
+ * <vendor>~<name>/<name> layout. test/exec/check.test.ts covers the shared test drivers.
+ */
+
+interface Report {
+  steps: { step: string; result: 'pass' | 'quirk' | 'fail' | 'skipped'; detail: string; quirks: { kind: string; detail: string }[] }[];
+  verdict: { kind: 'kubelet' | 'twinvol' | 'none'; settings: string[]; summary: string };
+}
+
+const VENDOR = 'probe';
+const NOT_SUPPORTED = `*) echo '{"status":"Not supported"}'; exit 1 ;;`;
+const DRIVERS: Record<string, string> = {
+  initns: `case "$1" in
+${NOT_SUPPORTED}
+esac`,
+  initempty: `case "$1" in
+init) ;;
+${NOT_SUPPORTED}
+esac`,
+};
+
+let s: Scratch;
+const driverPath = (name: string) => join(s.root, 'plugins', `${VENDOR}~${name}`, name);
+const env = () => ({ ...s.env, TMPDIR: s.root });
+const check = (file: string, ...args: string[]): Promise<CliResult> => runAdmin(env(), ['flex', 'check', file, '--json', ...args]);
+
+function reportOf(r: CliResult): Report {
+  expect(r.stderr).toBe('');
+  return JSON.parse(r.stdout) as Report;
+}
+
+beforeAll(() => {
+  s = createScratch(hostname());
+  for (const [name, body] of Object.entries(DRIVERS)) {
+    mkdirSync(join(s.root, 'plugins', `${VENDOR}~${name}`), { recursive: true });
+    writeFileSync(driverPath(name), `#!/bin/sh\n${body}\n`);
+    chmodSync(driverPath(name), 0o755);
+  }
+});
+
+afterAll(() => s?.cleanup());
+
+describe('twinvol flex check: an init that is not Success', () => {
+  it.each([
+    ['answers Not supported', 'initns'],
+    ['prints nothing', 'initempty'],
+  ])('%s: init fails, no lifecycle is tried, the driver does not run', async (_what, name) => {
+    const r = await check(driverPath(name));
+    const report = reportOf(r);
+    expect(r.exitCode).toBe(1);
+    expect(report.steps.map((st) => [st.step, st.result])).toEqual([['init', 'fail']]);
+    expect(report.steps[0]?.quirks.map((q) => q.kind)).toContain('init-not-success');
+    expect(report.verdict.kind).toBe('none');
+  });
+});
+
+describe('twinvol flex check: what it leaves behind', () => {
+  it('no mount and no scratch dir', () => {
+    expect(mountsUnder(s.root)).toEqual([]);
+    expect(readdirSync(s.root).filter((n) => n.startsWith('twinvol-check-'))).toEqual([]);
+  });
+});
