@@ -17,7 +17,8 @@ export type QuirkKind =
   | 'not-idempotent'
   | 'leftover-mounts'
   | 'leftover-processes'
-  | 'init-not-success';
+  | 'init-not-success'
+  | 'nothing-mounted';
 
 /** What a quirk means for each host: kubelet as it is, and twinvol's CSI server (as it is, or --flex-lenient). */
 export interface Quirk {

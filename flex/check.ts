@@ -142,10 +142,16 @@ class Checker {
     mkdirSync(target, { recursive: true, mode: 0o750 });
     const m = await this.twice('mount', 'mount', () => flexArgv.mount(volume, target, mountOpts), async (outcome) => {
       // mounterDefaults: a bind mount from the device mount path (nothing to bind without one).
-      if (outcome.kind === 'not-supported' && this.attachable && !mounted(target)) await run('mount', ['--bind', '--', staging, target], { timeoutMs: this.o.timeoutMs });
+      if (outcome.kind !== 'not-supported') return;
+      if (this.attachable) {
+        if (!mounted(target)) await run('mount', ['--bind', '--', staging, target], { timeoutMs: this.o.timeoutMs });
+        return;
+      }
+      const line = this.lines.at(-1);
+      if (line) addQuirk(line, { kind: 'nothing-mounted', detail: `mount answered Not supported but the driver is not attachable: there is no device mount to bind, so nothing is mounted at ${target} (kubelet fails the mount)`, kubelet: false, twinvol: 'no' });
     });
     this.stacked(m.lines, target);
-    if (!m.ok) return;
+    if (!m.ok || m.lines.some((l) => l.result === 'fail')) return;
     await this.teardown('unmount', target, () => flexArgv.unmount(target));
     if (this.attachable) {
       await this.teardown('unmountdevice', staging, () => flexArgv.unmountdevice(staging));

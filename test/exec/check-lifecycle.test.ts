@@ -26,6 +26,11 @@ esac`,
 init) ;;
 ${NOT_SUPPORTED}
 esac`,
+  // Not attachable, so kubelet has no device mount to bind from when mount is Not supported.
+  mountns: `case "$1" in
+init) echo '{"status":"Success","capabilities":{"attach":false}}' ;;
+${NOT_SUPPORTED}
+esac`,
 };
 
 let s: Scratch;
@@ -59,6 +64,19 @@ describe('twinvol flex check: an init that is not Success', () => {
     expect(r.exitCode).toBe(1);
     expect(report.steps.map((st) => [st.step, st.result])).toEqual([['init', 'fail']]);
     expect(report.steps[0]?.quirks.map((q) => q.kind)).toContain('init-not-success');
+    expect(report.verdict.kind).toBe('none');
+  });
+});
+
+describe('twinvol flex check: a mount kubelet would fail', () => {
+  it('a driver that is not attachable and answers Not supported to mount: mount fails, nothing mounted', async () => {
+    const r = await check(driverPath('mountns'));
+    const report = reportOf(r);
+    expect(r.exitCode).toBe(1);
+    const mount = report.steps.find((st) => st.step === 'mount #1');
+    expect(mount?.result).toBe('fail');
+    expect(mount?.quirks.map((q) => q.detail).join()).toContain('nothing is mounted at');
+    expect(report.steps.map((st) => st.step)).not.toContain('unmount #1');
     expect(report.verdict.kind).toBe('none');
   });
 });
