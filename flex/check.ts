@@ -124,9 +124,11 @@ class Checker {
     const mountOpts = { readonly: false, stagingPath: staging, pod: { name: 'flex-check-pod', namespace: 'default', uid: 'flex-check-pod-uid', serviceAccount: 'default' } };
     let device = '';
     if (this.attachable) {
-      const a = await this.twice('attach', 'attach', () => flexArgv.attach(volume, this.node, false));
+      // Attached from the first Success on, so cleanup() detaches even when a repeated attach fails.
+      const a = await this.twice('attach', 'attach', () => flexArgv.attach(volume, this.node, false), async (outcome) => {
+        if (outcome.kind === 'success') this.attached = true;
+      });
       if (!a.ok) return;
-      this.attached = true;
       device = deviceOf(a.outcome, '');
       const w = await this.twice('waitforattach', 'waitforattach', () => flexArgv.waitforattach(volume, device, false));
       if (!w.ok) return;

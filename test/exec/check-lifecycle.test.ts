@@ -1,4 +1,4 @@
-import { chmodSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -29,6 +29,15 @@ esac`,
   // Not attachable, so kubelet has no device mount to bind from when mount is Not supported.
   mountns: `case "$1" in
 init) echo '{"status":"Success","capabilities":{"attach":false}}' ;;
+${NOT_SUPPORTED}
+esac`,
+  // attach is not idempotent: the repeat fails while the first left the volume attached.
+  attachonce: `here=$(dirname "$0")
+case "$1" in
+init) echo '{"status":"Success","capabilities":{"attach":true}}' ;;
+attach) if [ -e "$here/attached" ]; then echo '{"status":"Failure","message":"already attached"}'; exit 1; fi
+  touch "$here/attached"; echo '{"status":"Success","device":"/dev/null"}' ;;
+detach) rm -f "$here/attached"; echo detach >> "$here/detached.log"; echo '{"status":"Success"}' ;;
 ${NOT_SUPPORTED}
 esac`,
 };
@@ -78,6 +87,18 @@ describe('twinvol flex check: a mount kubelet would fail', () => {
     expect(mount?.quirks.map((q) => q.detail).join()).toContain('nothing is mounted at');
     expect(report.steps.map((st) => st.step)).not.toContain('unmount #1');
     expect(report.verdict.kind).toBe('none');
+  });
+});
+
+describe('twinvol flex check: a driver left attached', () => {
+  it('an attach that fails when repeated: the check fails and cleanup still detaches', async () => {
+    const r = await check(driverPath('attachonce'), '--attachable');
+    const report = reportOf(r);
+    expect(r.exitCode).toBe(1);
+    expect(report.steps.find((st) => st.step === 'attach #2')?.result).toBe('fail');
+    const dir = join(s.root, 'plugins', `${VENDOR}~attachonce`);
+    expect(existsSync(join(dir, 'attached'))).toBe(false);
+    expect(readFileSync(join(dir, 'detached.log'), 'utf8')).toBe('detach\n');
   });
 });
 
