@@ -1,6 +1,6 @@
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
-import { basename, dirname, join } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { type DriverRun, type ExecVolume, flexArgv, flexGlobalMountPath, flexPodVolumePath, readMounts, type ReplyOutcome, run, runDriver, signalQuietly, validateTimeoutMs } from '../shared/index.js';
 import { addQuirk, formatReport, type Judged, judgeCall, type StepLine, verdictOf } from './check-report.js';
 
@@ -31,9 +31,11 @@ const UNKNOWN_VERB = 'twinvol-check-unknown-verb';
 
 /** The checked command line, or the one-line reason it is not usable (exit 2, nothing run). */
 export function checkUsage(a: { driver: string; options?: string; attachable: boolean; json: boolean; timeoutMs?: number }): CheckOptions | string {
+  // Absolute, as the spawn would otherwise look a bare name up on the PATH rather than in the cwd stat'ed here.
+  const driverFile = resolve(a.driver);
   let st;
   try {
-    st = statSync(a.driver);
+    st = statSync(driverFile);
   } catch {
     return `driver file ${a.driver} does not exist`;
   }
@@ -57,7 +59,7 @@ export function checkUsage(a: { driver: string; options?: string; attachable: bo
   } catch (err) {
     return err instanceof Error ? err.message : String(err);
   }
-  return { driverFile: a.driver, options, attachable: a.attachable, json: a.json, timeoutMs };
+  return { driverFile, options, attachable: a.attachable, json: a.json, timeoutMs };
 }
 
 /** The driver's name as a PV and --flex-lenient write it: <vendor>/<name> from kubelet's <vendor>~<name>/<name> layout. */

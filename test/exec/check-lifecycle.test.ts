@@ -1,8 +1,9 @@
+import { execFile } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type CliResult, runAdmin } from '../helpers/flex-runner.js';
+import { type CliResult, FLEX_BIN, runAdmin } from '../helpers/flex-runner.js';
 import { createScratch, mountsUnder, type Scratch } from '../helpers/scratch.js';
 
 /**
@@ -38,6 +39,13 @@ init) echo '{"status":"Success","capabilities":{"attach":true}}' ;;
 attach) if [ -e "$here/attached" ]; then echo '{"status":"Failure","message":"already attached"}'; exit 1; fi
   touch "$here/attached"; echo '{"status":"Success","device":"/dev/null"}' ;;
 detach) rm -f "$here/attached"; echo detach >> "$here/detached.log"; echo '{"status":"Success"}' ;;
+${NOT_SUPPORTED}
+esac`,
+  // Well behaved; checked by its bare name from its own directory, not on the PATH.
+  bare: `case "$1" in
+init) echo '{"status":"Success","capabilities":{"attach":false}}' ;;
+mount) mountpoint -q "$2" || mount -t tmpfs -o size=1m tmpfs "$2"; echo '{"status":"Success"}' ;;
+unmount) ! mountpoint -q "$2" || umount "$2"; echo '{"status":"Success"}' ;;
 ${NOT_SUPPORTED}
 esac`,
 };
@@ -99,6 +107,22 @@ describe('twinvol flex check: a driver left attached', () => {
     const dir = join(s.root, 'plugins', `${VENDOR}~attachonce`);
     expect(existsSync(join(dir, 'attached'))).toBe(false);
     expect(readFileSync(join(dir, 'detached.log'), 'utf8')).toBe('detach\n');
+  });
+});
+
+describe('twinvol flex check: the driver named on the command line', () => {
+  it('a bare file name is the file in the current directory, not a program on the PATH', async () => {
+    const dir = join(s.root, 'plugins', `${VENDOR}~bare`);
+    const r = await new Promise<CliResult>((done) => {
+      execFile(FLEX_BIN, ['flex', 'check', 'bare', '--json'], { cwd: dir, env: { PATH: '/usr/bin:/bin', ...env() } }, (err, stdout, stderr) => {
+        const code = err && typeof err.code === 'number' ? err.code : 0;
+        done({ exitCode: code, stdout, stderr });
+      });
+    });
+    const report = reportOf(r);
+    expect(report.steps.find((st) => st.step === 'init')?.result).toBe('pass');
+    expect(report.verdict.kind).toBe('kubelet');
+    expect(r.exitCode).toBe(0);
   });
 });
 
