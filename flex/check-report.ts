@@ -18,7 +18,8 @@ export type QuirkKind =
   | 'leftover-mounts'
   | 'leftover-processes'
   | 'init-not-success'
-  | 'nothing-mounted';
+  | 'nothing-mounted'
+  | 'killed-by-signal';
 
 /** What a quirk means for each host: kubelet as it is, and twinvol's CSI server (as it is, or --flex-lenient). */
 export interface Quirk {
@@ -63,18 +64,23 @@ export function judgeCall(step: string, verb: string, run: DriverRun, timeoutMs:
       { kind: 'no-reply', detail: `${verb} hung past the deadline`, kubelet: false, twinvol: 'no' },
     ]);
   const done = { exitCode: run.exitCode, output: run.output };
+  // Both readers see only exit code -1 for a signal death: the signal is named here.
+  const died = run.signal === undefined ? undefined : `killed by ${run.signal === 'unknown' ? 'a signal' : run.signal}`;
   const strict = readReply(verb, done, 'strict');
   if (strict.outcome.kind !== 'failure') return { line: { step, result: 'pass', detail: describe(strict.outcome), quirks: [] }, outcome: strict.outcome };
+  const strictMessage = died ? `${died}; ${strict.outcome.message}` : strict.outcome.message;
   const lenient = readReply(verb, done, 'lenient' satisfies OutputMode);
   if (lenient.outcome.kind === 'failure') {
     const nonJson = lenient.outcome.message.includes('no JSON status object');
-    return failed(step, strict.outcome.message, nonJson ? [{ kind: 'non-json', detail: 'no JSON status object in the output', kubelet: false, twinvol: 'no' }] : []);
+    return failed(step, strictMessage, nonJson ? [{ kind: 'non-json', detail: 'no JSON status object in the output', kubelet: false, twinvol: 'no' }] : []);
   }
   const quirks: Quirk[] = lenient.quirks.map((q) => {
+    if (died && /^exit code -1 with Success/.test(q))
+      return { kind: 'killed-by-signal', detail: `${died} after printing Success (kubelet: the exec error fails the call)`, kubelet: false, twinvol: 'lenient' };
     const known = LENIENT_KINDS.find(([re]) => re.test(q));
     return { kind: known?.[1] ?? 'stderr-noise', detail: known ? `${known[2]}: ${oneLine(q, 120)}` : oneLine(q, 120), kubelet: false, twinvol: 'lenient' };
   });
-  return { line: { step, result: 'quirk', detail: `kubelet: ${oneLine(strict.outcome.message, 120)}; lenient: ${describe(lenient.outcome)}`, quirks }, outcome: lenient.outcome };
+  return { line: { step, result: 'quirk', detail: `kubelet: ${oneLine(strictMessage, 120)}; lenient: ${describe(lenient.outcome)}`, quirks }, outcome: lenient.outcome };
 }
 
 function failed(step: string, detail: string, quirks: Quirk[]): Judged {

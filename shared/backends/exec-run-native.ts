@@ -23,7 +23,7 @@ export function runDriverNatively(start: StartDriver, file: string, args: readon
       for (const t of timers) clearTimeout(t);
       // What the driver started lives on in its group after a deadline: none of it may (a hung mount).
       if (timedOut && 'pid' in began) signalQuietly(-began.pid, 'SIGKILL');
-      resolve({ exitCode: code ?? -1, timedOut, ...('pid' in began ? { pid: began.pid } : {}) });
+      resolve({ exitCode: code ?? -1, timedOut, ...(code === null ? { signal: 'unknown' as const } : {}), ...('pid' in began ? { pid: began.pid } : {}) });
     });
     if ('errno' in began) {
       // As execa words a start that failed: "spawn <file> ENOENT".

@@ -57,6 +57,11 @@ export interface DriverEnded {
   /** -1 when killed by a signal or never started. */
   exitCode: number;
   timedOut: boolean;
+  /**
+   * Set when a signal ended the driver: its name where the spawner gives it (execa), 'unknown' where
+   * the spawner only says a signal did (the addon's callback passes a null exit code, no signal number).
+   */
+  signal?: NodeJS.Signals | 'unknown';
   /** Why the driver could not be started at all. */
   startError?: string;
   pid?: number;
@@ -111,6 +116,7 @@ async function runWithExeca(file: string, args: readonly string[], outputFd: num
     exitCode: result.exitCode ?? -1,
     timedOut: result.timedOut,
     ...(spawnFailed ? { startError: result.shortMessage } : {}),
+    ...(result.signal !== undefined ? { signal: result.signal } : {}),
     ...(pid !== undefined ? { pid } : {}),
   };
 }

@@ -48,6 +48,11 @@ mount) mountpoint -q "$2" || mount -t tmpfs -o size=1m tmpfs "$2"; echo '{"statu
 unmount) ! mountpoint -q "$2" || umount "$2"; echo '{"status":"Success"}' ;;
 ${NOT_SUPPORTED}
 esac`,
+  // Prints Success, then dies of a signal: kubelet sees an exec error, the lenient reader the reply.
+  sigkill: `case "$1" in
+init) echo '{"status":"Success","capabilities":{"attach":false}}'; kill -KILL $$ ;;
+${NOT_SUPPORTED}
+esac`,
 };
 
 let s: Scratch;
@@ -123,6 +128,16 @@ describe('twinvol flex check: the driver named on the command line', () => {
     expect(report.steps.find((st) => st.step === 'init')?.result).toBe('pass');
     expect(report.verdict.kind).toBe('kubelet');
     expect(r.exitCode).toBe(0);
+  });
+});
+
+describe('twinvol flex check: a driver a signal ended', () => {
+  it('after printing Success: named as killed by a signal, not as stderr noise', async () => {
+    const report = reportOf(await check(driverPath('sigkill')));
+    const init = report.steps.find((st) => st.step === 'init');
+    expect(init?.result).toBe('quirk');
+    expect(init?.quirks.map((q) => q.kind)).toEqual(['killed-by-signal']);
+    expect(init?.quirks[0]?.detail).toMatch(/^killed by (SIGKILL|a signal) after printing Success/);
   });
 });
 

@@ -41,8 +41,9 @@ describe.each<DriverSpawner>(['posix_spawn', 'execa'])('a driver started by %s',
     expect((ignored ?? -1n) & (1n << 12n)).toBe(0n);
   });
 
-  it('answers -1 for a driver a signal ended', async () => {
-    expect(await sh('kill -KILL $$', spawner)).toMatchObject({ exitCode: -1, timedOut: false });
+  it('answers -1 for a driver a signal ended, and says a signal did (by name where the spawner tells it)', async () => {
+    expect(await sh('kill -KILL $$', spawner)).toMatchObject({ exitCode: -1, timedOut: false, signal: spawner === 'execa' ? 'SIGKILL' : 'unknown' });
+    expect(await sh('exit 3', spawner)).not.toHaveProperty('signal');
   });
 
   it("gets this process's environment with the sbin directories on its PATH, or exactly the one given", async () => {
