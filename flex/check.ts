@@ -75,10 +75,26 @@ export async function runCheck(o: CheckOptions): Promise<number> {
   const driver = driverNameOf(o.driverFile);
   const kubeletDir = mkdtempSync(join(tmpdir(), 'twinvol-check-'));
   const checker = new Checker(o, kubeletDir);
+  // Left to their default, SIGINT and SIGTERM would end this process with the scratch dir, its mounts and
+  // the running driver left behind: stop the run instead, and clean up as after any other run.
+  const stop = (signal: NodeJS.Signals) => checker.interrupt(signal);
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
   try {
-    await checker.lifecycle(driver);
+    try {
+      await checker.lifecycle(driver);
+    } catch (err) {
+      if (!(err instanceof Interrupted)) throw err;
+    } finally {
+      await checker.cleanup();
+    }
   } finally {
-    await checker.cleanup();
+    process.off('SIGINT', stop);
+    process.off('SIGTERM', stop);
+  }
+  if (checker.interrupted) {
+    process.stderr.write(`twinvol flex check: interrupted by ${checker.interrupted}; the driver's processes were killed and ${kubeletDir} unmounted and removed\n`);
+    return 1;
   }
   const lines = checker.lines;
   const verdict = verdictOf(lines, driver.full);
@@ -88,9 +104,16 @@ export async function runCheck(o: CheckOptions): Promise<number> {
   return verdict.kind === 'kubelet' ? 0 : 1;
 }
 
+/** Thrown by the next driver call once the check was interrupted: the lifecycle stops there. */
+class Interrupted extends Error {}
+
 class Checker {
   readonly lines: StepLine[] = [];
   attachable = false;
+  /** The signal that stopped the run, if one did. */
+  interrupted: NodeJS.Signals | undefined;
+  /** The process group of the driver call running now. */
+  private current: number | undefined;
   /** Process groups of every driver call: what a call left running is killed at the end. */
   private readonly groups = new Set<number>();
   private attached = false;
@@ -211,9 +234,27 @@ class Checker {
     return { ok, outcome, lines };
   }
 
+  /** A signal: the call running now is killed, and the lifecycle stops at its next call. */
+  interrupt(signal: NodeJS.Signals): void {
+    this.interrupted ??= signal;
+    if (this.current !== undefined) signalQuietly(-this.current, 'SIGKILL');
+  }
+
   /** One call: run, judge, look for what it left running. Undefined when it failed under both readings. */
   private async call(step: string, verb: string, args: string[]): Promise<ReplyOutcome | undefined> {
-    const done: DriverRun = await runDriver(this.o.driverFile, [verb, ...args], { timeoutMs: this.o.timeoutMs, graceMs: Math.min(2000, this.o.timeoutMs) });
+    if (this.interrupted) throw new Interrupted(`interrupted by ${this.interrupted}`);
+    const onStart = (pid: number) => {
+      this.current = pid;
+      this.groups.add(pid);
+      if (this.interrupted) signalQuietly(-pid, 'SIGKILL');
+    };
+    let done: DriverRun;
+    try {
+      done = await runDriver(this.o.driverFile, [verb, ...args], { timeoutMs: this.o.timeoutMs, graceMs: Math.min(2000, this.o.timeoutMs), onStart });
+    } finally {
+      this.current = undefined;
+    }
+    if (this.interrupted) throw new Interrupted(`interrupted by ${this.interrupted}`);
     if (done.pid !== undefined) this.groups.add(done.pid);
     const judged: Judged = judgeCall(step, verb, done, this.o.timeoutMs);
     const holding = done.pid !== undefined && !done.timedOut ? holdersOfOutput(done.pid) : [];

@@ -30,6 +30,7 @@ export function runDriverNatively(start: StartDriver, file: string, args: readon
       resolve({ exitCode: -1, timedOut: false, startError: `spawn ${file} ${startErrorName(began.errno)}` });
       return;
     }
+    opts.onStart?.(began.pid);
     // The driver is reaped only in the exit callback, which clears these first: the pid is still its own.
     timers.push(
       setTimeout(() => {

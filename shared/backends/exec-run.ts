@@ -41,6 +41,8 @@ export interface DriverRunOptions {
   env?: Readonly<Record<string, string>>;
   /** How the driver is started; by default posix_spawn where the addon can, else execa. */
   spawner?: DriverSpawner;
+  /** Told the driver's pid (its process group) as soon as it runs, for a caller that must kill the call midway. */
+  onStart?: (pid: number) => void;
 }
 
 /** The addon's posix_spawn (shared/backends/exec-run-native.ts), or execa. */
@@ -108,6 +110,7 @@ async function runWithExeca(file: string, args: readonly string[], outputFd: num
     env: opts.env ?? { PATH: toolPath() },
   });
   const pid = subprocess.pid;
+  if (pid !== undefined) opts.onStart?.(pid);
   const result = await subprocess;
   // SIGKILL to every process still in the driver's group.
   if (result.timedOut && pid !== undefined) signalQuietly(-pid, 'SIGKILL');

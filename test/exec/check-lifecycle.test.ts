@@ -1,10 +1,12 @@
-import { execFile } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { execFile, spawn } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type CliResult, FLEX_BIN, runAdmin } from '../helpers/flex-runner.js';
+import { eventually } from '../helpers/eventually.js';
 import { createScratch, mountsUnder, type Scratch } from '../helpers/scratch.js';
+import { processGone } from './helpers.js';
 
 /**
  * `twinvol flex check` (flex/check.ts) against drivers kubelet would not run, or whose lifecycle the
@@ -51,6 +53,14 @@ esac`,
   // Prints Success, then dies of a signal: kubelet sees an exec error, the lenient reader the reply.
   sigkill: `case "$1" in
 init) echo '{"status":"Success","capabilities":{"attach":false}}'; kill -KILL $$ ;;
+${NOT_SUPPORTED}
+esac`,
+  // Mounts, then hangs in unmount: the check is interrupted with a mount in place and a driver running.
+  slowunmount: `here=$(dirname "$0")
+case "$1" in
+init) echo '{"status":"Success","capabilities":{"attach":false}}' ;;
+mount) mountpoint -q "$2" || mount -t tmpfs -o size=1m tmpfs "$2"; echo '{"status":"Success"}' ;;
+unmount) echo $$ > "$here/unmount.pid"; sleep 60; echo '{"status":"Success"}' ;;
 ${NOT_SUPPORTED}
 esac`,
 };
@@ -138,6 +148,32 @@ describe('twinvol flex check: a driver a signal ended', () => {
     expect(init?.result).toBe('quirk');
     expect(init?.quirks.map((q) => q.kind)).toEqual(['killed-by-signal']);
     expect(init?.quirks[0]?.detail).toMatch(/^killed by (SIGKILL|a signal) after printing Success/);
+  });
+});
+
+describe('twinvol flex check: interrupted', () => {
+  it.each(['SIGINT', 'SIGTERM'] as const)('%s mid-run: the driver killed, nothing left mounted, the scratch dir gone, exit 1', async (signal) => {
+    const dir = join(s.root, 'plugins', `${VENDOR}~slowunmount`);
+    const pidFile = join(dir, 'unmount.pid');
+    rmSync(pidFile, { force: true });
+    const child = spawn(FLEX_BIN, ['flex', 'check', driverPath('slowunmount')], { env: { PATH: '/usr/bin:/bin', ...env() }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const exited = new Promise<number | null>((done) => child.on('close', (code) => done(code)));
+    try {
+      expect(await eventually(() => existsSync(pidFile) && readFileSync(pidFile, 'utf8').endsWith('\n'))).toBe(true);
+      expect(mountsUnder(s.root).length).toBeGreaterThan(0);
+      child.kill(signal);
+      expect(await exited).toBe(1);
+    } finally {
+      child.kill('SIGKILL');
+    }
+    expect(stderr.trimEnd().split('\n')).toHaveLength(1);
+    expect(stderr).toContain(`interrupted by ${signal}`);
+    const driverPid = Number(readFileSync(pidFile, 'utf8'));
+    expect(await eventually(() => processGone(driverPid))).toBe(true);
+    expect(mountsUnder(s.root)).toEqual([]);
+    expect(readdirSync(s.root).filter((n) => n.startsWith('twinvol-check-'))).toEqual([]);
   });
 });
 
