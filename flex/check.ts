@@ -112,6 +112,8 @@ class Checker {
   attachable = false;
   /** The signal that stopped the run, if one did. */
   interrupted: NodeJS.Signals | undefined;
+  /** Every call's output file: a process still holding one was left by the driver, in its group or not. */
+  private readonly outputs: OutputFile[] = [];
   /** The process group of the driver call running now. */
   private current: number | undefined;
   /** Process groups of every driver call: what a call left running is killed at the end. */
@@ -257,7 +259,8 @@ class Checker {
     if (this.interrupted) throw new Interrupted(`interrupted by ${this.interrupted}`);
     if (done.pid !== undefined) this.groups.add(done.pid);
     const judged: Judged = judgeCall(step, verb, done, this.o.timeoutMs);
-    const holding = done.pid !== undefined && !done.timedOut ? holdersOfOutput(done.pid) : [];
+    this.outputs.push(done.outputFile);
+    const holding = done.timedOut ? [] : holdersOf([done.outputFile]);
     if (holding.length)
       addQuirk(judged.line, { kind: 'leftover-processes', detail: `left ${holding.join(', ')} running with its output open: kubelet waits for the output pipe to close and hangs (twinvol reads a file)`, kubelet: false, twinvol: 'ok' });
     this.lines.push(judged.line);
@@ -277,6 +280,8 @@ class Checker {
       }
     } finally {
       for (const group of this.groups) signalQuietly(-group, 'SIGKILL');
+      // A daemon that left the group (setsid, a double fork) is found again by the output file it holds.
+      for (const pid of holdersOf(this.outputs)) signalQuietly(pid, 'SIGKILL');
       await umountAll().catch(() => undefined);
       rmSync(this.kubeletDir, { recursive: true, force: true });
     }
@@ -299,40 +304,46 @@ function mountsUnder(root: string): string[] {
     .sort((a, b) => b.length - a.length);
 }
 
-/** Processes of the call's group that still hold its output file (exec-run.ts: an unlinked twinvol-flex-*.out). */
-function holdersOfOutput(group: number): number[] {
+type OutputFile = DriverRun['outputFile'];
+
+/**
+ * Live processes, in any group or session, holding one of these output files open (exec-run.ts: an
+ * unlinked twinvol-flex-*.out), matched by path and by device and inode: each alone may be another
+ * call's (a freed inode number is reused; a path, once unlinked, may be created again).
+ */
+function holdersOf(files: readonly OutputFile[]): number[] {
   const holders: number[] = [];
-  for (const pid of processesInGroup(group)) {
+  if (!files.length) return holders;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid || zombie(entry)) continue;
     let fds: string[];
     try {
-      fds = readdirSync(`/proc/${pid}/fd`);
+      fds = readdirSync(`/proc/${entry}/fd`);
     } catch {
       continue;
     }
     const holds = fds.some((fd) => {
       try {
-        return /\/twinvol-flex-[^/]*\.out \(deleted\)$/.test(readlinkSync(`/proc/${pid}/fd/${fd}`));
+        const path = `/proc/${entry}/fd/${fd}`;
+        const target = readlinkSync(path);
+        const named = files.filter((f) => target === `${f.path} (deleted)`);
+        if (!named.length) return false;
+        const st = statSync(path);
+        return named.some((f) => f.dev === st.dev && f.ino === st.ino);
       } catch {
         return false;
       }
     });
-    if (holds) holders.push(pid);
+    if (holds) holders.push(Number(entry));
   }
   return holders;
 }
 
-/** Live (not zombie) processes whose process group is `group`. */
-function processesInGroup(group: number): number[] {
-  const out: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (fields[0] !== 'Z' && Number(fields[2]) === group) out.push(Number(entry));
-    } catch {
-      // gone meanwhile
-    }
+function zombie(pid: string): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z');
+  } catch {
+    return true;
   }
-  return out;
 }

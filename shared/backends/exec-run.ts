@@ -51,6 +51,11 @@ export type DriverSpawner = 'posix_spawn' | 'execa';
 export interface DriverRun extends DriverEnded {
   /** Combined stdout and stderr, in order, capped at OUTPUT_CAP bytes. */
   output: string;
+  /**
+   * The unlinked output file: whatever still holds it open was left running by this call. Its path
+   * too, as a freed inode number is soon another file's.
+   */
+  outputFile: { path: string; dev: number; ino: number };
   durationMs: number;
 }
 
@@ -88,8 +93,9 @@ export async function runDriver(executable: string, args: readonly string[], opt
     const ended = startDriver
       ? await runDriverNatively(startDriver, file, rest, envPairs(opts.env ?? { ...process.env, PATH: toolPath() }), out, opts)
       : await runWithExeca(file, rest, out, opts);
-    const output = await readTail(out);
-    return { ...ended, output, durationMs: performance.now() - started };
+    const { size, dev, ino } = await fstat(out);
+    const output = await readTail(out, size);
+    return { ...ended, output, outputFile: { path: outPath, dev, ino }, durationMs: performance.now() - started };
   } finally {
     await close(out);
   }
@@ -142,8 +148,7 @@ function toolPath(): string {
  * after a line that says how many went before, as the runner keeps a tool's (shared/runner.ts). The end, because a driver's reply comes last: kubelet reads the whole output, and a
  * driver that logs megabytes before its reply must still be read leniently (shared/backends/exec-reply.ts).
  */
-async function readTail(fd: number): Promise<string> {
-  const { size } = await fstat(fd);
+async function readTail(fd: number, size: number): Promise<string> {
   const length = Math.min(size, OUTPUT_CAP);
   const start = size - length;
   const buf = Buffer.alloc(length);

@@ -63,6 +63,16 @@ mount) mountpoint -q "$2" || mount -t tmpfs -o size=1m tmpfs "$2"; echo '{"statu
 unmount) echo $$ > "$here/unmount.pid"; sleep 60; echo '{"status":"Success"}' ;;
 ${NOT_SUPPORTED}
 esac`,
+  // Its mount leaves a daemon in a session of its own (a double fork, setsid) holding the call's output.
+  escaper: `here=$(dirname "$0")
+case "$1" in
+init) echo '{"status":"Success","capabilities":{"attach":false}}' ;;
+mount) mountpoint -q "$2" || mount -t tmpfs -o size=1m tmpfs "$2"
+  (setsid sleep 300 & echo $! >> "$here/pids.log")
+  echo '{"status":"Success"}' ;;
+unmount) ! mountpoint -q "$2" || umount "$2"; echo '{"status":"Success"}' ;;
+${NOT_SUPPORTED}
+esac`,
 };
 
 let s: Scratch;
@@ -84,7 +94,23 @@ beforeAll(() => {
   }
 });
 
-afterAll(() => s?.cleanup());
+afterAll(() => {
+  if (!s) return;
+  // Should the checker fail to, the escaper's daemons are killed here.
+  for (const pid of escaperPids()) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // gone already
+    }
+  }
+  s.cleanup();
+});
+
+function escaperPids(): number[] {
+  const log = join(s.root, 'plugins', `${VENDOR}~escaper`, 'pids.log');
+  return existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter(Boolean).map(Number) : [];
+}
 
 describe('twinvol flex check: an init that is not Success', () => {
   it.each([
@@ -174,6 +200,17 @@ describe('twinvol flex check: interrupted', () => {
     expect(await eventually(() => processGone(driverPid))).toBe(true);
     expect(mountsUnder(s.root)).toEqual([]);
     expect(readdirSync(s.root).filter((n) => n.startsWith('twinvol-check-'))).toEqual([]);
+  });
+});
+
+describe('twinvol flex check: a daemon that left the driver\'s process group', () => {
+  it('is found by the output file it holds, named, and killed at the end', async () => {
+    const report = reportOf(await check(driverPath('escaper')));
+    const mount = report.steps.find((st) => st.step === 'mount #1');
+    expect(mount?.quirks.map((q) => q.kind)).toContain('leftover-processes');
+    const pids = escaperPids();
+    expect(pids).toHaveLength(2);
+    expect(await eventually(() => pids.every(processGone))).toBe(true);
   });
 });
 
