@@ -1,6 +1,7 @@
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ALL_TOOLS } from '../../csi/tools.js';
+import { shQuote } from '../shell-quote.js';
 
 
 /**
@@ -65,11 +66,6 @@ export function wrappedTool(root: string, tool: string, before = ''): WrappedToo
   writeFileSync(join(dir, tool), `#!/bin/sh\necho "$*" >> ${shQuote(log)}\n${before}\nexec ${shQuote(realTool(tool))} "$@"\n`);
   chmodSync(join(dir, tool), 0o755);
   return { dir, calls: () => (existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter(Boolean) : []) };
-}
-
-/** `s` as one word for sh, whatever it holds: single-quoted, each ' closed, escaped and reopened. */
-export function shQuote(s: string): string {
-  return `'${s.replaceAll("'", `'\\''`)}'`;
 }
 
 /** Where the real `tool` is installed, for a wrapper (or a test) to call it past any PATH shim. */

@@ -1,6 +1,7 @@
 import { COPY_OF_LABEL } from './input.js';
 import type { Move } from './plan.js';
 import type { WorkloadUse } from './workloads.js';
+import { shQuote } from '../shell-quote.js';
 
 /**
  * The steps of a move (or of its rollback) as data, rendered twice: as the commands of STEPS.md and as
@@ -188,7 +189,7 @@ const TIMEOUT_WORD = '--timeout=${TIMEOUT}s';
 export function shellWord(word: string): string {
   if (/^[A-Za-z0-9_./=:,@%+-]+$/.test(word)) return word;
   if (word === TIMEOUT_WORD) return `"${word}"`;
-  return `'${word.replace(/'/g, `'\\''`)}'`;
+  return shQuote(word);
 }
 
 const words = (argv: readonly string[]) => argv.map(shellWord).join(' ');

@@ -1,6 +1,7 @@
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { shQuote as quote, wrappedTool, type WrappedTool } from '../../flex/compare/tool-count.js';
+import { wrappedTool, type WrappedTool } from '../../flex/compare/tool-count.js';
+import { shQuote as quote } from '../../flex/shell-quote.js';
 
 // The stand-in itself is shipped: `twinvol compare` counts tools with it (flex/compare/tool-count.ts).
 export { realTool, wrappedTool, type WrappedTool } from '../../flex/compare/tool-count.js';
