@@ -96,11 +96,7 @@ export function nodeService({ core, rpc, settings }: ServiceContext): NodeHandle
       const id = validateVolumeId(r.volume_id, 'volume_id');
       if (!r.volume_path) throw invalidArgument('volume_path is required');
       if (r.volume_capability) parseCapability(r.volume_capability);
-      const { required } = parseRange(r.capacity_range);
-      const volume = await expandOnNode(core, id, r.volume_path);
-      // The node grows the filesystem to its image; the image is the controller's to grow first.
-      if (required > volume.capacityBytes)
-        throw failedPrecondition(`volume ${id} is ${volume.capacityBytes} bytes, not the ${required} asked for: ControllerExpandVolume grows it first`);
+      const volume = await expandOnNode(core, id, r.volume_path, parseRange(r.capacity_range).required);
       return { capacity_bytes: String(volume.capacityBytes) };
     }, changes((r) => r.volume_path)),
 

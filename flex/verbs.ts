@@ -171,10 +171,10 @@ export const VERBS: Record<FlexVerb, VerbSpec> = {
     arity: 5,
     usage: 'expandfs <json> <devicePath> <mountPath> <newSize> <oldSize>',
     handler: async (ctx) => {
-      parseByteCount(arg(ctx, 3), 'newSize');
+      const newSize = parseByteCount(arg(ctx, 3), 'newSize');
       parseByteCount(arg(ctx, 4), 'oldSize');
       const { volume } = await volumeFrom(ctx, ctx.args[0]);
-      const grown = await expandOnNode(ctx.core, volume.id);
+      const grown = await expandOnNode(ctx.core, volume.id, undefined, newSize);
       return success({ volumeNewSize: grown.capacityBytes });
     },
   },

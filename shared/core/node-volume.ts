@@ -75,12 +75,16 @@ const ZERO = { totalBytes: 0, availableBytes: 0, usedBytes: 0, totalInodes: 0, f
 
 /**
  * Grows the filesystem of a volume staged on this node to its (already grown) backing size; online,
- * as resize2fs and xfs_growfs allow. A volume that needs nothing answers its size.
+ * as resize2fs and xfs_growfs allow. A volume that needs nothing answers its size. `required` (CSI's
+ * capacity_range, FlexVolume's newSize) above that size is refused before anything grows: the backing
+ * storage is the controller's to grow first, and answering the old size would read as done.
  */
-export async function expandOnNode(core: Core, id: VolumeId, volumePath?: string): Promise<VolumeRecord> {
+export async function expandOnNode(core: Core, id: VolumeId, volumePath?: string, required = 0): Promise<VolumeRecord> {
   validateVolumeId(id);
   return core.nodeState.lockVolume(id, async () => {
     const volume = await core.catalog.requireVolume(id);
+    if (required > volume.capacityBytes)
+      throw failedPrecondition(`volume ${id} is ${volume.capacityBytes} bytes, not the ${required} asked for: its controller expansion grows it first`);
     // CSI names where the volume is (FlexVolume expandfs's paths are kubelet's, and checked by nothing here).
     const records = await core.nodeState.listForVolume(id);
     if (volumePath !== undefined) recordAt(records, id, volumePath);

@@ -61,7 +61,7 @@ describe('asked of a raw block staging and of a volume not grown yet', () => {
     const v = await stagedVolume(csi, 'grow-first', { backend: 'dir', cap: mountCap() });
     // Once OK with the old size: a CO would take the volume for grown.
     const asked = { volume_id: 'grow-first', volume_path: v.staging, capacity_range: { required_bytes: String(512 * MiB), limit_bytes: '0' } };
-    expect(await expectCode(node('NodeExpandVolume', asked), 'FAILED_PRECONDITION')).toMatch(/ControllerExpandVolume grows it first/);
+    expect(await expectCode(node('NodeExpandVolume', asked), 'FAILED_PRECONDITION')).toMatch(/its controller expansion grows it first/);
     await ctl('ControllerExpandVolume', { volume_id: 'grow-first', capacity_range: { required_bytes: String(512 * MiB), limit_bytes: '0' } });
     expect((await node('NodeExpandVolume', asked)).capacity_bytes).toBe(String(512 * MiB));
     await node('NodeUnstageVolume', { volume_id: 'grow-first', staging_target_path: v.staging });

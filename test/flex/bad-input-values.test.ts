@@ -131,7 +131,7 @@ describe('sizes', () => {
     await expectRefused({ argv: ['attach', creatingOptions('vol-s', { size: '99999999999Ti' }), 'node-a'], fragment: '1 PiB limit' });
   });
 
-  it('expandvolume and expandfs refuse a newSize that is not a byte count and leave the image alone', async () => {
+  it('expandvolume and expandfs refuse a newSize that is not a byte count, expandfs one the image has not reached, and leave the image alone', async () => {
     await createVolume('vol-e', '--size', '16Mi');
     const image = join(s.dataRoot, 'volumes/vol-e/image.img');
     const opts = flexOptions('pv-e', { volumeId: 'vol-e' });
@@ -143,6 +143,8 @@ describe('sizes', () => {
       { argv: ['expandvolume', opts, 'relative/path', String(64 * MiB), 'abc'], fragment: 'oldSize must be a number of bytes' },
       { argv: ['expandfs', opts, '/dev/loop0', global, 'abc', String(16 * MiB)], fragment: 'newSize must be a number of bytes' },
       { argv: ['expandfs', opts, '/dev/loop0', global, '-5', String(16 * MiB)], fragment: 'newSize must be a number of bytes' },
+      // Before expandvolume grew the image: once Success with the old size, as if the filesystem had grown.
+      { argv: ['expandfs', opts, '/dev/loop0', global, String(64 * MiB), String(16 * MiB)], fragment: 'its controller expansion grows it first' },
     );
     expect(statSync(image).size).toBe(16 * MiB);
     expect(JSON.parse(readFileSync(join(s.dataRoot, 'volumes/vol-e/volume.json'), 'utf8')).capacityBytes).toBe(16 * MiB);
