@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type CliResult, FLEX_BIN, runAdmin } from '../helpers/flex-runner.js';
 import { createScratch, loopsLeftUnder, mountsUnder, type Scratch } from '../helpers/scratch.js';
-import { installDrivers, processGone, VENDOR } from './helpers.js';
+import { installDrivers, killQuietly, processGone, VENDOR } from './helpers.js';
 import { eventually } from '../helpers/eventually.js';
 
 /**
@@ -116,13 +116,7 @@ beforeAll(async () => {
 afterAll(() => {
   if (!s) return;
   // Should the checker fail to, what the hang and daemon drivers left running is killed here.
-  for (const pid of loggedPids()) {
-    try {
-      process.kill(pid, 'SIGKILL');
-    } catch {
-      // gone already
-    }
-  }
+  for (const pid of loggedPids()) killQuietly(pid);
   s.cleanup();
 });
 

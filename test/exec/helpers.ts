@@ -126,7 +126,8 @@ export function killLoggedPids(pluginDir: string): void {
   for (const driver of Object.keys(SCRIPTS)) for (const pid of loggedPids(pluginDir, driver)) killQuietly(pid);
 }
 
-function killQuietly(pid: number): void {
+/** SIGKILL to a pid that may be gone already. */
+export function killQuietly(pid: number): void {
   try {
     process.kill(pid, 'SIGKILL');
   } catch {
