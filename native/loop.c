@@ -35,7 +35,7 @@ struct loop_config {
  * with its descriptor left open in *device, or a negative errno. The device may be taken between
  * LOOP_CTL_GET_FREE and LOOP_CONFIGURE (EBUSY): another is asked for.
  */
-static int bind_free_loop(int file, const char *image, bool autoclear, int *device) {
+static int bind_free_loop(int file, const char *image, bool autoclear, bool read_only, int *device) {
   int control = open("/dev/loop-control", O_RDWR | O_CLOEXEC), err = EBUSY, nr = -1;
   if (control < 0) return -errno;
   for (int tries = 0; tries < LOOP_TRIES && err == EBUSY; tries++) {
@@ -52,7 +52,7 @@ static int bind_free_loop(int file, const char *image, bool autoclear, int *devi
     struct loop_config config;
     memset(&config, 0, sizeof config);
     config.fd = (uint32_t)file;
-    config.info.lo_flags = autoclear ? LO_FLAGS_AUTOCLEAR : 0;
+    config.info.lo_flags = (autoclear ? LO_FLAGS_AUTOCLEAR : 0) | (read_only ? LO_FLAGS_READ_ONLY : 0);
     /* What losetup --list shows where sysfs is not read; sysfs names the file itself. */
     memcpy(config.info.lo_file_name, image, strnlen(image, LO_NAME_SIZE - 1));
     if (ioctl(*device, LOOP_CONFIGURE, &config) == 0) err = 0;
@@ -66,21 +66,28 @@ static int bind_free_loop(int file, const char *image, bool autoclear, int *devi
 }
 
 /*
- * loopAttach(image, autoclear): { device: "/dev/loopN", fd } with the device bound to the image and
- * open as fd, or a negative errno (the caller then runs losetup or mount -o loop, which word it). With
- * autoclear the kernel lets the device go at its last close: the caller closes fd once a mount holds
- * the device, or at once if the mount failed; a process that dies first closes it too. Without, the
- * device stays bound until loopDetach.
+ * loopAttach(image, autoclear[, readOnly]): { device: "/dev/loopN", fd } with the device bound to the
+ * image and open as fd, or a negative errno (the caller then runs losetup or mount -o loop, which word
+ * it). With autoclear the kernel lets the device go at its last close: the caller closes fd once a
+ * mount holds the device, or at once if the mount failed; a process that dies first closes it too.
+ * Without, the device stays bound until loopDetach. With readOnly the device refuses every write
+ * (LO_FLAGS_READ_ONLY, its image opened read-only): a read-only mount flag on a bind of a device node
+ * does not, since the kernel checks it only for the files of the filesystem the node lies in. An
+ * addon built before readOnly refuses the third argument (EINVAL), so it never binds a writable
+ * device where a read-only one was asked for.
  */
 napi_value tv_loop_attach(napi_env env, napi_callback_info info) {
-  napi_value argv[2], out, v;
+  napi_value argv[3], out, v;
   char image[MAX_STRING], path[32];
-  bool autoclear;
-  int err, file, device = -1, nr;
-  if ((err = tv_args_with_path(env, info, 2, argv, image))) return tv_errno_value(env, -err);
+  size_t argc = 3;
+  bool autoclear, read_only = false;
+  int err, present, file, device = -1, nr;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2 || argc > 3) return tv_errno_value(env, -EINVAL);
+  if ((err = tv_string_arg(env, argv[0], image, &present)) || !present) return tv_errno_value(env, -(err ? err : EINVAL));
   if (napi_get_value_bool(env, argv[1], &autoclear) != napi_ok) return tv_errno_value(env, -EINVAL);
-  if ((file = open(image, O_RDWR | O_CLOEXEC)) < 0) return tv_errno_value(env, -errno);
-  nr = bind_free_loop(file, image, autoclear, &device);
+  if (argc == 3 && napi_get_value_bool(env, argv[2], &read_only) != napi_ok) return tv_errno_value(env, -EINVAL);
+  if ((file = open(image, (read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC)) < 0) return tv_errno_value(env, -errno);
+  nr = bind_free_loop(file, image, autoclear, read_only, &device);
   /* The device holds the file from here: this descriptor is not needed. */
   close(file);
   if (nr < 0) return tv_errno_value(env, nr);

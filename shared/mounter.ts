@@ -192,15 +192,19 @@ export class Mounter {
     await this.exec('resize2fs', [device]);
   }
 
-  /** A loop device bound to the image until loopDetach: by the addon, else by losetup. */
-  async loopAttach(image: string): Promise<string> {
-    const attached = loopAttachNatively(image, false);
+  /**
+   * A loop device bound to the image until loopDetach: by the addon, else by losetup. `readOnly`: a
+   * device that refuses writes (for a read-only raw block publish, shared/backends/block.ts).
+   */
+  async loopAttach(image: string, opts: { readOnly?: boolean } = {}): Promise<string> {
+    const readOnly = opts.readOnly ?? false;
+    const attached = loopAttachNatively(image, false, readOnly);
     if (attached) {
       attached.close();
       return attached.device;
     }
     try {
-      const r = await this.exec('losetup', ['--find', '--show', '--', image]);
+      const r = await this.exec('losetup', ['--find', '--show', ...(readOnly ? ['--read-only'] : []), '--', image]);
       return r.stdout.trim();
     } catch (err) {
       // Every loop device is bound (and the kernel makes no more): not twinvol's fault, and not final.
@@ -316,12 +320,12 @@ function callWaitingOnDisk<A extends unknown[]>(
  * A loop device bound to the image by the addon, recorded as its ioctl; undefined leaves it to
  * losetup or mount -o loop, which word what went wrong (no device free, say).
  */
-function loopAttachNatively(image: string, autoclear: boolean): LoopAttached | undefined {
+function loopAttachNatively(image: string, autoclear: boolean, readOnly = false): LoopAttached | undefined {
   const attach = nativeMount()?.loopAttach;
   if (!attach) return undefined;
   let attached: LoopAttached | undefined;
-  callNatively({ call: 'ioctl', target: image, options: ['LOOP_CONFIGURE', ...(autoclear ? ['autoclear'] : [])] }, () => {
-    const answer = attach(image, autoclear);
+  callNatively({ call: 'ioctl', target: image, options: ['LOOP_CONFIGURE', ...(autoclear ? ['autoclear'] : []), ...(readOnly ? ['read-only'] : [])] }, () => {
+    const answer = attach(image, autoclear, readOnly);
     if (typeof answer === 'number') return answer;
     attached = answer;
     return 0;

@@ -45,9 +45,10 @@ export interface NativeMount {
   /**
    * A free loop device bound to the image file (LOOP_CONFIGURE), left open until `close`; or the
    * errno it failed with (-1: the addon answered something else). With `autoclear` the kernel lets
-   * the device go at its last close. Absent in an addon built before it had this.
+   * the device go at its last close; with `readOnly` it refuses every write (an addon built before
+   * that refuses the call, EINVAL). Absent in an addon built before it had this.
    */
-  loopAttach?: (image: string, autoclear: boolean) => LoopAttached | number;
+  loopAttach?: (image: string, autoclear: boolean, readOnly?: boolean) => LoopAttached | number;
   /** LOOP_CLR_FD on the device: 0, or the errno. Absent in an addon built before it had this. */
   loopDetach?: (device: string) => number;
   /** LOOP_SET_CAPACITY on the device: 0, or the errno. Absent in an addon built before it had this. */
@@ -219,7 +220,11 @@ export function parseAddon(exports: unknown): NativeMount | undefined {
     ...(typeof mountAsync === 'function' ? { mountAsync: async (...args: unknown[]) => errnoOf(await Reflect.apply(mountAsync, undefined, args)) } : {}),
     ...(typeof umountAsync === 'function' ? { umountAsync: async (...args: unknown[]) => errnoOf(await Reflect.apply(umountAsync, undefined, args)) } : {}),
     ...(typeof attach === 'function' && typeof closeFd === 'function'
-      ? { loopAttach: (image: string, autoclear: boolean) => loopAnswer(attach(image, autoclear), (fd) => closeFd(fd)) }
+      ? {
+          // Two arguments unless read-only is asked: an older addon takes exactly two, and still binds.
+          loopAttach: (image: string, autoclear: boolean, readOnly = false) =>
+            loopAnswer(readOnly ? attach(image, autoclear, true) : attach(image, autoclear), (fd) => closeFd(fd)),
+        }
       : {}),
     ...(typeof detach === 'function' ? { loopDetach: (device: string) => errnoOf(detach(device)) } : {}),
     ...(typeof refresh === 'function' ? { loopRefresh: (device: string) => errnoOf(refresh(device)) } : {}),

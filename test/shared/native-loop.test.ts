@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Mounter } from '../../shared/mounter.js';
@@ -75,6 +76,24 @@ describe('the addon binds loop devices', () => {
     expect(loopRefresh(attached.device)).toBe(6); // ENXIO
   });
 
+  it('binds a device that refuses writes when asked read-only; a third argument that is no boolean is EINVAL', () => {
+    const { loopAttach } = loaded();
+    const attached = loopAttach(image, false, true);
+    if (typeof attached === 'number') throw new Error(`loopAttach failed: errno ${attached}`);
+    attached.close();
+    expect(blockAttribute(attached.device, 'ro')).toBe('1');
+    expect(() => execFileSync('dd', ['if=/dev/zero', `of=${attached.device}`, 'bs=512', 'count=1', 'oflag=direct'], { stdio: 'pipe' })).toThrow();
+    const writable = loopAttach(image, false);
+    if (typeof writable === 'number') throw new Error(`loopAttach failed: errno ${writable}`);
+    writable.close();
+    expect(blockAttribute(writable.device, 'ro')).toBe('0');
+    // The addon itself, not parseAddon's checked wrapper: what an unchecked caller would get.
+    const raw = createRequire(import.meta.url)('../../build/Release/twinvol_mount.node') as { loopAttach: (...args: unknown[]) => unknown };
+    expect(raw.loopAttach(image, false, 'yes')).toBe(-22);
+    expect(raw.loopAttach(image, false, true, 1)).toBe(-22);
+    expect(raw.loopAttach(image)).toBe(-22);
+  });
+
   it('gives devices as fast as they are asked for: sixteen at once are sixteen devices', () => {
     const { loopAttach } = loaded();
     const held: LoopAttached[] = [];
@@ -114,6 +133,13 @@ describe('the addon binds loop devices', () => {
     // The descriptor of a device not named as a loop device is closed, not leaked.
     expect(closed).toEqual([3, 4]);
     expect([0, 6, -6, 'x'].map((a) => withAnswer(a)?.loopDetach?.('/dev/loop7'))).toEqual([0, 6, -1, -1]);
+    // Read-only alone passes a third argument: an addon built before it takes exactly two, and refuses three.
+    const counts: number[] = [];
+    const counting = parseAddon(addonExports({ loopAttach: (...args: unknown[]) => (counts.push(args.length), -22), closeFd: () => 0 }));
+    counting?.loopAttach?.('/i', true);
+    counting?.loopAttach?.('/i', false, false);
+    counting?.loopAttach?.('/i', false, true);
+    expect(counts).toEqual([2, 2, 3]);
     expect(parseAddon(addonExports({ loopRefresh: () => 6 }))?.loopRefresh?.('/dev/loop7')).toBe(6);
     expect(old?.loopRefresh).toBeUndefined();
   });
@@ -143,6 +169,18 @@ describe('the mounter binds and lets go of loop devices', () => {
     expect(refreshed.work).toMatchObject({ spawns: ['losetup'], systemCalls: [] });
     const detached = await measure(() => mounter.loopDetach(attached.result));
     expect(detached.work).toMatchObject({ spawns: ['losetup'], systemCalls: [] });
+    expect(loopsUnder(s.root)).toEqual([]);
+  });
+
+  it('binds a read-only device through the addon, and through losetup where there is none', async () => {
+    const native = await measure(() => mounter.loopAttach(image, { readOnly: true }));
+    expect(native.work).toMatchObject({ spawns: [], systemCalls: ['ioctl'] });
+    expect(blockAttribute(native.result, 'ro')).toBe('1');
+    setNativeMountPath(null);
+    const tool = await measure(() => mounter.loopAttach(image, { readOnly: true }));
+    expect(tool.work).toMatchObject({ spawns: ['losetup'], systemCalls: [] });
+    expect(blockAttribute(tool.result, 'ro')).toBe('1');
+    for (const device of [native.result, tool.result]) await mounter.loopDetach(device);
     expect(loopsUnder(s.root)).toEqual([]);
   });
 
