@@ -42,10 +42,28 @@ export function loopDevices(): LoopDevice[] {
   return [...boundLoops()];
 }
 
-/** The loop device backed by `image`, if one is bound; a deleted image's device still counts. */
-export function findLoopDevice(image: string): string | undefined {
-  for (const loop of boundLoops()) if (loop.backingFile === image) return loop.device;
+/**
+ * The loop device backed by `image` that takes writes (a stage's), or with `readOnly` one that refuses
+ * them (a read-only raw block publish's: shared/backends/block.ts readOnlyDevice), if one is bound; a
+ * deleted image's device still counts.
+ */
+export function findLoopDevice(image: string, readOnly = false): string | undefined {
+  for (const loop of boundLoops()) if (loop.backingFile === image && isReadOnly(loop.device) === readOnly) return loop.device;
   return undefined;
+}
+
+/** Every loop device backed by `image`, writable or not. */
+export function findLoopDevices(image: string): string[] {
+  return [...boundLoops()].filter((loop) => loop.backingFile === image).map((loop) => loop.device);
+}
+
+/** Whether the kernel refuses writes to the device (sysfs `ro`: LO_FLAGS_READ_ONLY, or an image it could not open for writing). */
+export function isReadOnly(device: string): boolean {
+  try {
+    return readFileSync(`/sys/block/${device.replace(/^\/dev\//, '')}/ro`, 'utf8').trim() === '1';
+  } catch {
+    return false;
+  }
 }
 
 /**

@@ -115,8 +115,16 @@ export interface Backend {
   snapshot(volume: VolumeRecord, workDir: string, ctx: BackendContext): Promise<void>;
   /** Makes the volume a device on this node; returns its path, or "" where the backend has none. */
   nodeAttach(volume: VolumeRecord, ctx: BackendContext): Promise<string>;
-  /** Device currently attached on this node, without attaching. */
+  /** Device currently attached on this node (the one nodeAttach made, which takes writes), without attaching. */
   attachedDevice(volume: VolumeRecord, ctx: BackendContext): string | undefined;
+  /**
+   * A device of the volume on this node that refuses writes, for a read-only raw block publish:
+   * attached if none is. A bind of the writable device with a read-only mount flag is no such thing:
+   * the kernel checks that flag for the files of the filesystem the device node lies in, not for
+   * the device the node opens. Released by nodeDetach.
+   */
+  readOnlyDevice(volume: VolumeRecord, ctx: BackendContext): Promise<string>;
+  /** Releases every device of the volume on this node. */
   nodeDetach(volume: VolumeRecord, ctx: BackendContext): Promise<void>;
   /**
    * Mounts the volume's filesystem at `staging.path` (which exists and is not a mount point). Returns
@@ -179,12 +187,15 @@ export function describeOwned(kind: BackendKind, spec: DescribedVolume): void {
 }
 
 /** The device half of a backend that mounts without a block device of its own (dir, static). */
-export const withoutDevice: Pick<Backend, 'nodeAttach' | 'attachedDevice' | 'nodeDetach'> = {
+export const withoutDevice: Pick<Backend, 'nodeAttach' | 'attachedDevice' | 'readOnlyDevice' | 'nodeDetach'> = {
   async nodeAttach() {
     return '';
   },
   attachedDevice() {
     return undefined;
+  },
+  async readOnlyDevice() {
+    return '';
   },
   async nodeDetach() {},
 };

@@ -1,8 +1,8 @@
 import { type Stats, statSync } from 'node:fs';
 import { close, fsync, ftruncate, open, truncate } from '../fs-async.js';
 import { join } from 'node:path';
-import { failedPrecondition } from '../errors.js';
-import { findLoopDevice, needsDetach } from '../loop-devices.js';
+import { failedPrecondition, internal } from '../errors.js';
+import { findLoopDevice, findLoopDevices, isReadOnly, needsDetach } from '../loop-devices.js';
 import { readMounts } from '../mountinfo.js';
 import type { VolumeRecord } from '../model.js';
 import { formatSize } from '../size.js';
@@ -81,16 +81,39 @@ export const blockBackend: Backend = {
 
   async nodeAttach(volume, ctx) {
     const image = ctx.catalog.imagePath(volume.id);
-    return findLoopDevice(image) ?? (await ctx.mounter.loopAttach(image));
+    const found = findLoopDevice(image);
+    if (found) return found;
+    const device = await ctx.mounter.loopAttach(image);
+    // losetup binds an image it cannot open for writing read-only, with a warning only. Such a device
+    // is no stage's (a writable one is looked for), and each retry would bind another.
+    if (isReadOnly(device)) {
+      await ctx.mounter.loopDetach(device);
+      throw failedPrecondition(`the image of volume ${volume.id} cannot be opened for writing (is the data root read-only?): not staging it`);
+    }
+    return device;
   },
 
   attachedDevice(volume, ctx) {
     return findLoopDevice(ctx.catalog.imagePath(volume.id));
   },
 
+  // One per node for every read-only publish of the volume, bound at the first and kept until the
+  // staging's device goes (nodeDetach): an unpublish then has no device of its own to release, and a
+  // call cut short anywhere leaves nothing that the unstage does not take.
+  async readOnlyDevice(volume, ctx) {
+    const image = ctx.catalog.imagePath(volume.id);
+    const found = findLoopDevice(image, true);
+    if (found) return found;
+    const device = await ctx.mounter.loopAttach(image, { readOnly: true });
+    if (!isReadOnly(device)) {
+      await ctx.mounter.loopDetach(device);
+      throw internal(`${device} was bound to the image of volume ${volume.id} read-only, and the kernel says it takes writes: not publishing it`);
+    }
+    return device;
+  },
+
   async nodeDetach(volume, ctx) {
-    const device = findLoopDevice(ctx.catalog.imagePath(volume.id));
-    if (device && needsDetach(device)) await ctx.mounter.loopDetach(device);
+    for (const device of findLoopDevices(ctx.catalog.imagePath(volume.id))) if (needsDetach(device)) await ctx.mounter.loopDetach(device);
   },
 
   async stage(volume, staging, readonly, ctx, mountFlags = []) {
@@ -141,9 +164,11 @@ export const blockBackend: Backend = {
   },
 
   async expandOnNode(volume, stagingPath, ctx) {
-    const device = findLoopDevice(ctx.catalog.imagePath(volume.id));
+    const image = ctx.catalog.imagePath(volume.id);
+    const device = findLoopDevice(image);
     if (!device) throw failedPrecondition(`volume ${volume.id} is not attached on this node`);
-    await ctx.mounter.loopRefresh(device);
+    // Every device of the image sees the new size: the stage's, and a read-only publishes' one.
+    for (const each of findLoopDevices(image)) await ctx.mounter.loopRefresh(each);
     if (stagingPath !== undefined) await ctx.mounter.growFs(device, stagingPath, volume.fsType);
   },
 };

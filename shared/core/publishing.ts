@@ -150,11 +150,22 @@ async function bindFromStaging(core: Core, volume: VolumeRecord, target: string,
   // written under its own mount: corrupted for every pod that has it mounted.
   if (Boolean(staging.block) !== Boolean(opts.block))
     throw failedPrecondition(`volume ${id} is staged at ${staging.path} for ${staging.block ? 'raw block' : 'filesystem'} access, not ${opts.block ? 'raw block' : 'filesystem'} access: stage it the way it is published`);
-  const source = opts.block ? backendFor(volume.backend).attachedDevice(volume, core) : staging.path;
-  if (!source) throw failedPrecondition(`volume ${id} has no device on this node; stage it first`);
+  const source = opts.block ? await deviceToBind(core, volume, opts.readonly || staging.readonly) : staging.path;
   if (!opts.block && !isMountPoint(staging.path)) throw failedPrecondition(`volume ${id} is not mounted at its staging path ${staging.path}; stage it again`);
   const bindFlags = bindFlagsFor(opts.mountFlags ?? [], staging.mountFlags, opts.readonly);
   await core.mounter.bind(source, { path: target, within: core.config.kubeletDir }, opts.readonly, bindFlags);
+}
+
+/**
+ * The device node a raw block publish binds: the staging's, or for a read-only publish (or one from a
+ * read-only staging) a device that refuses writes. The read-only flag of the bind does not stop a
+ * pod that opens the node for writing (see Backend.readOnlyDevice).
+ */
+async function deviceToBind(core: Core, volume: VolumeRecord, readonly: boolean): Promise<string> {
+  const backend = backendFor(volume.backend);
+  const staged = backend.attachedDevice(volume, core);
+  if (!staged) throw failedPrecondition(`volume ${volume.id} has no device on this node; stage it first`);
+  return readonly ? backend.readOnlyDevice(volume, core) : staged;
 }
 
 /**

@@ -122,4 +122,23 @@ describe('a block volume staged on a device bound for the mount alone', () => {
     expect(refused.work.spawns).toEqual([]);
     expect(loopsUnder(s.root)).toEqual([]);
   });
+
+  it('refuses to stage an image it cannot open for writing, and leaves no read-only device behind for each retry', async () => {
+    await blockVolume('w');
+    const image = core.catalog.imagePath('w');
+    // The image alone read-only (a bind of it over itself), as on a data root mounted read-only: the
+    // addon's open fails (EROFS), and losetup then binds the image read-only with a warning alone.
+    execFileSync('mount', ['--bind', image, image]);
+    try {
+      execFileSync('mount', ['-o', 'remount,bind,ro', image]);
+      for (let i = 0; i < 2; i++)
+        await expectRejects(stage(core, vid('w'), stagingPath('pv-w'), { readonly: false, block: true }), 'FailedPrecondition', 'the image of volume w cannot be opened for writing');
+      expect(loopsUnder(s.root)).toEqual([]);
+      expect(await core.nodeState.listAll()).toEqual([]);
+    } finally {
+      // A device bound to the image keeps its bind busy: detached first, or both outlive the test.
+      for (const device of loopsUnder(s.root)) execFileSync('losetup', ['-d', device]);
+      execFileSync('umount', [image]);
+    }
+  });
 });
