@@ -15,7 +15,7 @@ export function statusLines(inv: Inventory): string[] {
       inv.mounts.map((m) => [m.volumeId, `${m.kind}${m.implicit ? ' (implicit)' : ''}${m.block ? ' (raw block)' : ''}`, m.path, m.readonly ? 'ro' : 'rw', m.mounted ?? (m.bindsFrom ? `(record only; pods bind ${m.bindsFrom})` : m.block && m.kind === 'stage' ? '(device only)' : 'NOTHING')]),
     ),
   );
-  lines.push(...table('LOOP DEVICES', ['DEVICE', 'VOLUME', 'BACKING FILE'], inv.loops.map((l) => [l.device, l.volumeId ?? '-', `${l.backingFile}${l.deleted ? ' (deleted)' : ''}`])));
+  lines.push(...table('LOOP DEVICES', ['DEVICE', 'VOLUME', 'BACKING FILE'], inv.loops.map((l) => [l.device, l.volumeId ?? '-', `${l.backingFile}${l.deleted ? ' (deleted)' : ''}${l.readOnly ? ' (read-only)' : ''}`])));
   if (inv.consistent) lines.push('consistent: every record has its mount and every mount, loop device and attachment its record');
   else lines.push(...table('PROBLEMS', ['PROBLEM', 'SUBJECT', 'DETAIL'], inv.problems.map((p) => [p.kind, p.subject, p.detail])));
   return lines;

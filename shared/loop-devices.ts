@@ -9,14 +9,18 @@ export interface LoopDevice {
   backingFile: string;
   /** The backing file was unlinked while the device held it open. */
   deleted: boolean;
+  /** The kernel refuses writes to it (a read-only raw block publish's device). */
+  readOnly: boolean;
 }
+
+type BoundLoop = Omit<LoopDevice, 'readOnly'>;
 
 /**
  * Bound loop devices, read from sysfs, which costs no spawn. The kernel, not a record, is the truth:
  * after a crash between losetup and a record write, or a reboot, this still answers right. A
  * generator, so that a lookup stops at its device.
  */
-function* boundLoops(): Generator<LoopDevice> {
+function* boundLoops(): Generator<BoundLoop> {
   let names: string[];
   try {
     names = readdirSync('/sys/block').filter((n) => n.startsWith('loop'));
@@ -39,7 +43,7 @@ const DELETED = ' (deleted)';
 
 /** Every bound loop device (`twinvol status`: shared/core/inventory.ts). */
 export function loopDevices(): LoopDevice[] {
-  return [...boundLoops()];
+  return [...boundLoops()].map((loop) => ({ ...loop, readOnly: isReadOnly(loop.device) }));
 }
 
 /**

@@ -1,7 +1,8 @@
-import { readFileSync, realpathSync } from 'node:fs';
+import { readFileSync, realpathSync, statSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
 import { blockDeviceNumber, type LoopDevice } from '../loop-devices.js';
 import type { MountEntry } from '../mountinfo.js';
+import type { MountRecord } from '../model.js';
 
 /**
  * What in the kernel's tables belongs to twinvol, for `twinvol status` (shared/core/inventory.ts): a
@@ -117,5 +118,34 @@ function realpathOr(path: string): string {
     return realpathSync(path);
   } catch {
     return path;
+  }
+}
+
+/** A raw block publish that must not write: read-only itself, or made from a read-only staging. */
+export function isReadOnlyPublish(r: MountRecord, records: readonly MountRecord[]): boolean {
+  return r.readonly || records.some((s) => s.kind === 'stage' && s.path === r.stagingPath && s.volumeId === r.volumeId && s.readonly);
+}
+
+/**
+ * The writable loop device of the volume that the device node bound at `path` opens, if it is one:
+ * a read-only raw block publish made before read-only devices (shared/backends/block.ts
+ * readOnlyDevice) binds the staging's device, which its pod can write.
+ */
+export function writableLoopAt(path: string, volumeId: string, loops: KernelView['loops']): string | undefined {
+  let rdev: number;
+  try {
+    rdev = statSync(path).rdev;
+  } catch {
+    return undefined;
+  }
+  const bound = loops.find(({ loop, volumeId: id }) => id === volumeId && deviceId(loop.device) === rdev);
+  return bound && !bound.loop.readOnly ? bound.loop.device : undefined;
+}
+
+function deviceId(device: string): number | undefined {
+  try {
+    return statSync(device).rdev;
+  } catch {
+    return undefined;
   }
 }

@@ -7,7 +7,7 @@ import { mountAt, readMounts } from '../mountinfo.js';
 import { isRecordTemp } from '../store/json-record.js';
 import { isAbandonedLock, STALE_MS } from '../store/lock.js';
 import type { Core } from './core.js';
-import { kernelView, twinvolPath } from './inventory-kernel.js';
+import { isReadOnlyPublish, kernelView, twinvolPath, writableLoopAt } from './inventory-kernel.js';
 import { DEFAULT_CSI_DRIVER_NAME, volumeHandleHash } from '../kubelet-paths.js';
 import { isExecVolume } from '../backends/exec.js';
 import { backendFor } from '../backends/index.js';
@@ -30,6 +30,7 @@ export const PROBLEM_KINDS = [
   'stale-temp-file',
   'abandoned-work',
   'data-root-not-mounted',
+  'writable-read-only-publish',
 ] as const;
 export type ProblemKind = (typeof PROBLEM_KINDS)[number];
 
@@ -62,6 +63,8 @@ export interface LoopLine {
   /** The volume whose image backs it, if the file is one. */
   volumeId?: string;
   deleted: boolean;
+  /** It refuses writes (a read-only raw block publish's device). */
+  readOnly: boolean;
 }
 
 export interface Inventory {
@@ -158,6 +161,9 @@ export async function inventory(core: Core, opts: InventoryOptions = {}): Promis
     const holds = kernel.volumeOfSource(m);
     if (holds && holds !== r.volumeId)
       problems.push({ kind: 'mount-of-another-volume', subject: r.path, volumeId: r.volumeId, detail: `recorded as volume ${r.volumeId}, but the mount there holds volume ${holds}` });
+    const writable = r.kind === 'publish' && r.block && isReadOnlyPublish(r, records) ? writableLoopAt(r.path, r.volumeId, kernel.loops) : undefined;
+    if (writable)
+      problems.push({ kind: 'writable-read-only-publish', subject: r.path, volumeId: r.volumeId, detail: `a read-only raw block publish of volume ${r.volumeId} binds ${writable}, which takes writes (an older twinvol's publish): the pod can write the volume; restart the pod, whose new publish binds a read-only device` });
   }
 
   if (recordsRead) {
@@ -184,7 +190,7 @@ export async function inventory(core: Core, opts: InventoryOptions = {}): Promis
   }
 
   const stagedHere = new Set(records.filter((r) => r.kind === 'stage').map((r) => r.volumeId));
-  const loops: LoopLine[] = kernel.loops.map(({ loop, volumeId }) => ({ device: loop.device, backingFile: loop.backingFile, deleted: loop.deleted, ...(volumeId ? { volumeId } : {}) }));
+  const loops: LoopLine[] = kernel.loops.map(({ loop, volumeId }) => ({ device: loop.device, backingFile: loop.backingFile, deleted: loop.deleted, readOnly: loop.readOnly, ...(volumeId ? { volumeId } : {}) }));
   for (const l of loops) {
     const volume = l.volumeId ? byId.get(l.volumeId) : undefined;
     // Bound and not yet mounted is FlexVolume's waitforattach before its mountdevice: the volume is attached here.

@@ -3,7 +3,7 @@ import { mkdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs'
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { type Inventory, type ProblemKind, stage } from '../../shared/index.js';
+import { type Inventory, type ProblemKind, publish, stage } from '../../shared/index.js';
 import { coreIn } from '../shared/core-scratch.js';
 import { vid } from '../helpers/ids.js';
 import { stagingPath, targetPath } from '../csi/helpers/requests.js';
@@ -93,6 +93,31 @@ describe('twinvol status', () => {
     expect(inventory.mounts).toEqual([expect.objectContaining({ volumeId: 'dir', kind: 'stage', path: staging, bindsFrom: data })]);
     expect(inventory.mounts[0]?.mounted).toBeUndefined();
     expect((await runAdmin(s.env, ['status'])).stdout).toContain(`(record only; pods bind ${data})`);
+  });
+
+  it("shows a read-only raw publish's own device, and finds one an older twinvol bound writable", async () => {
+    await createVolume('raw', '--size', '8Mi');
+    await ok('attach', flexOptions('pv-raw', { volumeId: 'raw' }), 'node-a');
+    const core = coreIn(s);
+    const staging = stagingPath(s.kubeletDir, 'raw');
+    const target = targetPath(s.kubeletDir, 'pod-r', 'raw');
+    mkdirSync(join(target, '..'), { recursive: true });
+    const { device } = await stage(core, vid('raw'), staging, { readonly: false, block: true });
+    await publish(core, vid('raw'), target, { readonly: true, block: true, stagingPath: staging, via: 'csi' });
+
+    const before = await status();
+    expect(before.inventory.problems).toEqual([]);
+    expect(before.inventory.loops.map((l) => l.readOnly).sort()).toEqual([false, true]);
+    expect((await runAdmin(s.env, ['status'])).stdout).toContain('(read-only)');
+
+    // What a publish before read-only devices made: the staging's own device, bound with a read-only flag.
+    execFileSync('umount', [target]);
+    execFileSync('mount', ['--bind', device, target]);
+    execFileSync('mount', ['-o', 'remount,bind,ro', target]);
+    const { exitCode, inventory } = await status();
+    expect(exitCode).toBe(1);
+    expect(inventory.problems).toEqual([problem('writable-read-only-publish', target, 'raw')]);
+    expect(inventory.problems[0]?.detail).toContain(`binds ${device}, which takes writes`);
   });
 
   it('finds a staged volume unmounted behind its record\'s back', async () => {
