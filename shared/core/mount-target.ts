@@ -21,6 +21,7 @@ export async function checkedPathUnder(path: unknown, root: string, what: string
       if (!`${resolved}${rest}`.startsWith(`${realRoot}/`)) throw invalidArgument(`${what} ${valid} resolves outside ${root}`);
       return valid;
     } catch (err) {
+      if (errnoCode(err) === 'ENOTDIR') throw invalidArgument(`${what} ${valid}: a part of the path that must be a directory is not one`);
       if (errnoCode(err) !== 'ENOENT') throw err;
       // A link to nowhere would be followed by mkdir and mount alike, to wherever it points.
       if (await isSymlink(probe)) throw invalidArgument(`${what} ${valid} passes through a dangling symbolic link`);
@@ -46,7 +47,7 @@ async function isSymlink(path: string): Promise<boolean> {
  */
 export async function makeMountPoint(path: string, kind: 'dir' | 'file'): Promise<void> {
   if (kind === 'dir') {
-    await mkdir(path, { recursive: true, mode: 0o750 });
+    await makeDirectory(path, path);
     const st = await lstat(path);
     if (!st.isDirectory()) throw invalidArgument(`${path} exists and is not a directory`);
     // An empty directory (the usual target) has nothing below it to mount over: the mount table is
@@ -57,8 +58,27 @@ export async function makeMountPoint(path: string, kind: 'dir' | 'file'): Promis
     if (below) throw failedPrecondition(`${path} holds a mount below it (${below.mountPoint}): not mounting over it`);
     return;
   }
-  await mkdir(dirname(path), { recursive: true, mode: 0o750 });
+  await makeDirectory(dirname(path), path);
+  // The bind of a device node needs a file under it; a directory (or a device, a socket) is refused
+  // by name, not as the INTERNAL that open's EISDIR would have been.
+  const st = await lstat(path).catch((err: unknown) => {
+    if (errnoCode(err) === 'ENOENT') return undefined;
+    throw err;
+  });
+  if (st && !st.isFile()) throw invalidArgument(`${path} exists and is not a file: a raw block volume is published onto a file`);
   await close(await open(path, 'a', 0o640));
+}
+
+/** mkdir -p, with a file where a directory of the path should be named as such (ENOTDIR, EEXIST), not INTERNAL. */
+async function makeDirectory(dir: string, path: string): Promise<void> {
+  try {
+    await mkdir(dir, { recursive: true, mode: 0o750 });
+  } catch (err) {
+    const code = errnoCode(err);
+    if (code === 'EEXIST' && dir === path) throw invalidArgument(`${path} exists and is not a directory`);
+    if (code === 'ENOTDIR' || code === 'EEXIST') throw invalidArgument(`${path}: a part of the path that must be a directory is not one`);
+    throw err;
+  }
 }
 
 /**

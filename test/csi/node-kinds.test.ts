@@ -2,7 +2,7 @@
 // one access is not published with the other (shared/core/staging.ts requireSameVolume,
 // shared/core/publishing.ts bindFromStaging). Apart from test/csi/node.test.ts so that neither passes 400 lines.
 import { execFileSync } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { mountAt } from '../../shared/mountinfo.js';
@@ -65,5 +65,31 @@ describe('asked of a raw block staging and of a volume not grown yet', () => {
     await ctl('ControllerExpandVolume', { volume_id: 'grow-first', capacity_range: { required_bytes: String(512 * MiB), limit_bytes: '0' } });
     expect((await node('NodeExpandVolume', asked)).capacity_bytes).toBe(String(512 * MiB));
     await node('NodeUnstageVolume', { volume_id: 'grow-first', staging_target_path: v.staging });
+  });
+});
+
+describe('a target or staging path of the wrong shape', () => {
+  it('is INVALID_ARGUMENT, named, with nothing published or staged (once INTERNAL: EISDIR, ENOTDIR, EEXIST)', async () => {
+    const v = await stagedVolume(csi, 'shapes', { backend: 'block', cap: blockCap() });
+    const publishAt = (target: string, cap = blockCap()) => node('NodePublishVolume', { volume_id: 'shapes', staging_target_path: v.staging, target_path: target, volume_capability: cap });
+    const dirTarget = v.target('dir');
+    mkdirSync(dirTarget, { recursive: true });
+    expect(await expectCode(publishAt(dirTarget), 'INVALID_ARGUMENT')).toMatch(/exists and is not a file: a raw block volume is published onto a file/);
+    const fileParent = v.target('file-parent');
+    mkdirSync(dirname(dirname(fileParent)), { recursive: true });
+    writeFileSync(dirname(fileParent), 'a file where a directory belongs');
+    expect(await expectCode(publishAt(fileParent), 'INVALID_ARGUMENT')).toMatch(/a part of the path that must be a directory is not one/);
+    expect(await expectCode(publishAt(`${dirname(fileParent)}/deeper/x`), 'INVALID_ARGUMENT')).toMatch(/a part of the path that must be a directory is not one/);
+    expect(mountAt(dirTarget)).toBeUndefined();
+    expect(loopsOf('shapes').split('\n')).toHaveLength(1);
+    await node('NodeUnstageVolume', { volume_id: 'shapes', staging_target_path: v.staging });
+
+    const fs = await stagedVolume(csi, 'shapes-fs', { backend: 'dir', cap: mountCap() });
+    const fileTarget = fs.target('file');
+    mkdirSync(dirname(fileTarget), { recursive: true });
+    writeFileSync(fileTarget, '');
+    expect(await expectCode(node('NodePublishVolume', { volume_id: 'shapes-fs', staging_target_path: fs.staging, target_path: fileTarget, volume_capability: mountCap() }), 'INVALID_ARGUMENT')).toMatch(/exists and is not a directory/);
+    expect(mountAt(fileTarget)).toBeUndefined();
+    await node('NodeUnstageVolume', { volume_id: 'shapes-fs', staging_target_path: fs.staging });
   });
 });
