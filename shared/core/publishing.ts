@@ -59,6 +59,9 @@ export async function publish(core: Core, id: VolumeId, targetPath: string, opts
       throw alreadyExists(`volume ${id} is already published at ${target} ${existing.readonly ? 'read-only' : 'read-write'}`);
     if (existing && !sameFlags(existing.mountFlags, opts.mountFlags))
       throw alreadyExists(`volume ${id} is already published at ${target} with other mount flags`);
+    // A repeat naming another staging is another publish: answered OK, the pod would keep the first one's mount.
+    if (existing?.stagingPath !== undefined && stagingPath && existing.stagingPath !== stagingPath)
+      throw alreadyExists(`volume ${id} is already published at ${target} from the staging at ${existing.stagingPath}, not ${stagingPath}`);
     const mounted = mountAt(target);
     if (mounted && !existing) throw alreadyExists(`${target} already holds a mount twinvol did not make: ${describeMount(mounted)}`);
     if (mounted) {

@@ -93,3 +93,19 @@ describe('a target or staging path of the wrong shape', () => {
     await node('NodeUnstageVolume', { volume_id: 'shapes-fs', staging_target_path: fs.staging });
   });
 });
+
+describe('a repeated publish', () => {
+  it('naming another staging path is ALREADY_EXISTS (once OK, leaving the pod on the first staging)', async () => {
+    const v = await stagedVolume(csi, 'restage', { backend: 'dir', cap: mountCap() });
+    const target = v.target('p');
+    mkdirSync(dirname(target), { recursive: true });
+    const req = (staging: string) => ({ volume_id: 'restage', staging_target_path: staging, target_path: target, volume_capability: mountCap() });
+    await node('NodePublishVolume', req(v.staging));
+    await node('NodePublishVolume', req(v.staging));
+    const other = `${dirname(v.staging)}/other`;
+    expect(await expectCode(node('NodePublishVolume', req(other)), 'ALREADY_EXISTS')).toMatch(/already published at .* from the staging at .*, not .*other/);
+    expect(mountAt(target)).toBeDefined();
+    await node('NodeUnpublishVolume', { volume_id: 'restage', target_path: target });
+    await node('NodeUnstageVolume', { volume_id: 'restage', staging_target_path: v.staging });
+  });
+});
