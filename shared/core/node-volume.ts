@@ -66,7 +66,9 @@ export async function volumeStats(core: Core, id: VolumeId, volumePath: string):
  */
 function recordAt(records: readonly MountRecord[], id: string, volumePath: string): MountRecord {
   if (!volumePath) throw invalidArgument('volume path is required');
-  const record = records.find((r) => r.path === volumePath);
+  // Records keep paths as validatePathUnder trims them (shared/validate.ts): ".../mount/" names the same mount.
+  const key = volumePath.length > 1 ? volumePath.replace(/\/+$/, '') : volumePath;
+  const record = records.find((r) => r.path === key);
   if (!record) throw notFound(`volume ${id} is not staged or published at ${volumePath.slice(0, 256)}`);
   return record;
 }

@@ -54,6 +54,8 @@ describe('asked of a raw block staging and of a volume not grown yet', () => {
     // Once abnormal: "recorded as mounted but the kernel has no mount there", though a raw staging mounts nothing.
     const r = await node('NodeGetVolumeStats', { volume_id: 'raw-stats', volume_path: v.staging });
     expect(r.volume_condition).toEqual({ abnormal: false, message: 'raw block device' });
+    // The same path with a trailing slash names the same staging (once NOT_FOUND).
+    expect(await node('NodeGetVolumeStats', { volume_id: 'raw-stats', volume_path: `${v.staging}/` })).toEqual(r);
     await node('NodeUnstageVolume', { volume_id: 'raw-stats', staging_target_path: v.staging });
   });
 
