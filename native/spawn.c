@@ -148,13 +148,19 @@ static void release(struct child *ch) {
   }
 }
 
-/* callback(code | null (a signal ended it), stdout, stdout bytes dropped, stderr, stderr bytes dropped) */
+/*
+ * callback(code | null (a signal ended it), stdout, stdout bytes dropped, stderr, stderr bytes dropped,
+ * signal number | null): the number names the signal in what a caller says of the death ("killed by
+ * SIGSEGV"); a caller of an addon built before it gets five arguments.
+ */
 static void answer(struct child *ch, const siginfo_t *info) {
   napi_env env = ch->env;
   napi_handle_scope scope;
-  napi_value callback, global, result, err, argv[5];
+  napi_value callback, global, result, err, argv[6];
   if (napi_open_handle_scope(env, &scope) != napi_ok) return;
-  int made = info && info->si_code == CLD_EXITED ? napi_create_int32(env, info->si_status, &argv[0]) == napi_ok : napi_get_null(env, &argv[0]) == napi_ok;
+  bool exited = info && info->si_code == CLD_EXITED, signalled = info && (info->si_code == CLD_KILLED || info->si_code == CLD_DUMPED);
+  int made = exited ? napi_create_int32(env, info->si_status, &argv[0]) == napi_ok : napi_get_null(env, &argv[0]) == napi_ok;
+  made = made && (signalled ? napi_create_int32(env, info->si_status, &argv[5]) == napi_ok : napi_get_null(env, &argv[5]) == napi_ok);
   for (int i = 0; i < 2; i++) {
     struct capture *c = &ch->out[i];
     made = made && napi_create_buffer_copy(env, c->len, c->len ? c->buf : "", NULL, &argv[1 + 2 * i]) == napi_ok &&
@@ -164,7 +170,7 @@ static void answer(struct child *ch, const siginfo_t *info) {
   /* An answer that cannot be made ends the process, as V8 does out of memory, rather than leave the call waiting
      forever; a throw, in the callback or pending here, is raised as uncaught, as in any other event's callback. */
   bool pending = false;
-  if (made) napi_make_callback(env, ch->context, global, callback, 5, argv, &result);
+  if (made) napi_make_callback(env, ch->context, global, callback, 6, argv, &result);
   else if (napi_is_exception_pending(env, &pending) != napi_ok || !pending)
     napi_fatal_error("twinvol spawn", NAPI_AUTO_LENGTH, "cannot give a tool's exit to JavaScript (out of memory)", NAPI_AUTO_LENGTH);
   if (napi_is_exception_pending(env, &pending) == napi_ok && pending && napi_get_and_clear_last_exception(env, &err) == napi_ok) napi_fatal_exception(env, err);

@@ -1,3 +1,4 @@
+import { constants } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { getSystemErrorName } from 'node:util';
@@ -83,13 +84,15 @@ export interface NativeSpawn {
    * stdout and stderr, leading a session and process group of its own (its pid is the group's id).
    * `onExit` gets its exit code, null when a signal ended it. Absent in an addon built before it had this.
    */
-  startDriver?(file: string, argv: readonly string[], env: readonly string[], outputFd: number, onExit: (code: number | null) => void): { pid: number } | { errno: number };
+  startDriver?(file: string, argv: readonly string[], env: readonly string[], outputFd: number, onExit: (code: number | null, signal?: NodeJS.Signals | 'unknown') => void): { pid: number } | { errno: number };
 }
 
 /** How a natively started tool ended, and what it wrote. */
 export interface ToolExit {
   /** Its exit code; null when a signal ended it. */
   code: number | null;
+  /** The signal that ended it, by name; 'unknown' where the addon (built before it said) or the number does not tell. */
+  signal?: NodeJS.Signals | 'unknown';
   stdout: Buffer;
   /** How many bytes of stdout were written before those kept. */
   stdoutDropped: number;
@@ -97,18 +100,27 @@ export interface ToolExit {
   stderrDropped: number;
 }
 
-/** native/spawn.c's callback arguments, read: (code | null, stdout, dropped, stderr, dropped). */
+/** native/spawn.c's callback arguments, read: (code | null, stdout, dropped, stderr, dropped, signal number | null). */
 function toolExit(args: unknown[]): ToolExit {
-  const [code, stdout, stdoutDropped, stderr, stderrDropped] = args;
+  const [code, stdout, stdoutDropped, stderr, stderrDropped, signal] = args;
   const count = (n: unknown) => (typeof n === 'number' && Number.isSafeInteger(n) && n >= 0 ? n : 0);
   const bytes = (b: unknown) => (Buffer.isBuffer(b) ? b : Buffer.alloc(0));
+  const exitCode = typeof code === 'number' && Number.isInteger(code) ? code : null;
   return {
-    code: typeof code === 'number' && Number.isInteger(code) ? code : null,
+    code: exitCode,
+    ...(exitCode === null ? { signal: signalName(signal) } : {}),
     stdout: bytes(stdout),
     stdoutDropped: count(stdoutDropped),
     stderr: bytes(stderr),
     stderrDropped: count(stderrDropped),
   };
+}
+
+/** A signal's number as Node names it; 'unknown' for one it has no name for (the real-time ones) or no number. */
+function signalName(n: unknown): NodeJS.Signals | 'unknown' {
+  if (typeof n !== 'number') return 'unknown';
+  const named = Object.entries(constants.signals).find(([, number]) => number === n);
+  return named ? (named[0] as NodeJS.Signals) : 'unknown';
 }
 
 /** The addon's spawnTool, spawnSupported and (optional) spawnDriver, typed; undefined when it lacks either of the first two. */
@@ -120,7 +132,15 @@ function nativeSpawn(spawnTool: unknown, spawnSupported: unknown, spawnDriver: u
     supported: () => (supported ??= spawnSupported() === 0),
     start: (file, argv, env, extraFds, cap, onExit) => pidAnswer(spawnTool(file, argv, env, extraFds, cap, (...args: unknown[]) => onExit(toolExit(args)))),
     ...(typeof spawnDriver === 'function'
-      ? { startDriver: (file: string, argv: readonly string[], env: readonly string[], outputFd: number, onExit: (code: number | null) => void) => pidAnswer(spawnDriver(file, argv, env, outputFd, (...args: unknown[]) => onExit(toolExit(args).code))) }
+      ? {
+          startDriver: (file: string, argv: readonly string[], env: readonly string[], outputFd: number, onExit: (code: number | null, signal?: NodeJS.Signals | 'unknown') => void) =>
+            pidAnswer(
+              spawnDriver(file, argv, env, outputFd, (...args: unknown[]) => {
+                const exit = toolExit(args);
+                onExit(exit.code, exit.signal);
+              }),
+            ),
+        }
       : {}),
   };
 }

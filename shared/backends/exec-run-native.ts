@@ -19,11 +19,11 @@ export function runDriverNatively(start: StartDriver, file: string, args: readon
   return new Promise((resolve) => {
     let timedOut = false;
     const timers: ReturnType<typeof setTimeout>[] = [];
-    const began = start(file, [file, ...args], env, outputFd, (code) => {
+    const began = start(file, [file, ...args], env, outputFd, (code, signal) => {
       for (const t of timers) clearTimeout(t);
       // What the driver started lives on in its group after a deadline: none of it may (a hung mount).
       if (timedOut && 'pid' in began) signalQuietly(-began.pid, 'SIGKILL');
-      resolve({ exitCode: code ?? -1, timedOut, ...(code === null ? { signal: 'unknown' as const } : {}), ...('pid' in began ? { pid: began.pid } : {}) });
+      resolve({ exitCode: code ?? -1, timedOut, ...(code === null ? { signal: signal ?? 'unknown' } : {}), ...('pid' in began ? { pid: began.pid } : {}) });
     });
     if ('errno' in began) {
       // As execa words a start that failed: "spawn <file> ENOENT".

@@ -65,8 +65,9 @@ export interface DriverEnded {
   exitCode: number;
   timedOut: boolean;
   /**
-   * Set when a signal ended the driver: its name where the spawner gives it (execa), 'unknown' where
-   * the spawner only says a signal did (the addon's callback passes a null exit code, no signal number).
+   * Set when a signal ended the driver: its name, as execa gives it and the addon's callback
+   * numbers it; 'unknown' where an addon built before that passes no number, or Node has no name
+   * for it (a real-time signal).
    */
   signal?: NodeJS.Signals | 'unknown';
   /** Why the driver could not be started at all. */

@@ -176,11 +176,17 @@ describe("the addon's spawn, as shared/native-mount.ts parseAddon reads it", () 
       return 7;
     };
     const callBack = (...args: unknown[]) => parsed(callingBack(...args))?.start('x', ['x'], [], [], 1, (e) => exits.push(e));
-    callBack(3, Buffer.from('out'), 2, Buffer.from('err'), 0);
+    callBack(3, Buffer.from('out'), 2, Buffer.from('err'), 0, null);
     callBack(null, 'out', -1, undefined, 2 ** 60);
+    // The signal's number, named; one Node has no name for (a real-time signal), and none, are unknown.
+    for (const signal of [9, 34, 'x']) callBack(null, Buffer.alloc(0), 0, Buffer.alloc(0), 0, signal);
+    const none = { stdout: Buffer.alloc(0), stdoutDropped: 0, stderr: Buffer.alloc(0), stderrDropped: 0 };
     expect(exits).toEqual([
       { code: 3, stdout: Buffer.from('out'), stdoutDropped: 2, stderr: Buffer.from('err'), stderrDropped: 0 },
-      { code: null, stdout: Buffer.alloc(0), stdoutDropped: 0, stderr: Buffer.alloc(0), stderrDropped: 0 },
+      { code: null, signal: 'unknown', ...none },
+      { code: null, signal: 'SIGKILL', ...none },
+      { code: null, signal: 'unknown', ...none },
+      { code: null, signal: 'unknown', ...none },
     ]);
   });
 });
