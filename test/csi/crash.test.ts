@@ -9,6 +9,7 @@ import { outcome } from './helpers/client.js';
 import { MiB, mountCap, size, stagingPath } from './helpers/requests.js';
 import { createCsiScratch, type CsiScratch } from './helpers/scratch.js';
 import { launchCsi, type RunningCsi } from './helpers/server.js';
+import { shQuote } from '../../flex/shell-quote.js';
 
 let s: CsiScratch;
 const servers: RunningCsi[] = [];
@@ -91,7 +92,7 @@ describe('a CSI server killed while a group snapshot holds a filesystem frozen',
     // The freeze itself is real; the wrapper then stops, and the server is killed before any thaw.
     const real = realTool('fsfreeze');
     const marker = join(s.root, 'frozen-by');
-    const freeze = wrappedTool(s.root, 'fsfreeze', `if [ "$1" = --freeze ]; then ${real} "$@"; echo $$ > '${marker}'; exec sleep 60; fi`);
+    const freeze = wrappedTool(s.root, 'fsfreeze', `if [ "$1" = --freeze ]; then ${shQuote(real)} "$@"; echo $$ > ${shQuote(marker)}; exec sleep 60; fi`);
     const server = await launch({ PATH: `${freeze.dir}:/usr/sbin:/usr/bin:/sbin:/bin` });
     const reply = outcome(server.client.call('GroupController', 'CreateVolumeGroupSnapshot', { name: 'g', source_volume_ids: ['frozen-vol'] }));
     const stall = { dir: freeze.dir, marker };
@@ -109,7 +110,7 @@ describe('a CSI server killed while a group snapshot holds a filesystem frozen',
     const next = await launch();
     const log = await next.logWhen((entries) => entries.some((e) => e.msg === 'thawed filesystems a killed group snapshot left frozen'));
     expect(log.entries.find((e) => e.msg === 'thawed filesystems a killed group snapshot left frozen')).toMatchObject({ thawed: [staging] });
-    expect(spawnSync('sh', ['-c', `echo after > '${join(staging, 'after.txt')}' && sync -f '${staging}'`], { timeout: 10_000 }).status).toBe(0);
+    expect(spawnSync('sh', ['-c', `echo after > ${shQuote(join(staging, 'after.txt'))} && sync -f ${shQuote(staging)}`], { timeout: 10_000 }).status).toBe(0);
     await next.client.call('Node', 'NodeUnstageVolume', { volume_id: 'frozen-vol', staging_target_path: staging });
     await next.client.call('Controller', 'ControllerUnpublishVolume', pod);
   });

@@ -1,5 +1,6 @@
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { shQuote } from '../../flex/shell-quote.js';
 import { wrappedTool } from './tool-wrapper.js';
 
 export interface StallingTool {
@@ -17,7 +18,7 @@ export interface StallingTool {
 export function stallingTool(root: string, tool: string, whenFirstArg: string): StallingTool {
   const marker = join(root, `${tool}-stalled`);
   rmSync(marker, { force: true });
-  const { dir } = wrappedTool(root, tool, `if [ "$1" = '${whenFirstArg}' ]; then echo $$ > '${marker}'; exec sleep 60; fi`);
+  const { dir } = wrappedTool(root, tool, `if [ "$1" = ${shQuote(whenFirstArg)} ]; then echo $$ > ${shQuote(marker)}; exec sleep 60; fi`);
   return { dir, marker };
 }
 
