@@ -21,6 +21,7 @@ const SCRIPTS: Record<string, string> = {
   nofsgroup: 'tmpfs.sh',
   halfway: 'tmpfs.sh',
   verbose: 'tmpfs.sh',
+  mountns: 'tmpfs.sh',
 };
 export type TestDriver = keyof typeof SCRIPTS;
 export const VENDOR = 'acme';

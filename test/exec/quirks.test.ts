@@ -53,6 +53,17 @@ async function stagedLoop(csi: ExecSuite, driver: TestDriver, id: string) {
 }
 
 describe('exec backend: kubelet reply rules (strict)', () => {
+  it('a non-attachable driver that answers Not supported to mount: FAILED_PRECONDITION, nothing mounted, as kubelet fails it', async () => {
+    // kubelet's mounterDefaults would bind the device mount path, which a non-attachable driver never made.
+    // twinvol flex check says "twinvol-csi refuses too" of such a driver (flex/check.ts): this is that refusal.
+    const { target, call } = publish(strict, 'mountns', 'mountns-1');
+    const r = await outcome(call());
+    expect(r.code).toBe('FAILED_PRECONDITION');
+    expect(r.message).toMatch(/did not mount .* itself, and nothing is staged on this node to bind from/);
+    expect(mountsAt(target)).toBe(0);
+    await strict.node('NodeUnpublishVolume', { volume_id: 'mountns-1', target_path: target });
+  });
+
   it('a well-behaved non-attachable driver gets the pod, the secret in base64, and one unmount for two unpublishes', async () => {
     const { target, call } = publish(strict, 'tmpfs', 'tmpfs-1');
     await call();

@@ -10,6 +10,7 @@
 #   nofsgroup  well behaved, but its init says fsGroup: false (kubelet then leaves ownership alone)
 #   halfway mounts, then answers Failure (a check after the mount that failed)
 #   verbose fails mount with a message of 1 MiB (a whole log dumped into it)
+#   mountns answers Not supported to mount, though it is not attachable (no device mount to bind)
 # Pids of anything left running go to pids.log; argv to calls.log (see loop.sh).
 set -u
 here=$(dirname "$0")
@@ -27,6 +28,7 @@ init)
 mount)
   target=$2
   case "$name" in
+  mountns) printf '{"status":"Not supported"}\n'; exit 1 ;;
   verbose)
     printf '{"status":"Failure","message":"mount refused: '
     head -c 1048576 /dev/zero | tr '\0' 'x'
