@@ -13,7 +13,7 @@ import { type Core, implicitStagingPath, now } from './core.js';
 import { bindableFlags, bindFlagsFor, filesystemFlags, sameFlags } from './mount-flags.js';
 import { checkedPathUnder, isStaleMount, makeMountPoint, removeMountPoint, unmountIfDead } from './mount-target.js';
 import { attach, attachmentOf, releaseImplicitAttachment } from './attachments.js';
-import { releaseOrphanedAttachment, requireSameVolume, stageLocked, type TeardownOptions, unstageLocked } from './staging.js';
+import { readOnlyIfAttachedSo, releaseOrphanedAttachment, requireSameVolume, stageLocked, type TeardownOptions, unstageLocked } from './staging.js';
 
 export interface PublishOptions {
   readonly: boolean;
@@ -46,6 +46,8 @@ export async function publish(core: Core, id: VolumeId, targetPath: string, opts
   const stagingPath = opts.stagingPath && (await checkedPathUnder(opts.stagingPath, core.config.kubeletDir, 'staging path'));
   return core.nodeState.lockVolume(id, async () => {
     const volume = await core.catalog.requireVolume(id);
+    const asked = opts.readonly;
+    opts = readOnlyIfAttachedSo(volume, core, opts);
     if (opts.claims) refuseContradiction(volume, opts.claims);
     if (opts.access) requireAccess(volume, opts.access);
     if (opts.access?.singleWriter) await requireNoOtherPublish(core, id, target);
@@ -55,7 +57,7 @@ export async function publish(core: Core, id: VolumeId, targetPath: string, opts
     const existing = await core.nodeState.findByPath(target);
     if (existing && (existing.volumeId !== id || existing.kind !== 'publish'))
       throw alreadyExists(`${target} is already used by volume ${existing.volumeId}`);
-    if (existing && (existing.readonly !== opts.readonly || Boolean(existing.block) !== Boolean(opts.block)))
+    if (existing && ((existing.readonly !== opts.readonly && existing.readonly !== asked) || Boolean(existing.block) !== Boolean(opts.block)))
       throw alreadyExists(`volume ${id} is already published at ${target} ${existing.readonly ? 'read-only' : 'read-write'}`);
     if (existing && !sameFlags(existing.mountFlags, opts.mountFlags))
       throw alreadyExists(`volume ${id} is already published at ${target} with other mount flags`);

@@ -74,11 +74,14 @@ export async function stageLocked(core: Core, id: VolumeId, path: string, opts: 
   // Node-side work follows the attach step (FlexVolume attach, CSI ControllerPublishVolume), whichever
   // front end made it; an implicit staging makes its own attachment below.
   if (!opts.implicit) requireAttachedTo(volume, core.config.nodeName);
+  // A staging made read-write before a read-only attachment held it to reading still answers a repeat.
+  const asked = opts.readonly;
+  opts = readOnlyIfAttachedSo(volume, core, opts);
   const backend = backendFor(volume.backend);
   const existing = await core.nodeState.findByPath(path);
   if (existing && (existing.volumeId !== id || existing.kind !== 'stage'))
     throw alreadyExists(`${path} is already used by volume ${existing.volumeId}`);
-  if (existing && (existing.readonly !== opts.readonly || Boolean(existing.block) !== Boolean(opts.block) || !sameFlags(existing.mountFlags, opts.mountFlags)))
+  if (existing && ((existing.readonly !== opts.readonly && existing.readonly !== asked) || Boolean(existing.block) !== Boolean(opts.block) || !sameFlags(existing.mountFlags, opts.mountFlags)))
     throw alreadyExists(`volume ${id} is already staged at ${path} with other options (${describeOptions(existing)})`);
   let mounted = mountAt(path);
   if (mounted && !existing) throw alreadyExists(`${path} already holds a mount twinvol did not make: ${describeMount(mounted)}`);
@@ -258,4 +261,14 @@ export function requireSameVolume(record: MountRecord | undefined, path: string,
   // it under its pods and dropped its record without releasing its loop device.
   const what = (k: MountRecord['kind']) => (k === 'stage' ? 'a staging path' : "a pod's target");
   if (record && record.kind !== kind) throw invalidArgument(`${path} is ${what(record.kind)} of volume ${record.volumeId}, not ${what(kind)}: nothing was changed`);
+}
+
+/**
+ * A node the volume is attached to read-only (CSI ControllerPublishVolume readonly, which the spec
+ * says the SP must honour) is held to reading, whatever a stage or publish asks: the catalog let
+ * other nodes attach a volume it shares read-only only (shared/core/attachments.ts attach) on the
+ * word of that flag, so a read-write mount here would be a second writer it refused.
+ */
+export function readOnlyIfAttachedSo<T extends { readonly: boolean }>(volume: VolumeRecord, core: Core, opts: T): T {
+  return !opts.readonly && attachmentOf(volume, core.config.nodeName)?.readonly ? { ...opts, readonly: true } : opts;
 }

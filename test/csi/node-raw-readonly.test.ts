@@ -2,13 +2,13 @@
 // readOnlyDevice): the read-only flag of a bind of a device node is not checked when a pod opens the
 // node, so a bind of the staging's writable device let every "read-only" pod write the image.
 import { execFileSync } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, readSync, writeSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readSync, writeFileSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { errnoCode } from '../../shared/errors.js';
 import { useCsiServer } from './helpers/fixture.js';
 import { stagedVolume } from './helpers/pod-mount.js';
-import { blockCap, MiB } from './helpers/requests.js';
+import { blockCap, MiB, mountCap, size, stagingPath } from './helpers/requests.js';
 
 const csi = useCsiServer({ nodeId: 'node-a' });
 const { ctl, node } = csi;
@@ -105,5 +105,43 @@ describe('a read-only raw block publish', () => {
     await node('NodeUnpublishVolume', { volume_id: id, target_path: target });
     await node('NodeUnstageVolume', { volume_id: id, staging_target_path: v.staging });
     expect(loopsOf(id)).toEqual([]);
+  });
+});
+
+describe('a node the volume is attached to read-only', () => {
+  // ControllerPublishVolume readonly: the catalog lets other nodes attach a block volume on its word.
+  async function attachedReadOnly(id: string, backend: 'block' | 'dir', cap: ReturnType<typeof blockCap>) {
+    await ctl('CreateVolume', { name: id, volume_capabilities: [cap], parameters: csi.flavour.parameters(backend, 64 * MiB), capacity_range: size(64 * MiB) });
+    await ctl('ControllerPublishVolume', { volume_id: id, node_id: 'node-a', volume_capability: cap, readonly: true });
+    const staging = stagingPath(csi.s.kubeletDir, id);
+    mkdirSync(staging, { recursive: true });
+    await node('NodeStageVolume', { volume_id: id, staging_target_path: staging, volume_capability: cap });
+    return staging;
+  }
+
+  it('a raw publish asking for read-write gets the read-only device (once the writable one)', async () => {
+    const id = 'att-ro-raw';
+    const staging = await attachedReadOnly(id, 'block', blockCap());
+    const target = `${csi.s.kubeletDir}/pods/p-${id}/volumeDevices/${id}`;
+    await publishRaw(id, staging, target, false, 'SINGLE_NODE_WRITER');
+    expect(tryWrite(target, 'x')).not.toBe('written');
+    // A repeat asking the same answers the same.
+    await publishRaw(id, staging, target, false, 'SINGLE_NODE_WRITER');
+    await node('NodeUnpublishVolume', { volume_id: id, target_path: target });
+    await node('NodeUnstageVolume', { volume_id: id, staging_target_path: staging });
+    expect(loopsOf(id)).toEqual([]);
+  });
+
+  it('a filesystem publish asking for read-write is mounted read-only (once writable)', async () => {
+    const id = 'att-ro-dir';
+    const staging = await attachedReadOnly(id, 'dir', mountCap());
+    const target = `${csi.s.kubeletDir}/pods/p-${id}/volumes/kubernetes.io~csi/${id}/mount`;
+    mkdirSync(dirname(target), { recursive: true });
+    const req = { volume_id: id, staging_target_path: staging, target_path: target, volume_capability: mountCap(), readonly: false };
+    await node('NodePublishVolume', req);
+    expect(() => writeFileSync(`${target}/f`, 'x')).toThrow(/EROFS/);
+    await node('NodePublishVolume', req);
+    await node('NodeUnpublishVolume', { volume_id: id, target_path: target });
+    await node('NodeUnstageVolume', { volume_id: id, staging_target_path: staging });
   });
 });

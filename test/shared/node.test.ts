@@ -338,3 +338,24 @@ describe('paths outside the kubelet dir', () => {
     expect(existsSync(join(s.root, 'elsewhere'))).toBe(false);
   });
 });
+
+describe('a node the volume is attached to read-only', () => {
+  it('keeps answering a staging and a publish made read-write before the attachment held it to reading', async () => {
+    await dirVolume('held');
+    const staging = stagingPath('pv-held');
+    const target = targetPath('pod-h', 'pv-held');
+    await stage(core, vid('held'), staging, { readonly: false });
+    await publish(core, vid('held'), target, { readonly: false, via: 'csi' });
+    // As an older twinvol left them: read-write mounts beside an attachment recorded read-only.
+    await core.catalog.updateVolume('held', (v) => ({ ...v, attachments: v.attachments.map((a) => ({ ...a, readonly: true })) }));
+    // kubelet's repeats ask what they asked before: the same answer, not AlreadyExists.
+    await stage(core, vid('held'), staging, { readonly: false });
+    await publish(core, vid('held'), target, { readonly: false, via: 'csi' });
+    // A new publish is held to reading.
+    const other = targetPath('pod-i', 'pv-held');
+    await publish(core, vid('held'), other, { readonly: false, via: 'csi' });
+    expect(() => writeFileSync(join(other, 'f'), 'x')).toThrow(/EROFS/);
+    for (const t of [target, other]) await unpublish(core, t);
+    await unstage(core, staging);
+  });
+});
