@@ -161,7 +161,7 @@ export async function inventory(core: Core, opts: InventoryOptions = {}): Promis
     const holds = kernel.volumeOfSource(m);
     if (holds && holds !== r.volumeId)
       problems.push({ kind: 'mount-of-another-volume', subject: r.path, volumeId: r.volumeId, detail: `recorded as volume ${r.volumeId}, but the mount there holds volume ${holds}` });
-    const writable = r.kind === 'publish' && r.block && isReadOnlyPublish(r, records) ? writableLoopAt(r.path, r.volumeId, kernel.loops) : undefined;
+    const writable = r.kind === 'publish' && r.block && isReadOnlyPublish(r, records, volume, config.nodeName) ? writableLoopAt(r.path, r.volumeId, kernel.loops) : undefined;
     if (writable)
       problems.push({ kind: 'writable-read-only-publish', subject: r.path, volumeId: r.volumeId, detail: `a read-only raw block publish of volume ${r.volumeId} binds ${writable}, which takes writes (an older twinvol's publish): the pod can write the volume; restart the pod, whose new publish binds a read-only device` });
   }

@@ -118,6 +118,14 @@ describe('twinvol status', () => {
     expect(exitCode).toBe(1);
     expect(inventory.problems).toEqual([problem('writable-read-only-publish', target, 'raw')]);
     expect(inventory.problems[0]?.detail).toContain(`binds ${device}, which takes writes`);
+
+    // Held to reading by a read-only attachment rather than by its own flag: the same problem.
+    const record = await core.nodeState.findByPath(target);
+    if (!record) throw new Error('the publish record is gone');
+    await core.nodeState.put({ ...record, readonly: false });
+    expect((await status()).inventory.problems).toEqual([]);
+    await core.catalog.updateVolume('raw', (v) => ({ ...v, attachments: v.attachments.map((a) => ({ ...a, readonly: true })) }));
+    expect(problems((await status()).inventory)).toEqual([`writable-read-only-publish ${target}`]);
   });
 
   it('finds a staged volume unmounted behind its record\'s back', async () => {
