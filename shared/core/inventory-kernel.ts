@@ -2,7 +2,6 @@ import { readFileSync, realpathSync, statSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
 import { blockDeviceNumber, type LoopDevice } from '../loop-devices.js';
 import type { MountEntry } from '../mountinfo.js';
-import type { MountRecord, VolumeRecord } from '../model.js';
 
 /**
  * What in the kernel's tables belongs to twinvol, for `twinvol status` (shared/core/inventory.ts): a
@@ -119,15 +118,6 @@ function realpathOr(path: string): string {
   } catch {
     return path;
   }
-}
-
-/**
- * A raw block publish that must not write: read-only itself, made from a read-only staging, or on a
- * node the volume is attached to read-only (shared/core/staging.ts readOnlyIfAttachedSo).
- */
-export function isReadOnlyPublish(r: MountRecord, records: readonly MountRecord[], volume: VolumeRecord, node: string): boolean {
-  if (r.readonly || volume.attachments.some((a) => a.node === node && a.readonly)) return true;
-  return records.some((s) => s.kind === 'stage' && s.path === r.stagingPath && s.volumeId === r.volumeId && s.readonly);
 }
 
 /**

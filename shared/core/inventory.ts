@@ -7,7 +7,8 @@ import { mountAt, readMounts } from '../mountinfo.js';
 import { isRecordTemp } from '../store/json-record.js';
 import { isAbandonedLock, STALE_MS } from '../store/lock.js';
 import type { Core } from './core.js';
-import { isReadOnlyPublish, kernelView, twinvolPath, writableLoopAt } from './inventory-kernel.js';
+import { kernelView, twinvolPath, writableLoopAt } from './inventory-kernel.js';
+import { readsOnly } from './staging.js';
 import { DEFAULT_CSI_DRIVER_NAME, volumeHandleHash } from '../kubelet-paths.js';
 import { isExecVolume } from '../backends/exec.js';
 import { backendFor } from '../backends/index.js';
@@ -161,7 +162,7 @@ export async function inventory(core: Core, opts: InventoryOptions = {}): Promis
     const holds = kernel.volumeOfSource(m);
     if (holds && holds !== r.volumeId)
       problems.push({ kind: 'mount-of-another-volume', subject: r.path, volumeId: r.volumeId, detail: `recorded as volume ${r.volumeId}, but the mount there holds volume ${holds}` });
-    const writable = r.kind === 'publish' && r.block && isReadOnlyPublish(r, records, volume, config.nodeName) ? writableLoopAt(r.path, r.volumeId, kernel.loops) : undefined;
+    const writable = r.kind === 'publish' && r.block && readsOnly(volume, config.nodeName, r.readonly, records.find((st) => st.kind === 'stage' && st.path === r.stagingPath && st.volumeId === r.volumeId)) ? writableLoopAt(r.path, r.volumeId, kernel.loops) : undefined;
     if (writable)
       problems.push({ kind: 'writable-read-only-publish', subject: r.path, volumeId: r.volumeId, detail: `a read-only raw block publish of volume ${r.volumeId} binds ${writable}, which takes writes (an older twinvol's publish): the pod can write the volume; restart the pod, whose new publish binds a read-only device` });
   }

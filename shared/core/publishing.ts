@@ -13,7 +13,7 @@ import { type Core, implicitStagingPath, now } from './core.js';
 import { bindableFlags, bindFlagsFor, filesystemFlags, sameFlags } from './mount-flags.js';
 import { checkedPathUnder, isStaleMount, makeMountPoint, removeMountPoint, unmountIfDead } from './mount-target.js';
 import { attach, attachmentOf, releaseImplicitAttachment } from './attachments.js';
-import { readOnlyIfAttachedSo, releaseOrphanedAttachment, requireSameVolume, stageLocked, type TeardownOptions, unstageLocked } from './staging.js';
+import { readOnlyIfAttachedSo, readsOnly, releaseOrphanedAttachment, requireSameVolume, stageLocked, type TeardownOptions, unstageLocked } from './staging.js';
 
 export interface PublishOptions {
   readonly: boolean;
@@ -155,7 +155,7 @@ async function bindFromStaging(core: Core, volume: VolumeRecord, target: string,
   // written under its own mount: corrupted for every pod that has it mounted.
   if (Boolean(staging.block) !== Boolean(opts.block))
     throw failedPrecondition(`volume ${id} is staged at ${staging.path} for ${staging.block ? 'raw block' : 'filesystem'} access, not ${opts.block ? 'raw block' : 'filesystem'} access: stage it the way it is published`);
-  const source = opts.block ? await deviceToBind(core, volume, opts.readonly || staging.readonly) : staging.path;
+  const source = opts.block ? await deviceToBind(core, volume, readsOnly(volume, core.config.nodeName, opts.readonly, staging)) : staging.path;
   if (!opts.block && !isMountPoint(staging.path)) throw failedPrecondition(`volume ${id} is not mounted at its staging path ${staging.path}; stage it again`);
   const bindFlags = bindFlagsFor(opts.mountFlags ?? [], staging.mountFlags, opts.readonly);
   await core.mounter.bind(source, { path: target, within: core.config.kubeletDir }, opts.readonly, bindFlags);

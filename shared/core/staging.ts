@@ -270,5 +270,14 @@ export function requireSameVolume(record: MountRecord | undefined, path: string,
  * word of that flag, so a read-write mount here would be a second writer it refused.
  */
 export function readOnlyIfAttachedSo<T extends { readonly: boolean }>(volume: VolumeRecord, core: Core, opts: T): T {
-  return !opts.readonly && attachmentOf(volume, core.config.nodeName)?.readonly ? { ...opts, readonly: true } : opts;
+  return !opts.readonly && readsOnly(volume, core.config.nodeName, false, undefined) ? { ...opts, readonly: true } : opts;
 }
+
+/**
+ * Whether a publish may not write: its own flag, its staging's, or this node's read-only attachment
+ * (readOnlyIfAttachedSo above). `twinvol status` asks the same of the publishes it finds (shared/core/inventory.ts).
+ */
+export function readsOnly(volume: VolumeRecord, node: string, readonly: boolean, staging: Pick<MountRecord, 'readonly'> | undefined): boolean {
+  return readonly || Boolean(staging?.readonly) || volume.attachments.some((a) => a.node === node && a.readonly);
+}
+
