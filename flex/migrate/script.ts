@@ -165,7 +165,9 @@ function startLines(u: WorkloadUse, podFile: string): Line[] {
       ];
     case 'daemonset':
       return [
-        { kind: 'change', argv: ['patch', ...ns, resource(u), '--type', 'json', '-p', JSON.stringify([{ op: 'remove', path: `/spec/template/spec/nodeSelector/${STOP_LABEL.replace('/', '~1')}` }])] },
+        // A merge patch's null removes the key, and is no change once it is gone: a JSON patch `remove`
+        // failed on a missing key, so a run gone on with `--from` this step stopped here every time.
+        { kind: 'change', argv: ['patch', ...ns, resource(u), '--type', 'merge', '-p', JSON.stringify({ spec: { template: { spec: { nodeSelector: { [STOP_LABEL]: null } } } } })] },
         { kind: 'settle', argv: ['rollout', 'status', ...ns, resource(u), timeout] },
       ];
     case 'suspend':

@@ -216,7 +216,7 @@ describe('migrate.sh', () => {
       'scale -n shop statefulset/db --replicas=1 --dry-run=server',
       'scale -n shop deployment/legacy-app --replicas=1 --dry-run=server',
       'scale -n shop deployment/web --replicas=3 --dry-run=server',
-      'patch -n shop daemonset/log-shipper --type json -p [{"op":"remove","path":"/spec/template/spec/nodeSelector/migrate.twinvol.io~1stopped"}] --dry-run=server',
+      'patch -n shop daemonset/log-shipper --type merge -p {"spec":{"template":{"spec":{"nodeSelector":{"migrate.twinvol.io/stopped":null}}}}} --dry-run=server',
       'apply -f pods/shop_report.yaml --dry-run=client',
       'patch -n shop cronjob/archiver --type merge -p {"spec":{"suspend":false}} --dry-run=server',
       'patch pv pv-db-0 --type merge -p {"spec":{"persistentVolumeReclaimPolicy":"Delete"}} --dry-run=server',
