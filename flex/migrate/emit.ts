@@ -233,9 +233,12 @@ await() {
     sleep 2
   done
 }
-# How many pods of a namespace name a claim.
+# How many pods of a namespace name a claim. A list that cannot be read prints no count at all: piped
+# into grep -c, a failed kubectl (forbidden, unreachable) read as 0 pods, and the claims were deleted.
 claim_users() {
-  kubectl get pods -n "$1" -o jsonpath='{range .items[*]}{range .spec.volumes[*]}{.persistentVolumeClaim.claimName}{"\\n"}{end}{end}' | grep -cxF -- "$2" || true
+  local names
+  names=$(kubectl get pods -n "$1" -o jsonpath='{range .items[*]}{range .spec.volumes[*]}{.persistentVolumeClaim.claimName}{"\\n"}{end}{end}') || return 1
+  grep -cxF -- "$2" <<<"$names" || true
 }
 `;
 

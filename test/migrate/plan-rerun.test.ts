@@ -62,6 +62,10 @@ beforeAll(() => {
       '  "get pvc -n shop logs -o jsonpath={.spec.volumeName}") printf logs ;;',
       '  "get pv logs -o jsonpath={.spec.persistentVolumeReclaimPolicy}") printf Retain ;;',
       '  "get pvc -n shop logs -o jsonpath={.status.phase}") printf Bound ;;',
+      // The pods of the namespace: a running pod of the DaemonSet names the claim until it is stopped.
+      '  "get pods -n shop "*)',
+      '    if [[ -n $PODS_FAIL ]]; then echo "$PODS_FAIL" >&2; exit 1; fi',
+      '    if [[ -n $PODS_STUCK ]] || ! grep -q stopped "$DS_FILE"; then printf "web\\nlogs\\n"; fi ;;',
       '  "patch -n shop daemonset/shipper "*)',
       '    shift 4',
       `    out=$(${KUBECTL} patch --local -f "$DS_FILE" "$@" -o json) || exit 1`,
@@ -84,6 +88,7 @@ function stepOf(script: string, title: string): string {
 }
 
 const run = (script: string, ...args: string[]) => spawnSync('bash', [join(plan, script), '--apply', ...args], { env, encoding: 'utf8' });
+const runWith = (extra: Record<string, string>, script: string) => spawnSync('bash', [join(plan, script), '--apply'], { env: { ...env, ...extra }, encoding: 'utf8' });
 
 describe.skipIf(!haveKubectl)('a stopped DaemonSet started again', () => {
   it.each(['migrate.sh', 'rollback.sh'])('%s: the start step can be made again (--from), and leaves the DaemonSet as it was', (script) => {
@@ -98,5 +103,27 @@ describe.skipIf(!haveKubectl)('a stopped DaemonSet started again', () => {
     expect(again.stderr).toBe('');
     expect(again.status).toBe(0);
     expect(selectorOf(ds)).toEqual({ 'kubernetes.io/os': 'linux' });
+  });
+});
+
+describe('the wait until no pod uses a claim', () => {
+  it('is not passed by a pod list that could not be read: no claim is deleted', () => {
+    writeFileSync(ds, JSON.stringify(OBJECTS[2]));
+    writeFileSync(log, '');
+    const r = runWith({ PODS_FAIL: 'Error from server (Forbidden): pods is forbidden', MIGRATE_TIMEOUT: '1' }, 'migrate.sh');
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain("check failed after 1 s: claim_users shop logs: got '', expected '0'");
+    expect(r.stderr).toContain('stopped in step 3');
+    const calls = readFileSync(log, 'utf8').trim().split('\n');
+    expect(calls.filter((c) => c.startsWith('delete '))).toEqual([]);
+  });
+
+  it('counts the pods that name the claim, until they are gone', () => {
+    writeFileSync(ds, JSON.stringify(OBJECTS[2]));
+    writeFileSync(log, '');
+    const r = runWith({ PODS_STUCK: '1', MIGRATE_TIMEOUT: '1' }, 'migrate.sh');
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain("check failed after 1 s: claim_users shop logs: got '1', expected '0'");
+    expect(readFileSync(log, 'utf8')).not.toMatch(/^delete /m);
   });
 });
