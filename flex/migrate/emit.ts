@@ -223,13 +223,19 @@ require() {
 # What a change must bring about, polled until TIMEOUT seconds have passed (with --apply only).
 await() {
   (( SKIPPING )) && return 0
-  local want=$1 got deadline=$((SECONDS + TIMEOUT))
+  local want=$1 got seen deadline=$((SECONDS + TIMEOUT))
   shift
   if (( ! APPLY )); then echo "(dry run) would wait for: $* = '$want'"; return 0; fi
   while :; do
-    got=$("$@" 2>/dev/null || true)
-    [[ $got == "$want" ]] && return 0
-    (( SECONDS < deadline )) || { echo "check failed after $TIMEOUT s: $*: got '$got', expected '$want'" >&2; exit 1; }
+    # A read that fails is not yet what is awaited: a failed \`get --ignore-not-found\` prints nothing,
+    # as a deleted object does, and the deletes of claims and PVs went on before theirs were done.
+    if got=$("$@" 2>/dev/null); then
+      [[ $got == "$want" ]] && return 0
+      seen="got '$got'"
+    else
+      seen="the command failed (exit $?)"
+    fi
+    (( SECONDS < deadline )) || { echo "check failed after $TIMEOUT s: $*: $seen, expected '$want'" >&2; exit 1; }
     sleep 2
   done
 }

@@ -62,6 +62,8 @@ beforeAll(() => {
       '  "get pvc -n shop logs -o jsonpath={.spec.volumeName}") printf logs ;;',
       '  "get pv logs -o jsonpath={.spec.persistentVolumeReclaimPolicy}") printf Retain ;;',
       '  "get pvc -n shop logs -o jsonpath={.status.phase}") printf Bound ;;',
+      '  "get pvc -n shop logs --ignore-not-found -o name")',
+      '    if [[ -n $READ_FAIL ]]; then echo "$READ_FAIL" >&2; exit 1; fi ;;',
       // The pods of the namespace: a running pod of the DaemonSet names the claim until it is stopped.
       '  "get pods -n shop "*)',
       '    if [[ -n $PODS_FAIL ]]; then echo "$PODS_FAIL" >&2; exit 1; fi',
@@ -112,7 +114,7 @@ describe('the wait until no pod uses a claim', () => {
     writeFileSync(log, '');
     const r = runWith({ PODS_FAIL: 'Error from server (Forbidden): pods is forbidden', MIGRATE_TIMEOUT: '1' }, 'migrate.sh');
     expect(r.status).toBe(1);
-    expect(r.stderr).toContain("check failed after 1 s: claim_users shop logs: got '', expected '0'");
+    expect(r.stderr).toContain("check failed after 1 s: claim_users shop logs: the command failed (exit 1), expected '0'");
     expect(r.stderr).toContain('stopped in step 3');
     const calls = readFileSync(log, 'utf8').trim().split('\n');
     expect(calls.filter((c) => c.startsWith('delete '))).toEqual([]);
@@ -125,5 +127,17 @@ describe('the wait until no pod uses a claim', () => {
     expect(r.status).toBe(1);
     expect(r.stderr).toContain("check failed after 1 s: claim_users shop logs: got '1', expected '0'");
     expect(readFileSync(log, 'utf8')).not.toMatch(/^delete /m);
+  });
+});
+
+describe('a wait for an object to be gone', () => {
+  it('is not passed by a read that failed (it printed nothing, as a gone object does): the old PV stays', () => {
+    writeFileSync(ds, JSON.stringify(OBJECTS[2]));
+    writeFileSync(log, '');
+    const r = runWith({ READ_FAIL: 'Unable to connect to the server: dial tcp 10.0.0.1:6443: i/o timeout', MIGRATE_TIMEOUT: '1' }, 'migrate.sh');
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain('check failed after 1 s: kubectl get pvc -n shop logs --ignore-not-found -o name: the command failed');
+    expect(r.stderr).toContain('stopped in step 4');
+    expect(readFileSync(log, 'utf8')).not.toMatch(/^delete pv /m);
   });
 });
