@@ -3,7 +3,7 @@ import { dirname, join } from 'node:path';
 import { asTwinvolError, type Config, type Core, DEFAULT_PLUGIN_DIR, loadConfig, loopDevices, openCore, releaseAttachment, run, validateVolumeId, type VolumeId, type VolumeRecord } from '../../shared/index.js';
 import { mountsUnder } from '../scratch-world.js';
 import { CsiSide, socketOf } from './verify-csi.js';
-import { KubeletFlex } from './verify-flex.js';
+import { KubeletFlex, mounted } from './verify-flex.js';
 import { type FlexPv, readFlexPv } from './verify-pv.js';
 import { attempt, jsonReport, Recorder, summary, type VerifyResult } from './verify-report.js';
 import { InputError, inUse, resolveSubject, type Subject } from './verify-subject.js';
@@ -142,6 +142,9 @@ async function half(up: () => Promise<{ path: string; device: string }>, down: (
   let failure: unknown;
   try {
     const brought = await up();
+    // Every call may answer Success and mount nothing (a driver's check that took another mount for
+    // its own): the pod's directory is then empty in both models, and two empty directories matched.
+    if (!mounted(brought.path)) throw new Error(`nothing is mounted at ${brought.path}, though every call answered success: there is no volume to read`);
     const started = performance.now();
     const tree = await treeSum(brought.path);
     let device;
