@@ -19,6 +19,17 @@ export function redact(value: unknown, key = ''): unknown {
   return value;
 }
 
+/**
+ * One argument of a tool with the values of its secret-looking options cut: a static volume's
+ * mountOptions may carry a CIFS `password=` or a Ceph `secret=`, and a failed mount's message goes to
+ * kubelet, which logs it and shows it in the pod's events. Options are comma-separated `key=value`
+ * (an empty option, so CIFS's ",," for a comma in a value, is refused: shared/validate.ts).
+ */
+export function redactOptionValues(arg: string): string {
+  if (!arg.includes('=')) return arg;
+  return arg.replace(/(^|,)([^=,]+)=([^,]*)/g, (whole, lead: string, key: string) => (SECRET_KEY.test(key) ? `${lead}${key}=[redacted]` : whole));
+}
+
 export type LogSink = (line: string) => void;
 
 /** Levels from the most to the least verbose, as pino names them (the CSI server: csi/logging.ts). */

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { internal, TwinvolError } from './errors.js';
+import { redactOptionValues } from './log.js';
 import { RecordLog } from './record-log.js';
 
 /** One external command as it ran: what `compare` and the benchmarks count and time. */
@@ -257,6 +258,7 @@ export function errorDetail(output: string): string {
 export class CommandError extends TwinvolError {
   constructor(readonly result: RunResult) {
     const detail = errorDetail(result.stderr || result.stdout);
-    super('Internal', `${result.command} ${result.args.join(' ')} failed with exit code ${result.exitCode}${detail ? `: ${detail}` : ''}`);
+    // The argv is shown for the operator, less any secret among its options (a static volume's password).
+    super('Internal', `${result.command} ${result.args.map(redactOptionValues).join(' ')} failed with exit code ${result.exitCode}${detail ? `: ${detail}` : ''}`);
   }
 }

@@ -11,7 +11,7 @@ import { mountAt } from '../../shared/mountinfo.js';
 import { flexOptions, mountOptions } from '../helpers/flex-runner.js';
 import { deviceMountPath, podVolumeDir } from '../helpers/kubelet-paths.js';
 import { mountsUnder } from '../helpers/scratch.js';
-import { createVolume, creatingOptions, expectRefused, isLink, makeOutsideDir, MiB, mountedVolume, ok, pod, s, tree, useRefusalWorld } from './helpers/refusal-world.js';
+import { createVolume, creatingOptions, expectCleanFailure, expectRefused, flex, isLink, makeOutsideDir, MiB, mountedVolume, ok, pod, s, tree, useRefusalWorld } from './helpers/refusal-world.js';
 
 useRefusalWorld();
 
@@ -240,6 +240,23 @@ describe('config file', () => {
 });
 
 describe('secrets', () => {
+  // Once a leak: a failed mount's message showed mount(8)'s whole argv, `-o size=1m,password=...`
+  // included, and kubelet puts that message in the pod's events.
+  it("a static volume's secret-looking mount option is cut from a failed mount's reply and log", async () => {
+    const marker = `pw-${randomUUID()}`;
+    await createVolume('vol-pw', '--backend', 'static', '--source', 'tmpfs', '--fs-type', 'tmpfs', '--mount-options', `size=1m,password=${marker},mode=0700`);
+    const opts = flexOptions('pv-pw', { volumeId: 'vol-pw' });
+    await ok('attach', opts, 'node-a');
+    // tmpfs knows no "password": the mount fails for real, in mount(8), and says so.
+    const r = await flex('mountdevice', deviceMountPath(s.kubeletDir, 'pv-pw'), '', opts);
+    const message = expectCleanFailure(r, '-o size=1m,password=[redacted],mode=0700 ', 'mountdevice');
+    expect(message).toMatch(/^mount .* failed with exit code/);
+    expect(r.output).not.toContain(marker);
+    expect(readFileSync(join(s.stateDir, 'log/flex.log'), 'utf8')).not.toContain(marker);
+    expect(mountsUnder(s.root)).toEqual([]);
+    await ok('detach', 'pv-pw', 'node-a');
+  });
+
   it('never appear in replies or the log, on failing and succeeding calls', async () => {
     const marker = `twinvol-secret-${randomUUID()}`;
     const b64 = Buffer.from(marker).toString('base64');
