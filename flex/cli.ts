@@ -34,12 +34,12 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
           (c) =>
             c
               .positional('id', { type: 'string', demandOption: true, describe: 'volume id (letters, digits, . _ -; at most 128 bytes)' })
-              .option('backend', { choices: ['block', 'dir', 'static'] as const, default: 'block' as const })
-              .option('size', { type: 'string', describe: 'capacity, e.g. 1Gi (required for block and dir)' })
-              .option('fs-type', { type: 'string', describe: 'block: ext4 or xfs; static: the source filesystem type' })
-              .option('access', { choices: ['single-node', 'multi-node'] as const, default: 'single-node' as const })
-              .option('source', { type: 'string', describe: 'static: what to mount (tmpfs, /path/to/image, host:/export)' })
-              .option('mount-options', { type: 'string', describe: 'static: comma-separated mount options' })
+              .option('backend', { requiresArg: true, choices: ['block', 'dir', 'static'] as const, default: 'block' as const })
+              .option('size', { requiresArg: true, type: 'string', describe: 'capacity, e.g. 1Gi (required for block and dir)' })
+              .option('fs-type', { requiresArg: true, type: 'string', describe: 'block: ext4 or xfs; static: the source filesystem type' })
+              .option('access', { requiresArg: true, choices: ['single-node', 'multi-node'] as const, default: 'single-node' as const })
+              .option('source', { requiresArg: true, type: 'string', describe: 'static: what to mount (tmpfs, /path/to/image, host:/export)' })
+              .option('mount-options', { requiresArg: true, type: 'string', describe: 'static: comma-separated mount options' })
               .option('json', { type: 'boolean', default: false }),
           async (a) => {
             // Every value is checked before the catalog is opened, so a refused command touches nothing.
@@ -106,7 +106,7 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
               .positional('id', { type: 'string', demandOption: true })
               // Not named `node`: yargs would fold --node into it and silently keep one of two nodes given.
               .positional('node-name', { type: 'string', describe: 'the node (or --node)' })
-              .option('node', { type: 'string', describe: 'the node whose attachment goes (by position or as --node NODE)' })
+              .option('node', { requiresArg: true, type: 'string', describe: 'the node whose attachment goes (by position or as --node NODE)' })
               .option('force', { type: 'boolean', default: false, describe: 'yes: whatever that node still writes is no longer kept from other nodes' }),
           async (a) => {
             const { id, node } = usable(() => {
@@ -146,7 +146,7 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
       (c) =>
         c
           .option('json', { type: 'boolean', default: false })
-          .option('driver-name', { type: 'string', default: DEFAULT_CSI_DRIVER_NAME, describe: "the CSI driver name twinvol-csi serves here (kubelet's staging paths carry it)" }),
+          .option('driver-name', { requiresArg: true, type: 'string', default: DEFAULT_CSI_DRIVER_NAME, describe: "the CSI driver name twinvol-csi serves here (kubelet's staging paths carry it)" }),
       async (a) => {
         const csiDriverName = validateCsiDriverName(a['driver-name'], '--driver-name');
         const found = await inventory(open(), { csiDriverName });
@@ -164,10 +164,12 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
             targetOptions(c)
               .option('config', {
                 type: 'string',
+                requiresArg: true,
                 describe: `the settings to write to ${DEFAULT_CONFIG_PATH} (or TWINVOL_CONFIG): JSON text, or a file holding it`,
               })
               .option('node', {
                 type: 'string',
+                requiresArg: true,
                 describe: 'a bundle only: the Node.js its first line names (e.g. /usr/bin/node), instead of the one env finds on kubelet\'s PATH; one exec fewer per call',
               }),
           async (a) => {
@@ -209,10 +211,10 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
           (c) =>
             c
               .positional('driver', { type: 'string', demandOption: true, describe: 'the driver executable (kubelet: <plugin-dir>/<vendor>~<name>/<name>)' })
-              .option('options', { type: 'string', describe: "a PV's flexVolume.options, as a JSON object of strings" })
+              .option('options', { requiresArg: true, type: 'string', describe: "a PV's flexVolume.options, as a JSON object of strings" })
               .option('attachable', { type: 'boolean', default: false, describe: 'the driver must report attach (attach, waitforattach, mountdevice, ... are checked)' })
               .option('json', { type: 'boolean', default: false, describe: 'one JSON object instead of lines' })
-              .option('timeout-ms', { type: 'number', describe: 'deadline of each driver call (default 60000)' }),
+              .option('timeout-ms', { requiresArg: true, type: 'number', describe: 'deadline of each driver call (default 60000)' }),
           async (a) => {
             // flex/check.ts runs drivers through execa: packed on its own, loaded only here (scripts/build.mjs).
             if (!load) throw new Error('flex check is only available in the built executable');
@@ -229,11 +231,11 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
       'run the same workload through both plugin models on this node (the FlexVolume executable as kubelet runs it, a private twinvol-csi as the sidecars and kubelet call it) in a scratch world removed afterwards: latency, processes and tools per step, and any difference in the resulting mounts',
       (c) =>
         c
-          .option('backend', { type: 'string', default: 'all', describe: 'dir, block, static or all' })
-          .option('rounds', { type: 'number', default: 5, describe: 'lifecycles per model and backend' })
+          .option('backend', { requiresArg: true, type: 'string', default: 'all', describe: 'dir, block, static or all' })
+          .option('rounds', { requiresArg: true, type: 'number', default: 5, describe: 'lifecycles per model and backend' })
           .option('json', { type: 'boolean', default: false, describe: 'one JSON report instead of the table' })
-          .option('html', { type: 'string', describe: 'also write the report as one self-contained HTML page to this file' })
-          .option('csi-server', { type: 'string', describe: 'the twinvol-csi to start (default: beside this executable, or ../csi/twinvol-csi)' }),
+          .option('html', { requiresArg: true, type: 'string', describe: 'also write the report as one self-contained HTML page to this file' })
+          .option('csi-server', { requiresArg: true, type: 'string', describe: 'the twinvol-csi to start (default: beside this executable, or ../csi/twinvol-csi)' }),
       async (a) => {
         // Packed on its own (scripts/build.mjs): grpc loads only for this command.
         if (!load) throw new Error('compare is only available in the built executable');
@@ -253,10 +255,10 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
               // Repeats make lists here (several files, several --mapping): the global setting keeps the last.
               .parserConfiguration({ 'duplicate-arguments-array': true })
               .positional('files', { type: 'string', array: true, describe: 'kubectl get pv,pvc,pods,deploy,sts,ds,secrets -A -o yaml (or -o json) output; - for stdin (the default)' })
-              .option('prefer', { choices: ['exec', 'vendor'] as const, default: 'exec' as const, describe: "vendor: a driver with a built-in mapping (k8s/nfs, fstab/cifs, microsoft.com/smb, azure/blobfuse) moves to its vendor's CSI driver; exec: behind twinvol-csi's exec backend" })
+              .option('prefer', { requiresArg: true, choices: ['exec', 'vendor'] as const, default: 'exec' as const, describe: "vendor: a driver with a built-in mapping (k8s/nfs, fstab/cifs, microsoft.com/smb, azure/blobfuse) moves to its vendor's CSI driver; exec: behind twinvol-csi's exec backend" })
               .option('mapping', { type: 'string', nargs: 1, default: [] as string[], coerce: asList, describe: 'a YAML file of mappings to other CSI drivers (applied whatever --prefer says); repeatable' })
               .option('exec', { type: 'boolean', default: true, describe: 'move drivers without a mapping behind the exec backend (--no-exec: skip them)' })
-              .option('out', { type: 'string', describe: 'write numbered manifests, rollback/, STEPS.md, migrate.sh and rollback.sh to this new or empty directory' }),
+              .option('out', { requiresArg: true, type: 'string', describe: 'write numbered manifests, rollback/, STEPS.md, migrate.sh and rollback.sh to this new or empty directory' }),
           async (a) => {
             // flex/migrate/ parses YAML: packed on its own (scripts/build.mjs), loaded only here.
             if (!load) throw new Error('migrate plan is only available in the built executable');
@@ -270,11 +272,11 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
           (c) =>
             c
               .positional('volume', { type: 'string', demandOption: true, describe: "the volume id (the CSI PV's volumeHandle)" })
-              .option('pv', { type: 'string', describe: 'the old FlexVolume PV (YAML or JSON): its driver, options and fsType' })
-              .option('csi-endpoint', { type: 'string', describe: 'a running CSI server (unix:///path); default: a private twinvol-csi on a temporary socket' })
-              .option('csi-bin', { type: 'string', describe: 'the twinvol-csi to start (default: ../csi/twinvol-csi beside this executable)' })
-              .option('plugin-dir', { type: 'string', default: DEFAULT_FLEX_PLUGIN_DIR, describe: "kubelet's --volume-plugin-dir, where an exec volume's driver is" })
-              .option('vendor', { type: 'string', default: DEFAULT_VENDOR, describe: 'twinvol is <vendor>/twinvol in the PVs' })
+              .option('pv', { requiresArg: true, type: 'string', describe: 'the old FlexVolume PV (YAML or JSON): its driver, options and fsType' })
+              .option('csi-endpoint', { requiresArg: true, type: 'string', describe: 'a running CSI server (unix:///path); default: a private twinvol-csi on a temporary socket' })
+              .option('csi-bin', { requiresArg: true, type: 'string', describe: 'the twinvol-csi to start (default: ../csi/twinvol-csi beside this executable)' })
+              .option('plugin-dir', { requiresArg: true, type: 'string', default: DEFAULT_FLEX_PLUGIN_DIR, describe: "kubelet's --volume-plugin-dir, where an exec volume's driver is" })
+              .option('vendor', { requiresArg: true, type: 'string', default: DEFAULT_VENDOR, describe: 'twinvol is <vendor>/twinvol in the PVs' })
               .option('json', { type: 'boolean', default: false, describe: 'one JSON object instead of lines' }),
           async (a) => {
             // Packed on its own (scripts/build.mjs): grpc and execa load only for this command.
@@ -289,7 +291,9 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
     )
     .demandCommand(1, 'name a command: volume, node, status, install, uninstall, flex or migrate')
     // A flag given twice takes its last value, as in most tools, rather than becoming an array that
-    // every check downstream would have to expect.
+    // every check downstream would have to expect. Every option that takes a value says
+    // `requiresArg`: yargs gives a flag left without one its default, silently, so an unquoted empty
+    // $DIR in `uninstall flex --plugin-dir $DIR` went to kubelet's default plugin dir.
     .parserConfiguration({ 'duplicate-arguments-array': false })
     .strict()
     .help()
@@ -333,8 +337,8 @@ const oneLine = (message: string) => message.replace(/\s+/g, ' ').trim();
 
 function targetOptions<T>(c: Argv<T>) {
   return c
-    .option('plugin-dir', { type: 'string', default: DEFAULT_FLEX_PLUGIN_DIR, describe: "kubelet's --volume-plugin-dir" })
-    .option('vendor', { type: 'string', default: DEFAULT_VENDOR, describe: 'the driver is <vendor>/twinvol in a PV' });
+    .option('plugin-dir', { requiresArg: true, type: 'string', default: DEFAULT_FLEX_PLUGIN_DIR, describe: "kubelet's --volume-plugin-dir" })
+    .option('vendor', { requiresArg: true, type: 'string', default: DEFAULT_VENDOR, describe: 'the driver is <vendor>/twinvol in a PV' });
 }
 
 /** `--node`: a bundle's, checked by running it (flex/node-shebang.ts); a single executable carries its own Node. */

@@ -46,6 +46,12 @@ describe('twinvol: a command line that does not parse', () => {
     [['volume'], /name a volume command/],
     [['node', 'list', 'extra'], /Unknown argument: extra/],
     [['node'], /name a node command/],
+    // A flag given without its value took its default (or ""), silently: --backend alone made a block
+    // volume, and an empty --fs-type the default type.
+    [['volume', 'create', 'v', '--size', '1Mi', '--backend'], /Not enough arguments following: backend/],
+    [['volume', 'create', 'v', '--size', '1Mi', '--access'], /Not enough arguments following: access/],
+    [['volume', 'create', 'v', '--fs-type', '--size', '1Mi'], /Not enough arguments following: fs-type/],
+    [['status', '--driver-name'], /Not enough arguments following: driver-name/],
     // A name twinvol-csi would refuse matched no staging path at all, and status said nothing of it.
     [['status', '--driver-name', '../../x'], /--driver-name must be a domain-style name/],
     [['status', '--driver-name', ''], /--driver-name must be a domain-style name/],

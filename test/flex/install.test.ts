@@ -222,6 +222,22 @@ describe('twinvol uninstall flex', () => {
     expect(existsSync(installed)).toBe(false);
   });
 
+  // Once taken as its default: a --vendor or --plugin-dir whose value a script left empty (unquoted)
+  // installed or removed the driver of another vendor, or in kubelet's default plugin dir.
+  it('a --vendor or --plugin-dir without its value is refused, not taken as the default: nothing installed or removed', async () => {
+    const r = await runAdmin(s.env, ['install', 'flex', '--plugin-dir', pluginDir, '--vendor']);
+    expect(r).toEqual({ exitCode: 2, stdout: '', stderr: 'twinvol: Not enough arguments following: vendor (see: twinvol --help)\n' });
+    expect(existsSync(pluginDir)).toBe(false);
+    // The default vendor's driver, in place: an uninstall that forgot its vendor leaves it.
+    expect((await runAdmin(s.env, ['install', 'flex', '--plugin-dir', pluginDir])).exitCode).toBe(0);
+    const defaultDriver = join(pluginDir, 'twinvol~twinvol/twinvol');
+    expect(existsSync(defaultDriver)).toBe(true);
+    // (--plugin-dir alone is not tried here: the old parser would have gone to this host's real one.)
+    const u = await runAdmin(s.env, ['uninstall', 'flex', '--plugin-dir', pluginDir, '--vendor']);
+    expect(u).toEqual({ exitCode: 2, stdout: '', stderr: 'twinvol: Not enough arguments following: vendor (see: twinvol --help)\n' });
+    expect(existsSync(defaultDriver)).toBe(true);
+  });
+
   it.each([[['--vendor', 'a/b']], [['--plugin-dir', '/a/../b']], [['--force=maybe', '--bogus']]])('%j: exit 2, one line, nothing removed', async (args) => {
     await install();
     const r = await uninstall(...args);
