@@ -103,6 +103,8 @@ export function validateBlockFsType(value: unknown, fallback: FsType): FsType {
 
 /** A filesystem type for static mounts: one word, as /proc/filesystems spells them. */
 export function validateStaticFsType(value: unknown): string {
+  // Said as missing, as a missing source is: not as the type "undefined" (`volume create --backend static` without --fs-type).
+  if (value === undefined || value === '') throw invalidArgument('fsType is required for static volumes: the filesystem type of the source (nfs, tmpfs, ext4, ...)');
   if (typeof value !== 'string' || !/^[a-z0-9][a-z0-9._-]{0,31}$/.test(value))
     throw invalidArgument(`fsType ${quoted(String(value))} is not a filesystem type name`);
   return value;

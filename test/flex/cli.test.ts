@@ -34,6 +34,8 @@ describe('twinvol: a command line that does not parse', () => {
     [['volume', 'create', 'v', '--size', 'lots'], /--size "lots" is not a size/],
     [['volume', 'create', 'v', '--size', '299Mi', '--fs-type', 'xfs'], /size 299Mi is too small for xfs: mkfs.xfs refuses a filesystem smaller than 300 MiB; ask for at least 300Mi/],
     [['volume', 'create', 'v', '--size', '1Gi', '--fs-type', 'btrfs'], /fsType "btrfs" is not supported/],
+    // Said as the type "undefined" once.
+    [['volume', 'create', 'v', '--backend', 'static', '--source', 'tmpfs'], /fsType is required for static volumes/],
     // the other commands
     [['volume', 'delete', '../v'], /volume id "..\/v" must not contain/],
     [['volume', 'delete'], /Not enough non-option arguments/],
