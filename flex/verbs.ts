@@ -1,4 +1,4 @@
-import { attach, attachmentOf, checkedPathUnder, type Core, detach, expandOnNode, expandVolume, invalidArgument, isValidPvName, nodeAttach, parseSize, publish, registerNode, stage, unpublish, unstage, validateNodeName, validatePvName, type VolumeId, type VolumeRecord } from '../shared/index.js';
+import { attach, attachmentOf, attachUnderPvName, checkedPathUnder, type Core, detach, expandOnNode, expandVolume, invalidArgument, isValidPvName, nodeAttach, parseSize, publish, registerNode, rememberPvName, stage, unpublish, unstage, validateNodeName, validatePvName, type VolumeId, type VolumeRecord } from '../shared/index.js';
 import { claimsOf, type FlexOptions, parseOptions, resolveVolume, volumeIdOf, volumeIdOfPv } from './options.js';
 import { type FlexReply, success } from './reply.js';
 import type { FlexVerb } from './verb-names.js';
@@ -34,10 +34,11 @@ const arg = (ctx: VerbContext, i: number): string => ctx.args[i] ?? '';
 /**
  * Calls that set a volume up remember which volume their PV names: detach, and every call kubelet
  * makes for a volume it reconstructed after a restart, carry only the PV name. Written once; later
- * calls only read it.
+ * calls only read it. A name that still stands for another attached volume (an inline volume's name,
+ * which pods share) is kept: attach refuses it (shared/core/pv-names.ts).
  */
 async function rememberPv(core: Core, opts: FlexOptions, volume: VolumeRecord): Promise<void> {
-  if (opts.pvName && opts.volumeId) await core.catalog.recordPv(opts.pvName, volume.id);
+  if (opts.pvName && opts.volumeId) await rememberPvName(core, opts.pvName, volume.id);
 }
 
 export const VERBS: Record<FlexVerb, VerbSpec> = {
@@ -56,12 +57,14 @@ export const VERBS: Record<FlexVerb, VerbSpec> = {
     handler: async (ctx) => {
       const node = validateNodeName(arg(ctx, 1));
       const { opts, volume } = await volumeFrom(ctx, ctx.args[0]);
-      // detach names only the PV: remember which volume it stands for before attaching.
-      await rememberPv(ctx.core, opts, volume);
       // The controller-manager names a node it knows: known to the catalog too from now on, so that
       // CSI may publish there later (shared/core/nodes.ts).
-      await registerNode(ctx.core, node, undefined, 'flex');
-      await attach(ctx.core, volume.id, node, { readonly: false, via: 'flex', claims: claimsOf(opts) });
+      const step = async () => {
+        await registerNode(ctx.core, node, undefined, 'flex');
+        await attach(ctx.core, volume.id, node, { readonly: false, via: 'flex', claims: claimsOf(opts) });
+      };
+      // detach names only the PV: which volume it stands for is written before attaching.
+      await (opts.pvName && opts.volumeId ? attachUnderPvName(ctx.core, opts.pvName, volume.id, step) : step());
       return success({ device: '' });
     },
   },

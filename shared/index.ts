@@ -80,6 +80,7 @@ export { createGroupSnapshot, deleteGroupSnapshot, getGroupSnapshot, type GroupS
 export { checkedPathUnder } from './core/mount-target.js';
 export { expandOnNode, type VolumeStats, volumeStats } from './core/node-volume.js';
 export { listNodes, registerNode } from './core/nodes.js';
+export { attachUnderPvName, rememberPvName } from './core/pv-names.js';
 export { type TopologyRequirement } from './core/placement.js';
 export { mountsOf, publish, type PublishOptions, unpublish } from './core/publishing.js';
 export { requireMountFlagsOptions } from './core/mount-flags.js';

@@ -326,7 +326,12 @@ export class Catalog {
   async recordPv(pvName: string, volumeId: VolumeId): Promise<void> {
     const existing = await this.pvVolume(pvName);
     if (existing === volumeId) return;
-    await writeRecord<PvRecord>(this.pvPath(pvName), { schema: SCHEMA_VERSION, pvName, volumeId });
+    await this.putPv(pvName, volumeId);
+  }
+
+  /** recordPv for a caller that has just read the name's record itself (shared/core/pv-names.ts). */
+  putPv(pvName: string, volumeId: VolumeId): Promise<void> {
+    return writeRecord<PvRecord>(this.pvPath(pvName), { schema: SCHEMA_VERSION, pvName, volumeId });
   }
 
   forgetPv(pvName: string): Promise<void> {

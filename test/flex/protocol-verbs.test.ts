@@ -33,6 +33,31 @@ describe('waitforattach, detach and the expansion argv', () => {
     expect(await loopsLeftUnder(s.root)).toEqual([]);
   });
 
+  // kubelet names an inline volume by the pod's name for it, in attach's options and in detach alike.
+  // Once, a second pod's inline "data" took the name over, and the first pod's detach released the
+  // second volume (attached elsewhere: nothing done), answering Success: the first stayed attached.
+  it('an inline volume name another attached volume stands for is refused at attach; its detach then releases the right one', async () => {
+    await createVolume('vol-ia', '--size', '8Mi');
+    await createVolume('vol-ib', '--size', '8Mi');
+    const a = flexOptions('data', { volumeId: 'vol-ia' });
+    const b = flexOptions('data', { volumeId: 'vol-ib' });
+    await succeed(['attach', a, 'node-1']);
+    await refused(['attach', b, 'node-2'], 'PV name data stands for volume vol-ia, still attached to node node-1');
+    expect(attachmentsOf('vol-ib')).toEqual([]);
+    await succeed(['detach', 'data', 'node-1']);
+    expect(attachmentsOf('vol-ia')).toEqual([]);
+    // Once the name's volume is detached, the name may stand for another.
+    await succeed(['attach', b, 'node-2']);
+    await succeed(['detach', 'data', 'node-2']);
+    expect(attachmentsOf('vol-ib')).toEqual([]);
+
+    // Two first attaches of one new name at once: the name's lock lets one take it.
+    const [ca, cb] = await Promise.all([call(['attach', flexOptions('cache', { volumeId: 'vol-ia' }), 'node-1']), call(['attach', flexOptions('cache', { volumeId: 'vol-ib' }), 'node-2'])]);
+    expect([ca, cb].map((c) => replyOf(c).status).sort()).toEqual(['Failure', 'Success']);
+    await succeed(['detach', 'cache', replyOf(ca).status === 'Success' ? 'node-1' : 'node-2']);
+    expect([...attachmentsOf('vol-ia'), ...attachmentsOf('vol-ib')]).toEqual([]);
+  });
+
   it('expandvolume never uses its deviceMountPath: relative, hostile or empty, it grows the image and touches no path', async () => {
     await createVolume('vol-x', '--size', '16Mi');
     const opts = flexOptions('pv-x', { volumeId: 'vol-x' });
