@@ -1,8 +1,6 @@
-import { statfs } from 'node:fs/promises';
-import { dirname } from 'node:path';
-import { attach, contradiction, type Core, createSnapshot, deleteSnapshot, deleteVolume, detach, errnoCode, expandVolume, getSnapshot, idForNameOrUndefined, invalidArgument, listSnapshots, type LogFields, publishedNodes, sameStringMap, validateName, validateNodeName, validateSnapshotId, validateVolumeId, volumeCondition, type VolumeRecord } from '../shared/index.js';
+import { attach, contradiction, type Core, createSnapshot, deleteSnapshot, deleteVolume, detach, expandVolume, getSnapshot, idForNameOrUndefined, invalidArgument, listSnapshots, type LogFields, publishedNodes, sameStringMap, validateName, validateNodeName, validateSnapshotId, validateVolumeId, volumeCondition, type VolumeRecord } from '../shared/index.js';
 import { accessRequestOf, mismatch, parseCapabilities, parseCapability } from './capabilities.js';
-import { parseRange } from './capacity.js';
+import { capacityRpc, parseRange } from './capacity.js';
 import type { ServiceContext, Settings } from './context.js';
 import { createVolumeRpc } from './create-volume.js';
 import { toCsiSnapshot, toCsiVolume } from './convert.js';
@@ -97,9 +95,7 @@ export function controllerService({ core, rpc, settings }: ServiceContext): Cont
       const v = await core.catalog.requireVolume(validateVolumeId(r.volume_id, 'volume_id'));
       return { volume: toCsiVolume(v), status: await statusOf(core, v) };
     }, readVolume()),
-    GetCapacity: rpc.unary<GetCapacityRequest, GetCapacityResponse>('GetCapacity', async () => ({
-      available_capacity: String(await freeBytes(core.config.dataRoot)),
-    })),
+    GetCapacity: rpc.unary<GetCapacityRequest, GetCapacityResponse>('GetCapacity', (r) => capacityRpc(core, r)),
     ControllerGetCapabilities: rpc.unary<ControllerGetCapabilitiesRequest, ControllerGetCapabilitiesResponse>('ControllerGetCapabilities', async () => ({
       capabilities: CAPABILITIES.map((type) => ({ rpc: { type } })),
     })),
@@ -224,16 +220,4 @@ async function expandRpc(core: Core, req: ControllerExpandVolumeRequest): Promis
   // The core rounds to the backend's units within the limit, under the volume's lock.
   const result = await expandVolume(core, id, required, limit);
   return { capacity_bytes: String(result.capacityBytes), node_expansion_required: result.nodeExpansionRequired };
-}
-
-/** Free bytes of the filesystem holding the data root (or of its nearest existing ancestor, before first use). */
-async function freeBytes(path: string): Promise<number> {
-  for (let p = path; ; p = dirname(p)) {
-    try {
-      const st = await statfs(p);
-      return st.bavail * st.bsize;
-    } catch (err) {
-      if (errnoCode(err) !== 'ENOENT' || p === '/') throw err;
-    }
-  }
 }

@@ -71,6 +71,7 @@ export {
 export { type Core, openCore } from './core/core.js';
 export { accessMismatch, type VolumeShape } from './core/access.js';
 export { type BackendTraits, backendTraits, type VolumeHealth, volumeCondition } from './core/backend-traits.js';
+export { availableCapacity, type CapacityQuery } from './core/capacity.js';
 export { type AttachOptions, attach, type Attached, attachmentOf, attachWithContext, detach, publishedNodes, releaseAttachment } from './core/attachments.js';
 export { type Claims, contradiction, refuseContradiction } from './core/contradiction.js';
 export { sweepAbandonedWork, type SweepReport } from './core/housekeeping.js';

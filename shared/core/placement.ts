@@ -47,3 +47,9 @@ export function meetsRequirement(topology: Segments | undefined, requirement: To
   if (!topology || !requirement || !requirement.requisite.length) return true;
   return requirement.requisite.some((t) => reachableFrom(topology, t));
 }
+
+/** Whether a volume made here is reachable from topology `wanted`: always, when every node sees the data root. */
+export function reachableHere(core: Core, wanted: Segments | undefined): boolean {
+  if (!wanted || core.config.dataRootScope === 'shared') return true;
+  return reachableFrom(nodeSegments(core.config.nodeName), wanted);
+}
