@@ -1,5 +1,5 @@
-import { type AccessScope, backendTraits, type ContentSource, type Core, createVolume, invalidArgument, type TopologyRequirement, validateBackend, validateSnapshotId, validateVolumeId, volumeIdForName } from '../shared/index.js';
-import { type Capability, accessRequestOf, parseCapabilities } from './capabilities.js';
+import { backendTraits, type ContentSource, type Core, createVolume, fsTypeOfUses, invalidArgument, scopeOfUses, type TopologyRequirement, validateBackend, validateSnapshotId, validateVolumeId, volumeIdForName } from '../shared/index.js';
+import { accessRequestOf, parseCapabilities } from './capabilities.js';
 import { DEFAULT_SIZE_BYTES, sizeFromRange } from './capacity.js';
 import { toCsiVolume } from './convert.js';
 import type { CreateVolumeRequest, CreateVolumeResponse, Topology, VolumeContentSource } from './csi-types.js';
@@ -8,14 +8,13 @@ import { CREATE_KEYS, pluginKeys } from './parameters.js';
 /** CreateVolume translated to the core's createVolume (shared/core/volumes.ts). */
 export async function createVolumeRpc(core: Core, req: CreateVolumeRequest): Promise<CreateVolumeResponse> {
   const id = volumeIdForName(req.name, 'name');
-  const caps = parseCapabilities(req.volume_capabilities);
+  const requests = parseCapabilities(req.volume_capabilities).map(accessRequestOf);
   const params = pluginKeys(req.parameters, 'parameters', CREATE_KEYS);
   const backend = validateBackend(params.backend ?? 'block');
   const traits = backendTraits(backend);
   // Where twinvol makes the filesystem, a mount capability may choose its type; elsewhere only the
   // parameters speak, and the backend decides what a type means (shared/backends/*.ts).
-  const fsType = traits.makesFilesystem ? requestedFsType(params.fsType, caps) : params.fsType;
-  const access: AccessScope = caps.some((c) => c.scope === 'multi-node') ? 'multi-node' : 'single-node';
+  const fsType = traits.makesFilesystem ? fsTypeOfUses(params.fsType, requests) : params.fsType;
   const capacityBytes = sizeFromRange(req.capacity_range, traits.ownsData ? DEFAULT_SIZE_BYTES : 0, traits.sizeAlignment);
   const { volume } = await createVolume(core, {
     id,
@@ -23,13 +22,13 @@ export async function createVolumeRpc(core: Core, req: CreateVolumeRequest): Pro
     backend,
     capacityBytes,
     fsType,
-    access,
+    access: scopeOfUses(requests),
     source: params.source,
     mountOptions: params.mountOptions,
     parameters: params,
     contentSource: contentSourceOf(req.volume_content_source),
     createdBy: 'csi',
-    accessRequests: caps.map(accessRequestOf),
+    accessRequests: requests,
     topologyRequirement: requirementOf(req.accessibility_requirements),
   });
   return { volume: toCsiVolume(volume) };
@@ -40,14 +39,6 @@ function requirementOf(req: { requisite: Topology[]; preferred: Topology[] } | n
   if (!req) return undefined;
   const segments = (list: Topology[] | undefined) => (list ?? []).map((t) => t?.segments ?? {});
   return { requisite: segments(req.requisite), preferred: segments(req.preferred) };
-}
-
-/** The StorageClass's fsType, else the one the mount capabilities name; the backend applies its default. */
-function requestedFsType(param: string | undefined, caps: readonly Capability[]): string | undefined {
-  const named = new Set(caps.filter((c) => c.access === 'mount' && c.fsType).map((c) => c.fsType));
-  if (param) named.add(param);
-  if (named.size > 1) throw invalidArgument(`conflicting filesystem types requested: ${[...named].join(', ')}`);
-  return [...named][0];
 }
 
 function contentSourceOf(src: VolumeContentSource | null | undefined): ContentSource | undefined {

@@ -69,7 +69,7 @@ export {
 
 // The core and its verbs.
 export { type Core, openCore } from './core/core.js';
-export { accessMismatch, type VolumeShape } from './core/access.js';
+export { accessMismatch, fsTypeOfUses, scopeOfUses, type VolumeShape } from './core/access.js';
 export { type BackendTraits, backendTraits, type VolumeHealth, volumeCondition } from './core/backend-traits.js';
 export { availableCapacity, type CapacityQuery } from './core/capacity.js';
 export { type AttachOptions, attach, type Attached, attachmentOf, attachWithContext, detach, publishedNodes, releaseAttachment } from './core/attachments.js';

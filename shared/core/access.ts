@@ -54,3 +54,20 @@ export function requireAccess(volume: VolumeShape, request: AccessRequest): void
   const why = accessMismatch(volume, request);
   if (why) throw invalidArgument(why);
 }
+
+/** The scope a volume made for these uses needs: multi-node when any use is. */
+export function scopeOfUses(requests: readonly AccessRequest[]): AccessScope {
+  return requests.some((r) => r.scope === 'multi-node') ? 'multi-node' : 'single-node';
+}
+
+/**
+ * The filesystem type a new volume is made with where twinvol makes it: the class's (a StorageClass's
+ * fsType), else the one its filesystem uses name (a CSI mount capability's fs_type); the backend
+ * applies its default to none. Two types at once is InvalidArgument.
+ */
+export function fsTypeOfUses(classFsType: string | undefined, requests: readonly AccessRequest[]): string | undefined {
+  const named = new Set(requests.filter((r) => !r.raw && r.fsType).map((r) => r.fsType));
+  if (classFsType) named.add(classFsType);
+  if (named.size > 1) throw invalidArgument(`conflicting filesystem types requested: ${[...named].join(', ')}`);
+  return [...named][0];
+}

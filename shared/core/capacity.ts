@@ -6,7 +6,7 @@ import { errnoCode, TwinvolError } from '../errors.js';
 import type { AccessRequest, BackendKind } from '../model.js';
 import type { Segments } from '../topology.js';
 import { validateStringMap } from '../validate.js';
-import { accessMismatch } from './access.js';
+import { accessMismatch, fsTypeOfUses, scopeOfUses } from './access.js';
 import type { Core } from './core.js';
 import { reachableHere } from './placement.js';
 
@@ -36,24 +36,22 @@ export async function availableCapacity(core: Core, query: CapacityQuery): Promi
 
 /**
  * Whether one volume of the class can serve every use asked, by the rules a create holds a new volume
- * to (shared/core/volumes.ts, shared/core/access.ts). Where twinvol makes the filesystem and the class
- * names none, a use may choose its type, as at CreateVolume (csi/create-volume.ts).
+ * to: its filesystem type as a create chooses it (fsTypeOfUses), its scope (scopeOfUses), and each
+ * use against the volume (accessMismatch). What a create would refuse for the uses is 0 here, not an
+ * error: GetCapacity asks how much, and of these there is none.
  */
 function servable(core: Core, query: CapacityQuery): boolean {
   const backend = backendFor(query.backend);
-  const named = new Set(query.requests.filter((r) => !r.raw && r.fsType).map((r) => r.fsType));
-  const chosen = backend.makesFilesystem && !query.described.fsType && named.size ? [...named] : [query.described.fsType];
-  if (chosen.length > 1) return false;
   let fsType: string;
   try {
-    fsType = backend.describe({ ...query.described, fsType: chosen[0] }, core.config).fsType;
+    const chosen = backend.makesFilesystem ? fsTypeOfUses(query.described.fsType, query.requests) : query.described.fsType;
+    fsType = backend.describe({ ...query.described, fsType: chosen }, core.config).fsType;
   } catch (err) {
-    // The class passed above: only a type a use chose can fail here, and no volume is made of it.
+    // The class passed on its own (availableCapacity): only the type the uses chose can fail here.
     if (err instanceof TwinvolError && err.code === 'InvalidArgument') return false;
     throw err;
   }
-  const access = query.requests.some((r) => r.scope === 'multi-node') ? 'multi-node' : 'single-node';
-  const shape = { id: 'a new volume', backend: query.backend, fsType, access } as const;
+  const shape = { id: 'a new volume', backend: query.backend, fsType, access: scopeOfUses(query.requests) } as const;
   return query.requests.every((r) => accessMismatch(shape, r) === undefined);
 }
 
