@@ -16,6 +16,12 @@ beforeEach(() => {
 afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
 /** Processes whose command line is exactly `argv`. */
+/**
+ * A sleep this test process alone runs: its seconds end in this process's pid, so a run of the same
+ * suite beside it (another checkout's) is not taken for a process this one left behind.
+ */
+const ownSleep = (seconds: string): string[] => ['sleep', `${seconds}${process.pid}`];
+
 function processesRunning(argv: string[]): number[] {
   const wanted = `${argv.join('\0')}\0`;
   const pids: number[] = [];
@@ -113,11 +119,11 @@ describe.each([
 
   it('kills a command that overruns its deadline and throws Internal', async () => {
     // A distinctive argument, so the process can be looked for afterwards.
-    const argv = ['sleep', '30.0417'];
+    const argv = ownSleep('30.0417');
     await expectRejects(run(argv[0]!, argv.slice(1), { timeoutMs: 1000 }), 'Internal', 'sleep did not finish within 1000 ms');
     expect(processesRunning(argv)).toEqual([]);
     const rec = spawnLog().at(-1)!;
-    expect(rec.args).toEqual(['30.0417']);
+    expect(rec.args).toEqual(argv.slice(1));
     expect(rec.exitCode).toBe(-1);
   });
 
@@ -205,7 +211,7 @@ describe('the spawning thread', () => {
   const childrenOfMainThread = () => readFileSync(`/proc/self/task/${process.pid}/children`, 'utf8').trim().split(' ').filter(Boolean).map(Number);
 
   it('starts the tools, so they are not children of the main thread', async () => {
-    const argv = ['sleep', '30.0518'];
+    const argv = ownSleep('30.0518');
     // Each run ends at its deadline, whatever fails here; a failed check still waits for them.
     const runs: Promise<unknown>[] = [];
     try {
@@ -267,7 +273,7 @@ describe.each([
   });
 
   it('kills the tool at its deadline, and says a tool that cannot be started could not', () => {
-    const argv = ['sleep', '30.0711'];
+    const argv = ownSleep('30.0711');
     expect(runBlocking({ command: argv[0]!, args: argv.slice(1), timeoutMs: 300, env, outputCap: OUTPUT_CAP }, spawnSync)).toMatchObject({ exitCode: -1, timedOut: true });
     expect(processesRunning(argv)).toEqual([]);
     expect(runBlocking({ command: join(dir, 'no-such-tool'), args: [], timeoutMs: 10_000, env, outputCap: OUTPUT_CAP }, spawnSync)).toMatchObject({ exitCode: -1, timedOut: false, startError: 'spawn ENOENT' });

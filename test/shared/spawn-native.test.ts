@@ -89,8 +89,9 @@ describe('a tool started by posix_spawn', () => {
     const before = open();
     const answers = await Promise.all(Array.from({ length: 64 }, (_, i) => runNatively(addonSpawn(), request('sh', ['-c', `echo out${i}; echo err${i} >&2; exit ${i % 5}`]))));
     expect(answers.map((a) => [a.exitCode, a.stdout, a.stderr])).toEqual(Array.from({ length: 64 }, (_, i) => [i % 5, `out${i}`, `err${i}`]));
-    // The pipes and pidfds are closed by libuv's close callbacks, a turn of the loop after the answer.
-    for (let i = 0; i < 100 && open() > before; i++) await new Promise((r) => setTimeout(r, 10));
+    // The pipes and pidfds are closed by libuv's close callbacks, a turn of the loop after the answer:
+    // waited for with a deadline long enough for a loaded machine (a second was not, beside other suites).
+    for (const until = Date.now() + 10_000; Date.now() < until && open() > before; ) await new Promise((r) => setTimeout(r, 10));
     // At most as many as before: the 128 pipes and 64 pidfds are all closed (vitest's own may come and go).
     expect(open()).toBeLessThanOrEqual(before);
   });
