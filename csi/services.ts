@@ -1,5 +1,5 @@
 import type { UntypedServiceImplementation } from '@grpc/grpc-js';
-import { type Config, type Core, DEFAULT_PLUGIN_DIR, ExecVolumes, type Log, observeSpawns, observeSystemCalls, openCore, parseDriverName, registerNode, sweepAbandonedWork, thawAbandonedFreezes } from '../shared/index.js';
+import { type Config, type Core, DEFAULT_PLUGIN_DIR, ExecVolumes, type Log, observeSpawns, observeSystemCalls, openCore, parseDriverName, redactOptionValues, registerNode, sweepAbandonedWork, thawAbandonedFreezes } from '../shared/index.js';
 import { type ServiceContext, servesController, servesNode, type Settings } from './context.js';
 import { controllerService } from './controller.js';
 import type { CsiService } from './definition.js';
@@ -81,11 +81,12 @@ export async function openServices({ settings, config, log, exec, metrics }: Ser
   // Every external command, and every mount made as a system call instead: a debug line (within a
   // call, it carries the call's ids: csi/logging-scope.ts) and its metrics.
   const stopSpawns = observeSpawns((r) => {
-    log.debug('command', { tool: r.command, args: r.args, exitCode: r.exitCode, durationMs: Math.round(r.durationMs), failed: r.failed });
+    // A static volume's mount options may hold a password (CIFS password=, Ceph secret=): cut, as in a failed command's message.
+    log.debug('command', { tool: r.command, args: r.args.map(redactOptionValues), exitCode: r.exitCode, durationMs: Math.round(r.durationMs), failed: r.failed });
     metrics?.observeCommand(r);
   });
   const stopSystemCalls = observeSystemCalls((r) => {
-    log.debug('system call', { ...r, durationMs: Number(r.durationMs.toFixed(3)) });
+    log.debug('system call', { ...r, options: r.options.map(redactOptionValues), durationMs: Number(r.durationMs.toFixed(3)) });
     metrics?.observeSystemCall(r);
   });
   await sweepWork(ctx.core, log);

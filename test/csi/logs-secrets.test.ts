@@ -89,3 +89,27 @@ describe('secrets never reach the log, at trace', () => {
     for (const s of FORBIDDEN) expect(text).not.toContain(s);
   });
 });
+
+describe('a password among a static volume\'s mount options', () => {
+  it('is cut from the debug lines of the mount it was given to, and from the error of that mount', async () => {
+    const id = 'ls-static';
+    const password = 'pw-5e1d-MUST-NOT-LEAK';
+    const cap = mountCap();
+    // tmpfs knows no password option: mount(2) refuses it, and mount(8), given the step, fails in its words.
+    await csi.ctl('CreateVolume', { name: id, volume_capabilities: [cap], parameters: { backend: 'static', source: 'tmpfs', fsType: 'tmpfs', mountOptions: `size=1m,password=${password}` } });
+    await csi.ctl('ControllerPublishVolume', { volume_id: id, node_id: 'node-a', volume_capability: cap });
+    const staging = stagingPath(csi.s.kubeletDir, id);
+    mkdirSync(staging, { recursive: true });
+    const staged = await outcome(csi.node('NodeStageVolume', { volume_id: id, staging_target_path: staging, volume_capability: cap }));
+    expect(staged.code).not.toBe('OK');
+    expect(staged.message).toContain('password=[redacted]');
+    expect(staged.message).not.toContain(password);
+    const { entries } = await csi.server.logWhen((es) => es.some((e) => e.msg === 'rpc' && e.method === 'NodeStageVolume' && e.volumeId === id));
+    // The lines of the mount itself (the request's own trace line holds the StorageClass's parameters as sent).
+    const mountLines = entries.filter((e) => (e.msg === 'command' && e.tool === 'mount') || (e.msg === 'system call' && e.call === 'mount' && e.fsType === 'tmpfs'));
+    expect(mountLines.length).toBeGreaterThan(0);
+    expect(JSON.stringify(mountLines)).toContain('password=[redacted]');
+    expect(JSON.stringify(mountLines)).not.toContain(password);
+    await csi.ctl('ControllerUnpublishVolume', { volume_id: id, node_id: 'node-a' });
+  });
+});
