@@ -55,11 +55,14 @@ describe('a CSI server killed while it copies data', () => {
     await first.stop();
 
     await killedWhileCopying((server) => server.client.call('Controller', 'CreateSnapshot', { name: 'snap-2', source_volume_id: 'src' }));
+    // What the crash left: a partial copy, and nothing in the catalog.
+    expect(workLeft()).toEqual([expect.stringMatching(/^new@snapshots@snap-2@/)]);
     const restore = { name: 'restored', volume_capabilities: [cap], capacity_range: size(32 * MiB), volume_content_source: { snapshot: { snapshot_id: 'snap-1' } } };
     await killedWhileCopying((server) => server.client.call('Controller', 'CreateVolume', restore));
-    // What the crashes left: one partial copy each, and nothing in the catalog.
+    // The server started for this second crash sweeps snap-2's copy at its start when the killed
+    // holder's lock is a second old by then (a loaded machine): it may be gone already.
     const left = workLeft();
-    expect(left).toEqual([expect.stringMatching(/^new@snapshots@snap-2@/), expect.stringMatching(/^new@volumes@restored@/)]);
+    expect(left.filter((w) => !/^new@snapshots@snap-2@/.test(w))).toEqual([expect.stringMatching(/^new@volumes@restored@/)]);
 
     // The killed holders' locks are taken over once they are a second old (shared/store/lock.ts).
     const catalog = new Catalog(s.dataRoot);

@@ -84,7 +84,8 @@ export async function launchCsi(s: CsiScratch, options: LaunchOptions = {}): Pro
     client,
     logLines: () => [...lines],
     async logWhen(want) {
-      for (let i = 0; i < 100 && !want(lines.map(parseLogLine)); i++) await new Promise((r) => setTimeout(r, 20));
+      // A deadline a loaded machine meets (2 s was not always), left as soon as the lines are there.
+      for (const until = Date.now() + 10_000; Date.now() < until && !want(lines.map(parseLogLine)); ) await new Promise((r) => setTimeout(r, 20));
       return { text: lines.join('\n'), entries: lines.map(parseLogLine) };
     },
     async stop() {
