@@ -246,9 +246,18 @@ export interface TeardownOptions {
  * none: an attachment an implicit staging made (no detach ever comes for it) is released once the
  * node holds nothing of the volume, as that staging's last unpublish would have done. Whichever
  * volume the caller names, releasing such an attachment is right: nothing on this node stands for it.
+ *
+ * An implicit staging that no publish record names is an orphan too: a publish makes it and writes
+ * its own record under one node lock, and the last unpublish drops that record before unstaging it,
+ * so a call killed in between (an unpublish before its unstage, a publish before its record) left it
+ * mounted, its loop device bound and its attachment held, and an inline volume never deleted, while
+ * the retried unpublish, finding no record of its target, answered done.
  */
 export async function releaseOrphanedAttachment(core: Core, id: VolumeId): Promise<void> {
   await core.nodeState.lockVolume(id, async () => {
+    const records = await core.nodeState.listForVolume(id);
+    for (const staging of records.filter((r) => r.kind === 'stage' && r.implicit))
+      if (!records.some((r) => r.kind === 'publish' && r.stagingPath === staging.path)) await unstageLocked(core, staging);
     if (!(await core.nodeState.listForVolume(id)).length) await releaseImplicitAttachment(core, id, core.config.nodeName);
   });
 }
