@@ -113,7 +113,7 @@ export async function stageLocked(core: Core, id: VolumeId, path: string, opts: 
     } else if (!mounted) {
       await makeMountPoint(path, 'dir');
       await core.nodeState.put(stageRecord(id, path, opts));
-      filled = await backend.stage(volume, { path, within: opts.implicit ? core.config.stateDir : core.config.kubeletDir }, opts.readonly, core, opts.mountFlags, opts.publishContext);
+      filled = await backend.stage(volume, { path, within: opts.implicit ? core.config.stateDir : core.config.kubeletDir }, opts.readonly, core, mountedFlags(opts), opts.publishContext);
     }
   } catch (err) {
     // What did get set up (a mount; a raw block staging's device) stays, with its record, for unstage;
@@ -155,6 +155,16 @@ async function dropStaging(
   }
   if (record.implicit) await removeMountPoint(record.path);
   await core.nodeState.remove(record);
+}
+
+/**
+ * The mount flags a staging's filesystem is mounted with. On a read-only staging (a reader-only mode, or
+ * a node attached read-only) rw is dropped, as a publish's own mount drops it (publishing.ts ownMount):
+ * mount(8) reads its options in order, so "ro" and then a CO's "rw" mounted the filesystem
+ * read-write. The record keeps the flags as asked, for a repeat to be compared with.
+ */
+function mountedFlags(opts: StageOptions): string[] | undefined {
+  return opts.readonly ? opts.mountFlags?.filter((flag) => flag !== 'rw') : opts.mountFlags;
 }
 
 function stageRecord(volumeId: VolumeId, path: string, opts: StageOptions, recordOnly = false): MountRecord {
