@@ -133,7 +133,8 @@ async function publishEphemeral(core: Core, id: VolumeId, target: string, cap: C
   if (cap.access !== 'mount') throw invalidArgument('an inline volume is a filesystem: use mount access');
   await createVolume(core, ephemeralSpec(id, r.volume_context));
   try {
-    await publish(core, id, target, { readonly: r.readonly, fsGroup: cap.mountGroup, mountFlags: cap.mountFlags, via: 'csi' });
+    // A reader-only mode publishes read-only whatever readonly says, as for a staged volume (publishStaged).
+    await publish(core, id, target, { readonly: r.readonly || cap.readerOnly, fsGroup: cap.mountGroup, mountFlags: cap.mountFlags, via: 'csi' });
   } catch (err) {
     await endInlineIfUnmounted(core, id).catch(() => undefined);
     throw err;

@@ -68,6 +68,25 @@ describe('inline ephemeral volumes', () => {
     expect(record(id)).toBeUndefined();
   });
 
+  it('a reader-only access mode publishes read-only even when readonly is false (dir and block)', async () => {
+    // Once a pod given SINGLE_NODE_READER_ONLY could write: the mode was read for staged volumes only.
+    for (const backend of ['dir', 'block']) {
+      const id = `csi-rox-${backend}`;
+      const t = targetPath(csi.s.kubeletDir, `pod-rox-${backend}`, 'scratch');
+      const req = { volume_id: id, target_path: t, volume_capability: mountCap('', 'SINGLE_NODE_READER_ONLY'), volume_context: ephemeral({ backend, size: '16Mi' }), readonly: false };
+      try {
+        await node('NodePublishVolume', req);
+        expect(mountAt(t)?.mountOptions).toContain('ro');
+        expect(() => writeFileSync(join(t, 'written.txt'), 'x')).toThrow(/EROFS/);
+        await node('NodePublishVolume', req);
+      } finally {
+        await node('NodeUnpublishVolume', { volume_id: id, target_path: t });
+      }
+      expect(record(id)).toBeUndefined();
+    }
+    expect(mountsBelow(csi.s.root)).toEqual([]);
+  });
+
   it('refuses bad ids, unknown attributes, static backends and raw block access, making nothing', async () => {
     const t = targetPath(csi.s.kubeletDir, 'pod-eph-bad', 'scratch');
     const before = treeOf(csi.s.dataRoot);
