@@ -205,6 +205,9 @@ function unstagedBindFlags(opts: PublishOptions): string[] {
 async function ensureFsGroup(core: Core, record: MountRecord, opts: PublishOptions): Promise<void> {
   const gid = opts.fsGroup ?? record.fsGroup;
   if (gid === undefined || opts.readonly || opts.block || record.fsGroupApplied === gid) return;
+  // A bind from a read-only staging is read-only too: a chown there fails EROFS on every retry.
+  const staging = record.stagingPath === undefined ? undefined : await core.nodeState.findByPath(record.stagingPath);
+  if (staging?.kind === 'stage' && staging.readonly) return;
   if (record.fsGroup !== gid) await core.nodeState.put({ ...record, fsGroup: gid, fsGroupApplied: undefined });
   await applyFsGroup(record.path, gid);
   await core.nodeState.put({ ...record, fsGroup: gid, fsGroupApplied: gid });

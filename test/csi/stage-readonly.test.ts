@@ -63,3 +63,21 @@ describe('a read-only NodeStageVolume with mount_flags rw', () => {
     }
   });
 });
+
+describe('a publish with volume_mount_group from a read-only staging', () => {
+  it('answers OK, the group left alone (once INTERNAL on every retry: a chown on a read-only mount)', async () => {
+    const v = await stagedReadOnly('ro-stage-group', mountCap('', 'SINGLE_NODE_READER_ONLY'), false);
+    const target = `${csi.s.kubeletDir}/pods/p-ro-group/volumes/kubernetes.io~csi/ro-stage-group/mount`;
+    mkdirSync(target, { recursive: true });
+    try {
+      const req = { volume_id: 'ro-stage-group', staging_target_path: v.staging, target_path: target, volume_capability: mountCap('', 'SINGLE_NODE_WRITER', { volume_mount_group: '2000' }) };
+      await node('NodePublishVolume', req);
+      await node('NodePublishVolume', req);
+      expect(tryWrite(target)).toBe('EROFS');
+    } finally {
+      // A failed publish may leave its bind, for the unpublish to take off (shared/core/publishing.ts).
+      await node('NodeUnpublishVolume', { volume_id: 'ro-stage-group', target_path: target });
+      await v.release();
+    }
+  });
+});
