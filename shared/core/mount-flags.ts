@@ -50,6 +50,21 @@ export function filesystemFlags(flags: readonly string[]): string[] {
   return flags.filter((flag) => !BIND_FLAGS.has(flag));
 }
 
+/** The flags the kernel's mount table shows on a mount that has them, each with the flag that undoes it. */
+const SHOWN_FLAGS: ReadonlyMap<string, string> = new Map([['ro', 'rw'], ['nosuid', 'suid'], ['nodev', 'dev'], ['noexec', 'exec']]);
+
+/**
+ * Of the flags a mount was asked for (read-only, and `flags` in order: a later contrary flag undoes an earlier one), those
+ * the kernel would show on it and `shown`, its options in the mount table, lacks. A bind takes its
+ * flags with a second step, a remount (shared/mounter.ts), so a process killed between the two left
+ * a bind without them, read-write where a read-only publish was asked; only the table tells.
+ */
+export function flagsMissing(readonly: boolean, flags: readonly string[], shown: readonly string[]): string[] {
+  // As the mount is made: ro first, and a CO's rw dropped from a read-only one (staging.ts mountedFlags).
+  const asked = readonly ? ['ro', ...flags.filter((flag) => flag !== 'rw')] : flags;
+  return [...SHOWN_FLAGS].filter(([flag, undo]) => asked.lastIndexOf(flag) > asked.lastIndexOf(undo) && !shown.includes(flag)).map(([flag]) => flag);
+}
+
 /** Whether two calls asked for the same mount flags (in order: the last of two contrary flags wins). */
 export function sameFlags(a: readonly string[] = [], b: readonly string[] = []): boolean {
   return a.length === b.length && a.every((flag, i) => flag === b[i]);

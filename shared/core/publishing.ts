@@ -1,16 +1,16 @@
-import type { PodInfo } from '../backends/backend.js';
+import type { Backend, PodInfo } from '../backends/backend.js';
 import { backendFor } from '../backends/index.js';
 import { alreadyExists, failedPrecondition } from '../errors.js';
 import { applyFsGroup } from '../fs-group.js';
 import type { MountRecord, Origin, VolumeRecord } from '../model.js';
 import { describeMount } from '../mounter.js';
-import { isMountPoint, mountAt } from '../mountinfo.js';
+import { isMountPoint, type MountEntry, mountAt } from '../mountinfo.js';
 import { SCHEMA_VERSION } from '../store/json-record.js';
 import { validateVolumeId, type VolumeId } from '../validate.js';
 import { type AccessRequest, requireAccess } from './access.js';
 import { type Claims, refuseContradiction } from './contradiction.js';
 import { type Core, implicitStagingPath, now } from './core.js';
-import { bindableFlags, bindFlagsFor, filesystemFlags, sameFlags } from './mount-flags.js';
+import { bindableFlags, bindFlagsFor, filesystemFlags, flagsMissing, sameFlags } from './mount-flags.js';
 import { checkedPathUnder, isStaleMount, makeMountPoint, removeMountPoint, unmountIfDead } from './mount-target.js';
 import { attach, attachmentOf, releaseImplicitAttachment } from './attachments.js';
 import { readOnlyIfAttachedSo, readsOnly, releaseOrphanedAttachment, requireSameVolume, stageLocked, type TeardownOptions, unstageLocked } from './staging.js';
@@ -67,12 +67,14 @@ export async function publish(core: Core, id: VolumeId, targetPath: string, opts
     const mounted = mountAt(target);
     if (mounted && !existing) throw alreadyExists(`${target} already holds a mount twinvol did not make: ${describeMount(mounted)}`);
     if (mounted) {
-      if (!(await isStaleMount(target))) {
+      // A pod's mount gone dead (stale), or a bind a killed call left without the flags its remount
+      // was to apply (a read-only publish left writable), is forced off and bound again below, not answered OK.
+      const remake = (await isStaleMount(target)) || (existing !== undefined && (await flagsLeftOff(core, backend, existing, mounted)).length > 0);
+      if (!remake) {
         // A walk cut short by a crash, or a pod asking for another group, is finished now, not answered as done.
         if (existing) await ensureFsGroup(core, existing, { ...opts, fsGroup });
         return volume;
       }
-      // The pod's mount went dead (stale): force it off and bind again below, rather than answer OK.
       await core.mounter.unmountAll(target);
     }
 
@@ -159,6 +161,19 @@ async function bindFromStaging(core: Core, volume: VolumeRecord, target: string,
   if (!opts.block && !isMountPoint(staging.path)) throw failedPrecondition(`volume ${id} is not mounted at its staging path ${staging.path}; stage it again`);
   const bindFlags = bindFlagsFor(opts.mountFlags ?? [], staging.mountFlags, opts.readonly);
   await core.mounter.bind(source, { path: target, within: core.config.kubeletDir }, opts.readonly, bindFlags);
+}
+
+/**
+ * The flags a publish's mount lacks of those its record says it was made with: its read-only flag and
+ * bind flags, and from a staging that is its record alone, that staging's as well (ownMount). Judged
+ * only where twinvol made the mount, which a backend that takes its mounts down itself did not.
+ */
+async function flagsLeftOff(core: Core, backend: Backend, record: MountRecord, mounted: MountEntry): Promise<string[]> {
+  if (backend.unpublish) return [];
+  const staging = backend.stagedDirectory && record.stagingPath !== undefined ? await core.nodeState.findByPath(record.stagingPath) : undefined;
+  const fromStaging = staging?.kind === 'stage' && staging.recordOnly ? staging : undefined;
+  const flags = [...bindableFlags(fromStaging?.mountFlags ?? []), ...bindableFlags(record.mountFlags ?? [])];
+  return flagsMissing(record.readonly || Boolean(fromStaging?.readonly), flags, mounted.mountOptions);
 }
 
 /**

@@ -1,0 +1,121 @@
+// A process killed between a bind and the remount that gives the bind its flags (shared/mounter.ts
+// mount: a bind, then `mount -o remount,bind,ro,...` of it). The bind was left read-write, and the
+// retry, finding the path mounted and its record there, answered OK: a read-only publish (or a
+// FlexVolume read-only staging of a dir volume) stayed writable for as long as the pod ran.
+import { spawn } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { shQuote } from '../../flex/shell-quote.js';
+import { readMounts } from '../../shared/mountinfo.js';
+import { outcome } from '../csi/helpers/client.js';
+import { MiB, mountCap, size, stagingPath, targetPath } from '../csi/helpers/requests.js';
+import { createCsiScratch, type CsiScratch } from '../csi/helpers/scratch.js';
+import { launchCsi, type RunningCsi } from '../csi/helpers/server.js';
+import { FLEX_BIN, flexOptions, flexSession } from '../helpers/flex-runner.js';
+import { deviceMountPath } from '../helpers/kubelet-paths.js';
+import { killStalled, type StallingTool, untilStalled } from '../helpers/stalling-tool.js';
+import { wrappedTool } from '../helpers/tool-wrapper.js';
+
+let s: CsiScratch;
+const servers: RunningCsi[] = [];
+const stalls: StallingTool[] = [];
+beforeEach(() => {
+  s = createCsiScratch('node-a');
+});
+afterEach(async () => {
+  for (const stall of stalls.splice(0)) killStalled(stall);
+  for (const server of servers.splice(0)) await server.stop();
+  s.cleanup();
+});
+
+/** mount(8) stopping (until killed) at the remount of a bind; every other call is the real one. */
+function stallAtRemount(): StallingTool {
+  const marker = join(s.root, 'mount-stalled');
+  const { dir } = wrappedTool(s.root, 'mount', `for a in "$@"; do case "$a" in remount,*) echo $$ > ${shQuote(marker)}; exec sleep 60;; esac; done`);
+  const stall = { dir, marker };
+  stalls.push(stall);
+  return stall;
+}
+
+/** Through the tools (TWINVOL_NATIVE_MOUNT=off), so that the stall stops the call between the bind and its remount. */
+const stalledEnv = (stall: StallingTool) => ({ PATH: `${stall.dir}:/usr/bin:/bin`, TWINVOL_NATIVE_MOUNT: 'off' });
+
+/** The options of the mount on top at `path`, as the kernel's table has them. */
+const optionsAt = (path: string) => readMounts().filter((m) => m.mountPoint === path).at(-1)?.mountOptions ?? [];
+
+async function launch(env?: NodeJS.ProcessEnv): Promise<RunningCsi> {
+  const server = await launchCsi(s, { env });
+  servers.push(server);
+  return server;
+}
+
+describe('a CSI server killed between a read-only publish\'s bind and its remount', () => {
+  for (const backend of ['dir', 'block'] as const) {
+    it(`${backend}: the retried NodePublishVolume binds again, read-only, rather than answer OK over a writable bind`, async () => {
+      const id = `ro-${backend}`;
+      const cap = mountCap(backend === 'block' ? 'ext4' : '');
+      const staging = stagingPath(s.kubeletDir, id);
+      const target = targetPath(s.kubeletDir, 'pod-1', id);
+      mkdirSync(staging, { recursive: true });
+      mkdirSync(dirname(target), { recursive: true });
+      const first = await launch();
+      await first.client.call('Controller', 'CreateVolume', { name: id, volume_capabilities: [cap], capacity_range: size(16 * MiB), parameters: { backend } });
+      await first.client.call('Controller', 'ControllerPublishVolume', { volume_id: id, node_id: 'node-a', volume_capability: cap });
+      await first.client.call('Node', 'NodeStageVolume', { volume_id: id, staging_target_path: staging, volume_capability: cap });
+      await first.stop();
+
+      const stall = stallAtRemount();
+      const killed = await launch(stalledEnv(stall));
+      const publish = { volume_id: id, staging_target_path: staging, target_path: target, volume_capability: cap, readonly: true };
+      const reply = outcome(killed.client.call('Node', 'NodePublishVolume', publish));
+      try {
+        await untilStalled(stall, 'the remount');
+      } finally {
+        killed.child.kill('SIGKILL');
+        killStalled(stall);
+      }
+      expect((await reply).code).not.toBe('OK');
+      await killed.stop();
+      // What the kill left: the bind, writable.
+      expect(optionsAt(target)).toContain('rw');
+
+      const next = await launch();
+      await next.client.call('Node', 'NodePublishVolume', publish);
+      expect(optionsAt(target)).toContain('ro');
+      expect(readMounts().filter((m) => m.mountPoint === target)).toHaveLength(1);
+      await next.client.call('Node', 'NodeUnpublishVolume', { volume_id: id, target_path: target });
+      await next.client.call('Node', 'NodeUnstageVolume', { volume_id: id, staging_target_path: staging });
+      await next.client.call('Controller', 'ControllerUnpublishVolume', { volume_id: id, node_id: 'node-a' });
+      expect((await outcome(next.client.call('Controller', 'DeleteVolume', { volume_id: id }))).code).toBe('OK');
+    });
+  }
+});
+
+describe('a FlexVolume mountdevice of a dir volume killed between its read-only bind and the remount', () => {
+  it('kubelet\'s retried mountdevice binds the staging again, read-only', async () => {
+    const { ok, createVolume } = flexSession(() => s.env);
+    await createVolume('ro-flex', '--backend', 'dir', '--size', '16Mi');
+    const opts = flexOptions('pv-ro', { volumeId: 'ro-flex' }, 'ro');
+    await ok('attach', opts, 'node-a');
+    const global = deviceMountPath(s.kubeletDir, 'pv-ro');
+
+    const stall = stallAtRemount();
+    const child = spawn(FLEX_BIN, ['mountdevice', global, '', opts], { cwd: '/', stdio: 'ignore', env: { ...s.env, ...stalledEnv(stall) } });
+    const exited = new Promise((done) => child.on('exit', done));
+    try {
+      await untilStalled(stall, 'mountdevice');
+    } finally {
+      child.kill('SIGKILL');
+      killStalled(stall);
+      await exited;
+    }
+    expect(optionsAt(global)).toContain('rw');
+
+    await ok('mountdevice', global, '', opts);
+    expect(optionsAt(global)).toContain('ro');
+    expect(readMounts().filter((m) => m.mountPoint === global)).toHaveLength(1);
+    await ok('unmountdevice', global);
+    await ok('detach', 'pv-ro', 'node-a');
+  });
+});
