@@ -1,5 +1,5 @@
 import { backendFor } from '../backends/index.js';
-import { alreadyExists, failedPrecondition, invalidArgument } from '../errors.js';
+import { alreadyExists, failedPrecondition, invalidArgument, TwinvolError } from '../errors.js';
 import type { MountRecord, Origin, VolumeRecord } from '../model.js';
 import { describeMount } from '../mounter.js';
 import { isMountPoint, mountAt } from '../mountinfo.js';
@@ -117,6 +117,11 @@ export async function stageLocked(core: Core, id: VolumeId, path: string, opts: 
       await makeMountPoint(path, 'dir');
       await core.nodeState.put(stageRecord(id, path, opts));
       filled = await backend.stage(volume, { path, within: opts.implicit ? core.config.stateDir : core.config.kubeletDir }, opts.readonly, core, mountedFlags(opts), opts.publishContext);
+    } else if (volume.fsResizePending && !opts.readonly && !existing?.readonly) {
+      // A stage killed between its mount and the growth that follows it (xfs grows mounted) left the
+      // filesystem at its old size, which the retry, finding it mounted, answered OK: a volume restored
+      // larger than its snapshot stayed the snapshot's size, with no NodeExpandVolume ever to come.
+      filled = await growMounted(core, volume, path);
     }
   } catch (err) {
     // What did get set up (a mount; a raw block staging's device) stays, with its record, for unstage;
@@ -129,6 +134,20 @@ export async function stageLocked(core: Core, id: VolumeId, path: string, opts: 
   }
   if (volume.fsResizePending && filled) await core.catalog.updateVolume(id, (v) => ({ ...v, fsResizePending: undefined, fsResizeFrom: undefined }));
   return { volume, device: backend.attachedDevice(volume, core) ?? '' };
+}
+
+/**
+ * Grows a staged filesystem to its backing size, as the first stage would have: false where the
+ * kernel does not let it grow mounted (ext4 without CAP_SYS_RESOURCE), and it grows at the next stage.
+ */
+async function growMounted(core: Core, volume: VolumeRecord, path: string): Promise<boolean> {
+  try {
+    await backendFor(volume.backend).expandOnNode(volume, path, core);
+    return true;
+  } catch (err) {
+    if (err instanceof TwinvolError && err.code === 'FailedPrecondition') return false;
+    throw err;
+  }
 }
 
 /**
