@@ -1,8 +1,7 @@
 // A process killed between a bind and the remount that gives the bind its flags (shared/mounter.ts
 // mount: a bind, then `mount -o remount,bind,ro,...` of it). The bind was left read-write, and the
-// retry, finding the path mounted and its record there, answered OK: a read-only publish (or a
-// FlexVolume read-only staging of a dir volume) stayed writable for as long as the pod ran.
-import { spawn } from 'node:child_process';
+// retry, finding the path mounted and its record there, answered OK: a read-only publish, or a
+// read-only staging that every publish binds from, stayed writable for as long as the pod ran.
 import { mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -12,8 +11,7 @@ import { outcome } from '../csi/helpers/client.js';
 import { MiB, mountCap, size, stagingPath, targetPath } from '../csi/helpers/requests.js';
 import { createCsiScratch, type CsiScratch } from '../csi/helpers/scratch.js';
 import { launchCsi, type RunningCsi } from '../csi/helpers/server.js';
-import { FLEX_BIN, flexOptions, flexSession } from '../helpers/flex-runner.js';
-import { deviceMountPath } from '../helpers/kubelet-paths.js';
+import { flexSession } from '../helpers/flex-runner.js';
 import { killStalled, type StallingTool, untilStalled } from '../helpers/stalling-tool.js';
 import { wrappedTool } from '../helpers/tool-wrapper.js';
 
@@ -92,30 +90,44 @@ describe('a CSI server killed between a read-only publish\'s bind and its remoun
   }
 });
 
-describe('a FlexVolume mountdevice of a dir volume killed between its read-only bind and the remount', () => {
-  it('kubelet\'s retried mountdevice binds the staging again, read-only', async () => {
-    const { ok, createVolume } = flexSession(() => s.env);
-    await createVolume('ro-flex', '--backend', 'dir', '--size', '16Mi');
-    const opts = flexOptions('pv-ro', { volumeId: 'ro-flex' }, 'ro');
-    await ok('attach', opts, 'node-a');
-    const global = deviceMountPath(s.kubeletDir, 'pv-ro');
+describe('a CSI server killed between a read-only staging\'s bind and its remount', () => {
+  it('static bind volume: the retried NodeStageVolume binds it again, read-only, and so does each publish from it', async () => {
+    const source = join(s.root, 'host-dir');
+    mkdirSync(source);
+    const { createVolume } = flexSession(() => s.env);
+    // The administrator names a host directory, bound into place (mountOptions bind).
+    await createVolume('ro-static', '--backend', 'static', '--source', source, '--fs-type', 'none', '--mount-options', 'bind', '--access', 'multi-node');
+    const cap = mountCap('', 'MULTI_NODE_READER_ONLY');
+    const staging = stagingPath(s.kubeletDir, 'ro-static');
+    const target = targetPath(s.kubeletDir, 'pod-1', 'ro-static');
+    mkdirSync(staging, { recursive: true });
+    mkdirSync(dirname(target), { recursive: true });
+    const first = await launch();
+    await first.client.call('Controller', 'ControllerPublishVolume', { volume_id: 'ro-static', node_id: 'node-a', volume_capability: cap, readonly: true });
+    await first.stop();
 
     const stall = stallAtRemount();
-    const child = spawn(FLEX_BIN, ['mountdevice', global, '', opts], { cwd: '/', stdio: 'ignore', env: { ...s.env, ...stalledEnv(stall) } });
-    const exited = new Promise((done) => child.on('exit', done));
+    const killed = await launch(stalledEnv(stall));
+    const stage = { volume_id: 'ro-static', staging_target_path: staging, volume_capability: cap };
+    const reply = outcome(killed.client.call('Node', 'NodeStageVolume', stage));
     try {
-      await untilStalled(stall, 'mountdevice');
+      await untilStalled(stall, 'the remount');
     } finally {
-      child.kill('SIGKILL');
+      killed.child.kill('SIGKILL');
       killStalled(stall);
-      await exited;
     }
-    expect(optionsAt(global)).toContain('rw');
+    expect((await reply).code).not.toBe('OK');
+    await killed.stop();
+    expect(optionsAt(staging)).toContain('rw');
 
-    await ok('mountdevice', global, '', opts);
-    expect(optionsAt(global)).toContain('ro');
-    expect(readMounts().filter((m) => m.mountPoint === global)).toHaveLength(1);
-    await ok('unmountdevice', global);
-    await ok('detach', 'pv-ro', 'node-a');
+    const next = await launch();
+    await next.client.call('Node', 'NodeStageVolume', stage);
+    expect(optionsAt(staging)).toContain('ro');
+    expect(readMounts().filter((m) => m.mountPoint === staging)).toHaveLength(1);
+    await next.client.call('Node', 'NodePublishVolume', { ...stage, target_path: target });
+    expect(optionsAt(target)).toContain('ro');
+    await next.client.call('Node', 'NodeUnpublishVolume', { volume_id: 'ro-static', target_path: target });
+    await next.client.call('Node', 'NodeUnstageVolume', stage);
+    await next.client.call('Controller', 'ControllerUnpublishVolume', { volume_id: 'ro-static', node_id: 'node-a' });
   });
 });
