@@ -61,7 +61,7 @@ async function sweepWork(core: Core, log: Log): Promise<void> {
 function flexPortOf(flags: ExecFlags | undefined, config: Config, log: Log): { volumes: ExecVolumes; flags: ExecFlags } {
   const f: ExecFlags = flags ?? { only: false, pluginDir: DEFAULT_PLUGIN_DIR, lenient: [], inline: [], execIn: 'local' };
   const timeoutMs = f.timeoutMs ?? config.commandTimeoutMs;
-  const volumes = new ExecVolumes({ pluginDir: f.pluginDir, timeoutMs, lenient: f.lenient, execIn: f.execIn }, config.commandTimeoutMs, (level, message, fields) => log[level](message, fields));
+  const volumes = new ExecVolumes({ pluginDir: f.pluginDir, timeoutMs, lenient: f.lenient, execIn: f.execIn }, (level, message, fields) => log[level](message, fields));
   return { volumes, flags: f };
 }
 

@@ -1,6 +1,5 @@
 import { realpath } from '../fs-async.js';
 import { mountAt } from '../mountinfo.js';
-import { run } from '../runner.js';
 import type { BackendPublish, PodInfo } from './backend.js';
 import type { ExecVolume, FlexPort } from './exec.js';
 import { type CallResult, FlexDrivers, type FlexLog, type FlexSettings } from './exec-driver.js';
@@ -91,7 +90,6 @@ export class ExecVolumes implements FlexPort {
 
   constructor(
     settings: FlexSettings,
-    private readonly timeoutMs: number,
     private readonly log: FlexLog = () => {},
   ) {
     this.drivers = new FlexDrivers(settings, log);
@@ -124,20 +122,22 @@ export class ExecVolumes implements FlexPort {
 
   /**
    * NodeStageVolume: `waitforattach <device> <json>`, then `mountdevice <path> <device> <json>`
-   * (attacher.go WaitForAttach, MountDevice). A driver without attach has nothing to stage.
+   * (attacher.go WaitForAttach, MountDevice). A driver without attach has nothing to stage. Answers
+   * the device the driver left to kubelet (mountdevice "Not supported"), which the backend formats
+   * if blank and mounts (shared/backends/exec.ts), or undefined when there is nothing more to do.
    */
-  async stage(volume: ExecVolume, path: string, device: string, readonly: boolean): Promise<void> {
-    if (!(await this.capabilities(volume)).attach) return;
+  async stage(volume: ExecVolume, path: string, device: string, readonly: boolean): Promise<string | undefined> {
+    if (!(await this.capabilities(volume)).attach) return undefined;
     const waited = await this.drivers.call(volume.driver, 'waitforattach', flexArgv.waitforattach(volume, device, readonly));
     const found = waited.supported ? waited.status.device : device;
     const mounted = await this.drivers.call(volume.driver, 'mountdevice', flexArgv.mountdevice(volume, path, found, readonly));
-    if (mounted.supported) return;
+    if (mounted.supported) return undefined;
     // attacherDefaults.MountDevice: kubelet mounts the device itself; with no device there is nothing.
     if (found === '') {
       this.log('info', 'FlexVolume mountdevice Not supported and no device: nothing staged', { driver: volume.driver.full, volumeId: volume.id });
-      return;
+      return undefined;
     }
-    await run('mount', [...(volume.fsType ? ['-t', volume.fsType] : []), ...(readonly ? ['-o', 'ro'] : []), '--', found, path], { timeoutMs: this.timeoutMs });
+    return found;
   }
 
   /** NodeUnstageVolume: `unmountdevice <path>` (detacher.go UnmountDevice); false: Not supported. */

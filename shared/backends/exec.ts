@@ -5,6 +5,7 @@ import { quoted } from '../validate.js';
 import { type Backend, type BackendContext, type BackendPublish, withoutDevice } from './backend.js';
 import type { DriverCapabilities } from './exec-reply.js';
 import { flexGlobalMountPath } from '../kubelet-paths.js';
+import type { MountTarget } from '../pinned-target.js';
 
 /**
  * The exec backend: a volume served by a third-party FlexVolume driver that the CSI server runs as
@@ -99,8 +100,8 @@ export interface FlexPort {
   attach(volume: ExecVolume, node: string, readonly: boolean): Promise<string>;
   detach(volume: ExecVolume, node: string): Promise<void>;
   isAttached(volume: ExecVolume, node: string): Promise<boolean | undefined>;
-  /** `waitforattach` and `mountdevice` (or the device mounted as kubelet falls back to). */
-  stage(volume: ExecVolume, path: string, device: string, readonly: boolean): Promise<void>;
+  /** `waitforattach` and `mountdevice`; the device to format and mount as kubelet does when mountdevice is Not supported. */
+  stage(volume: ExecVolume, path: string, device: string, readonly: boolean): Promise<string | undefined>;
   /** `unmountdevice`; false: Not supported. */
   unstage(volume: ExecVolume, path: string): Promise<boolean>;
   /** `mount`; false: Not supported. */
@@ -109,6 +110,25 @@ export interface FlexPort {
   unpublish(volume: ExecVolume, target: string): Promise<boolean>;
   expandVolume(volume: ExecVolume, deviceMountPath: string, newSize: number, oldSize: number): Promise<void>;
   expandFs(volume: ExecVolume, deviceMountPath: string, newSize: number, oldSize: number): Promise<void>;
+}
+
+/**
+ * kubelet's attacherDefaults.MountDevice for a driver that answers mountdevice "Not supported":
+ * mount-utils' FormatAndMount, which formats a device that holds no filesystem yet with the PV's
+ * fsType (ext4 when it names none) and mounts it. Drivers that attach and wait but leave the
+ * filesystem to kubelet rely on it: a bare mount of their blank device failed every NodeStageVolume.
+ * A device that holds a filesystem is never formatted, and a read-only staging formats nothing.
+ */
+async function formatAndMount(ctx: BackendContext, volume: VolumeRecord, device: string, staging: MountTarget, readonly: boolean): Promise<void> {
+  const found = await ctx.mounter.probeFsType(device);
+  if (found === undefined) {
+    const fsType = volume.fsType || 'ext4';
+    if (readonly) throw failedPrecondition(`volume ${volume.id}: device ${device} has no filesystem yet and is staged read-only: it cannot be formatted`);
+    if (fsType !== 'ext4' && fsType !== 'xfs') throw failedPrecondition(`volume ${volume.id}: device ${device} has no filesystem yet, and twinvol formats ext4 or xfs, not ${fsType}`);
+    ctx.progress?.(`formatting ${fsType} on ${device}`);
+    await ctx.mounter.format(device, fsType);
+  }
+  await ctx.mounter.mount(device, staging, { fsType: volume.fsType || (found ?? 'ext4'), options: [readonly ? 'ro' : 'rw'] });
 }
 
 /** The publish_context key the attach's device travels under to the stage. */
@@ -181,7 +201,8 @@ export const execBackend: Backend = {
   },
 
   async stage(volume, staging, readonly, ctx, _mountFlags, publishContext) {
-    await portOf(ctx, volume).stage(execVolumeOfRecord(volume), staging.path, publishContext?.[DEVICE_KEY] ?? '', readonly);
+    const device = await portOf(ctx, volume).stage(execVolumeOfRecord(volume), staging.path, publishContext?.[DEVICE_KEY] ?? '', readonly);
+    if (device !== undefined) await formatAndMount(ctx, volume, device, staging, readonly);
     return false;
   },
 

@@ -12,6 +12,8 @@ const SCRIPTS: Record<string, string> = {
   loop: 'loop.sh',
   loopempty: 'loop.sh',
   loopresize: 'loop.sh',
+  loopbare: 'loop.sh',
+  loopcrash: 'loop.sh',
   tmpfs: 'tmpfs.sh',
   noise: 'tmpfs.sh',
   exit1: 'tmpfs.sh',

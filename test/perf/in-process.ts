@@ -81,7 +81,7 @@ export interface InProcessCsi {
 export async function inProcessCsi(s: Scratch, nodeId = 'bench', { pluginDir }: { pluginDir?: string } = {}): Promise<InProcessCsi> {
   const config = loadConfig({ TWINVOL_CONFIG: s.env.TWINVOL_CONFIG }, { dataRoot: s.dataRoot, stateDir: s.stateDir, kubeletDir: s.kubeletDir, nodeName: nodeId });
   const node = nid(nodeId);
-  const flex = pluginDir ? new ExecVolumes({ pluginDir, timeoutMs: 30_000, lenient: [], execIn: 'local' }, 30_000) : undefined;
+  const flex = pluginDir ? new ExecVolumes({ pluginDir, timeoutMs: 30_000, lenient: [], execIn: 'local' }) : undefined;
   const ctx: ServiceContext = {
     core: openCore(config, flex ? { flex } : {}),
     rpc: new Rpc(new Logger(() => undefined)),
