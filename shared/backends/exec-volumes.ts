@@ -1,7 +1,5 @@
-import { realpath } from '../fs-async.js';
-import { mountAt } from '../mountinfo.js';
 import type { BackendPublish, PodInfo } from './backend.js';
-import type { ExecVolume, FlexPort } from './exec.js';
+import { type ExecVolume, type FlexPort, stagedMount } from './exec.js';
 import { type CallResult, FlexDrivers, type FlexLog, type FlexSettings } from './exec-driver.js';
 import type { DriverCapabilities } from './exec-reply.js';
 
@@ -165,12 +163,13 @@ export class ExecVolumes implements FlexPort {
     await this.drivers.call(volume.driver, 'expandvolume', flexArgv.expandvolume(volume, newSize, oldSize, deviceMountPath));
   }
 
-  /** NodeExpandVolume: `expandfs <json> <device> <device-mount-path> <new> <old>` (expander.go NodeExpand). */
-  async expandFs(volume: ExecVolume, deviceMountPath: string, newSize: number, oldSize: number): Promise<void> {
+  /**
+   * NodeExpandVolume: `expandfs <json> <device> <device-mount-path> <new> <old>` (expander.go NodeExpand);
+   * false: Not supported (kubelet's expanderDefaults grow the filesystem themselves: shared/backends/exec.ts).
+   */
+  async expandFs(volume: ExecVolume, deviceMountPath: string, newSize: number, oldSize: number): Promise<boolean> {
     // kubelet passes the device it attached; here the mount table says what is mounted at the staging path.
-    const real = await realpath(deviceMountPath).catch(() => deviceMountPath);
-    const source = mountAt(real)?.source ?? '';
-    const device = source.startsWith('/dev/') ? source : '';
-    await this.drivers.call(volume.driver, 'expandfs', flexArgv.expandfs(volume, device, deviceMountPath, newSize, oldSize));
+    const device = (await stagedMount(deviceMountPath))?.device ?? '';
+    return (await this.drivers.call(volume.driver, 'expandfs', flexArgv.expandfs(volume, device, deviceMountPath, newSize, oldSize))).supported;
   }
 }

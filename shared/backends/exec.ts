@@ -6,6 +6,8 @@ import { type Backend, type BackendContext, type BackendPublish, withoutDevice }
 import type { DriverCapabilities } from './exec-reply.js';
 import { flexGlobalMountPath } from '../kubelet-paths.js';
 import type { MountTarget } from '../pinned-target.js';
+import { realpath } from '../fs-async.js';
+import { mountAt } from '../mountinfo.js';
 
 /**
  * The exec backend: a volume served by a third-party FlexVolume driver that the CSI server runs as
@@ -109,7 +111,8 @@ export interface FlexPort {
   /** `unmount`; false: Not supported. */
   unpublish(volume: ExecVolume, target: string): Promise<boolean>;
   expandVolume(volume: ExecVolume, deviceMountPath: string, newSize: number, oldSize: number): Promise<void>;
-  expandFs(volume: ExecVolume, deviceMountPath: string, newSize: number, oldSize: number): Promise<void>;
+  /** `expandfs`; false: Not supported. */
+  expandFs(volume: ExecVolume, deviceMountPath: string, newSize: number, oldSize: number): Promise<boolean>;
 }
 
 /**
@@ -130,6 +133,15 @@ async function formatAndMount(ctx: BackendContext, volume: VolumeRecord, device:
   }
   await ctx.mounter.mount(device, staging, { fsType: volume.fsType || (found ?? 'ext4'), options: [readonly ? 'ro' : 'rw'] });
 }
+
+/** The block device and filesystem type mounted at a device mount path, if a device is mounted there. */
+export async function stagedMount(path: string): Promise<{ device: string; fsType: string } | undefined> {
+  const mount = mountAt(await realpath(path).catch(() => path));
+  return mount?.source.startsWith('/dev/') ? { device: mount.source, fsType: mount.fsType } : undefined;
+}
+
+/** The filesystems kubelet's generic resize grows (mount-utils ResizeFs), as the core's mounter does. */
+const GROWABLE = new Set(['ext2', 'ext3', 'ext4', 'xfs']);
 
 /** The publish_context key the attach's device travels under to the stage. */
 export const DEVICE_KEY = 'device';
@@ -226,6 +238,13 @@ export const execBackend: Backend = {
 
   async expandOnNode(volume, stagingPath, ctx) {
     const exec = execVolumeOfRecord(volume);
-    await portOf(ctx, volume).expandFs(exec, stagingPath ?? flexDeviceMountPath(ctx.config, exec), volume.capacityBytes, volume.fsResizeFrom ?? volume.capacityBytes);
+    const port = portOf(ctx, volume);
+    const path = stagingPath ?? flexDeviceMountPath(ctx.config, exec);
+    if (await port.expandFs(exec, path, volume.capacityBytes, volume.fsResizeFrom ?? volume.capacityBytes)) return;
+    // expanderDefaults.NodeExpand: kubelet's generic resize (resize2fs, xfs_growfs) of the filesystem on
+    // the device, which the driver's expandvolume grew. Without it the call answered done and the pod
+    // kept the old size. A mount that is no block device's (a network share) has nothing to grow here.
+    const staged = await stagedMount(path);
+    if (staged && GROWABLE.has(staged.fsType)) await ctx.mounter.growFs(staged.device, path, staged.fsType);
   },
 };

@@ -3,7 +3,8 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readMounts } from '../../shared/mountinfo.js';
 import { outcome } from '../csi/helpers/client.js';
-import { MiB, mountCap, stagingPath } from '../csi/helpers/requests.js';
+import { deviceSize, fsTotalBytes } from '../csi/helpers/data.js';
+import { MiB, mountCap, size, stagingPath } from '../csi/helpers/requests.js';
 import { type ExecSuite, type TestDriver, useExecServer } from './helpers.js';
 
 /**
@@ -15,18 +16,20 @@ const strict = useExecServer();
 
 const fsTypeAt = (path: string) => readMounts().find((m) => m.mountPoint === path)?.fsType;
 
-/** A blank sparse image, a static PV of `driver` over it attached to node-a: the publish_context. */
+/** A blank sparse image, a volume of `driver` over it (CreateVolume: its size is known) attached to node-a. */
 async function attached(csi: ExecSuite, driver: TestDriver, id: string, bytes: number, fsType: string) {
   const image = join(csi.s.root, `${id}.img`);
   writeFileSync(image, '');
   truncateSync(image, bytes);
-  const ctx = { backend: 'exec', driver: `acme/${driver}`, fsType, image };
+  const params = { backend: 'exec', driver: `acme/${driver}`, fsType, image };
+  const ctx = (await csi.ctl('CreateVolume', { name: id, parameters: params, volume_capabilities: [mountCap(fsType)], capacity_range: size(bytes) })).volume.volume_context;
   const pub = await csi.ctl('ControllerPublishVolume', { volume_id: id, node_id: 'node-a', volume_capability: mountCap(fsType), volume_context: ctx });
   const staging = stagingPath(csi.s.kubeletDir, id);
   const stage = () => csi.node('NodeStageVolume', { volume_id: id, staging_target_path: staging, publish_context: pub.publish_context, volume_capability: mountCap(fsType), volume_context: ctx });
   const teardown = async () => {
     await csi.node('NodeUnstageVolume', { volume_id: id, staging_target_path: staging });
     await csi.ctl('ControllerUnpublishVolume', { volume_id: id, node_id: 'node-a' });
+    await csi.ctl('DeleteVolume', { volume_id: id });
   };
   return { image, staging, device: pub.publish_context.device ?? '', stage, teardown };
 }
@@ -45,6 +48,26 @@ describe('exec backend: kubelet\'s fallbacks for "Not supported"', () => {
       expect(fsTypeAt(vol.staging)).toBeUndefined();
       expect((await outcome(vol.stage())).code).toBe('OK');
       expect(readFileSync(join(vol.staging, 'kept'), 'utf8')).toBe('data');
+    } finally {
+      await vol.teardown();
+    }
+  });
+
+  it('expandfs Not supported: the filesystem on the device grows, as kubelet\'s generic resize does', async () => {
+    // xfs grows online with the privileges a test container has (ext4 also wants CAP_SYS_RESOURCE).
+    const vol = await attached(strict, 'loopbare', 'bare-grow-1', 320 * MiB, 'xfs');
+    try {
+      await vol.stage();
+      expect(fsTypeAt(vol.staging)).toBe('xfs');
+      const before = fsTotalBytes(vol.staging);
+      const grown = await strict.ctl('ControllerExpandVolume', { volume_id: 'bare-grow-1', capacity_range: size(480 * MiB), volume_capability: mountCap('xfs') });
+      expect(grown.node_expansion_required).toBe(true);
+      // The driver's expandvolume grew the image and the device; the filesystem is kubelet's to grow.
+      expect(deviceSize(vol.device)).toBe(480 * MiB);
+      const r = await outcome(strict.node('NodeExpandVolume', { volume_id: 'bare-grow-1', volume_path: vol.staging, staging_target_path: vol.staging, capacity_range: size(480 * MiB) }));
+      expect(r.code, r.message).toBe('OK');
+      expect(fsTotalBytes(vol.staging)).toBeGreaterThan(before + 100 * MiB);
+      expect(strict.calls('loopbare').filter((c) => c[0] === 'expandfs')).toHaveLength(1);
     } finally {
       await vol.teardown();
     }
