@@ -332,7 +332,11 @@ export function readReply(verb: string, done: Finished, mode: OutputMode, show: 
 
 function readLenient(verb: string, done: Finished, show: ShowDriverText): ReadReply {
   const quirks: string[] = [];
-  // Drivers that print nothing for a verb they do not know mean "Not supported".
+  // Drivers that print nothing for a verb they do not know mean "Not supported". One that a signal
+  // ended (exit code -1: the OOM killer's SIGKILL) never answered at all: taken for "Not supported",
+  // its detach was skipped (ControllerUnpublishVolume OK, the device still attached) and never asked again.
+  if (done.output.trim() === '' && done.exitCode < 0)
+    return { outcome: { kind: 'failure', message: `${verb}: the driver was killed by a signal before it printed anything` }, quirks };
   if (done.output.trim() === '') {
     quirks.push(`empty output (exit code ${done.exitCode}) read as Not supported`);
     return { outcome: { kind: 'not-supported' }, quirks };

@@ -1,4 +1,5 @@
-import { readFileSync, truncateSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readMounts } from '../../shared/mountinfo.js';
@@ -13,6 +14,7 @@ import { type ExecSuite, type TestDriver, useExecServer } from './helpers.js';
  * and leaves the rest to kubelet; as "loopcrash" it is killed in detach before it does anything.
  */
 const strict = useExecServer();
+const lenient = useExecServer(() => ['--flex-lenient', 'acme/loopcrash']);
 
 const fsTypeAt = (path: string) => readMounts().find((m) => m.mountPoint === path)?.fsType;
 
@@ -70,6 +72,32 @@ describe('exec backend: kubelet\'s fallbacks for "Not supported"', () => {
       expect(strict.calls('loopbare').filter((c) => c[0] === 'expandfs')).toHaveLength(1);
     } finally {
       await vol.teardown();
+    }
+  });
+});
+
+describe('exec backend: a driver killed by a signal', () => {
+  it('read leniently, its empty output is a failure, not "Not supported": the detach is not skipped, and is asked again', async () => {
+    const id = 'crash-detach-1';
+    const image = join(lenient.s.root, `${id}.img`);
+    writeFileSync(image, '');
+    truncateSync(image, 16 * MiB);
+    const ctx = { backend: 'exec', driver: 'acme/loopcrash', image };
+    const pub = await lenient.ctl('ControllerPublishVolume', { volume_id: id, node_id: 'node-a', volume_capability: mountCap(), volume_context: ctx });
+    const device = pub.publish_context.device ?? '';
+    const backing = `/sys/block/${device.slice(5)}/loop/backing_file`;
+    try {
+      expect(readFileSync(backing, 'utf8').trim()).toBe(image);
+      for (let i = 0; i < 2; i++) {
+        // The OOM killer's SIGKILL is no answer: the device is still attached, and the CO must retry.
+        const r = await outcome(lenient.ctl('ControllerUnpublishVolume', { volume_id: id, node_id: 'node-a' }));
+        expect(r.code).toBe('INTERNAL');
+        expect(r.message).toMatch(/SIGKILL|signal/);
+      }
+      expect(lenient.calls('loopcrash').filter((c) => c[0] === 'detach')).toHaveLength(2);
+      expect(readFileSync(backing, 'utf8').trim()).toBe(image);
+    } finally {
+      if (existsSync(backing)) execFileSync('losetup', ['-d', device]);
     }
   });
 });
