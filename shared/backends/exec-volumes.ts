@@ -111,11 +111,21 @@ export class ExecVolumes implements FlexPort {
     await this.drivers.call(volume.driver, 'detach', flexArgv.detach(volume, node));
   }
 
-  /** `isattached <json> <node>`; undefined when the driver does not say (kubelet then assumes attached). */
+  /**
+   * `isattached <json> <node>`; undefined when the driver does not say (kubelet then assumes attached).
+   * A driver that fails to say (or cannot be run) says nothing either: the attach-detach controller's
+   * VolumesAreAttached leaves every volume attached on an error. Thrown, it failed the whole
+   * ControllerGetVolume or ListVolumes, every other volume's entry with it.
+   */
   async isAttached(volume: ExecVolume, node: string): Promise<boolean | undefined> {
-    if (!(await this.capabilities(volume)).attach) return undefined;
-    const r = await this.drivers.call(volume.driver, 'isattached', flexArgv.isattached(volume, node));
-    return r.supported ? r.status.attached : undefined;
+    try {
+      if (!(await this.capabilities(volume)).attach) return undefined;
+      const r = await this.drivers.call(volume.driver, 'isattached', flexArgv.isattached(volume, node));
+      return r.supported ? r.status.attached : undefined;
+    } catch (err) {
+      this.log('warn', 'FlexVolume isattached gave no answer: the attachment stands', { driver: volume.driver.full, volumeId: volume.id, node, error: err instanceof Error ? err.message : String(err) });
+      return undefined;
+    }
   }
 
   /**

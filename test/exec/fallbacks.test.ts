@@ -100,4 +100,24 @@ describe('exec backend: a driver killed by a signal', () => {
       if (existsSync(backing)) execFileSync('losetup', ['-d', device]);
     }
   });
+
+  it('an isattached that fails leaves the attachment standing, as kubelet\'s VolumesAreAttached does: ListVolumes and ControllerGetVolume still answer', async () => {
+    const id = 'crash-isattached-1';
+    const image = join(strict.s.root, `${id}.img`);
+    writeFileSync(image, '');
+    truncateSync(image, 16 * MiB);
+    const ctx = { backend: 'exec', driver: 'acme/loopcrash', image };
+    const pub = await strict.ctl('ControllerPublishVolume', { volume_id: id, node_id: 'node-a', volume_capability: mountCap(), volume_context: ctx });
+    const device = pub.publish_context.device ?? '';
+    try {
+      // Each throws (and fails the test) with the status a failed isattached gave the whole call.
+      const got = await strict.ctl('ControllerGetVolume', { volume_id: id });
+      expect(got.status?.published_node_ids).toEqual(['node-a']);
+      const listed = await strict.ctl('ListVolumes', {});
+      expect(listed.entries.find((e) => e.volume.volume_id === id)?.status?.published_node_ids).toEqual(['node-a']);
+      expect(strict.calls('loopcrash').filter((c) => c[0] === 'isattached').length).toBeGreaterThan(0);
+    } finally {
+      if (existsSync(`/sys/block/${device.slice(5)}/loop`)) execFileSync('losetup', ['-d', device]);
+    }
+  });
 });

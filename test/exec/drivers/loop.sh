@@ -8,7 +8,7 @@
 # rest to kubelet: mountdevice, mount and expandfs are "Not supported" (kubelet formats a blank device,
 # mounts it, binds it, and grows its filesystem), and expandvolume grows the image and the loop device
 # over it (as a node sees a grown disk); "loopcrash" is killed (SIGKILL, as by the OOM killer) in detach
-# before it detaches or prints anything. Every call's argv is logged to calls.log beside
+# and isattached before it does or prints anything. Every call's argv is logged to calls.log beside
 # the driver (fields split by \x1f, calls by \x1e) so the tests see kubelet's exact argv.
 set -u
 here=$(dirname "$0")
@@ -45,6 +45,7 @@ waitforattach)
   [ -b "$2" ] || fail "device $2 is not there"
   ok "\"device\":\"$2\"" ;;
 isattached)
+  [ "$name" = loopcrash ] && kill -KILL $$
   image=$(opt image "$2")
   if [ -n "$(losetup -j "$image")" ]; then ok '"attached":true'; else ok '"attached":false'; fi ;;
 mountdevice)
