@@ -145,9 +145,9 @@ export class Mounter {
     }
   }
 
-  /** The filesystem type on a device, or undefined when blkid finds none (exit code 2). */
-  async probeFsType(device: string): Promise<string | undefined> {
-    const r = await this.exec('blkid', ['-p', '-s', 'TYPE', '-o', 'value', '--', device], [2]);
+  /** The filesystem type on a device (`PTTYPE`: its partition table), or undefined when blkid finds none (exit code 2). */
+  async probeFsType(device: string, tag: 'TYPE' | 'PTTYPE' = 'TYPE'): Promise<string | undefined> {
+    const r = await this.exec('blkid', ['-p', '-s', tag, '-o', 'value', '--', device], [2]);
     return r.exitCode === 2 || r.stdout.trim() === '' ? undefined : r.stdout.trim();
   }
 

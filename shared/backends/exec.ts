@@ -120,13 +120,17 @@ export interface FlexPort {
  * mount-utils' FormatAndMount, which formats a device that holds no filesystem yet with the PV's
  * fsType (ext4 when it names none) and mounts it. Drivers that attach and wait but leave the
  * filesystem to kubelet rely on it: a bare mount of their blank device failed every NodeStageVolume.
- * A device that holds a filesystem is never formatted, and a read-only staging formats nothing.
+ * A device that holds a filesystem or a partition table is never formatted, and a read-only staging
+ * formats nothing.
  */
 async function formatAndMount(ctx: BackendContext, volume: VolumeRecord, device: string, staging: MountTarget, readonly: boolean): Promise<void> {
   const found = await ctx.mounter.probeFsType(device);
   if (found === undefined) {
     const fsType = volume.fsType || 'ext4';
     if (readonly) throw failedPrecondition(`volume ${volume.id}: device ${device} has no filesystem yet and is staged read-only: it cannot be formatted`);
+    // mount-utils' GetDiskFormat: "unknown data, probably partitions", never formatted.
+    const table = await ctx.mounter.probeFsType(device, 'PTTYPE');
+    if (table !== undefined) throw failedPrecondition(`volume ${volume.id}: device ${device} holds a ${table} partition table and no filesystem: refusing to format it, as kubelet does`);
     if (fsType !== 'ext4' && fsType !== 'xfs') throw failedPrecondition(`volume ${volume.id}: device ${device} has no filesystem yet, and twinvol formats ext4 or xfs, not ${fsType}`);
     ctx.progress?.(`formatting ${fsType} on ${device}`);
     await ctx.mounter.format(device, fsType);

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync, truncateSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, openSync, readFileSync, truncateSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readMounts } from '../../shared/mountinfo.js';
@@ -50,6 +50,32 @@ describe('exec backend: kubelet\'s fallbacks for "Not supported"', () => {
       expect(fsTypeAt(vol.staging)).toBeUndefined();
       expect((await outcome(vol.stage())).code).toBe('OK');
       expect(readFileSync(join(vol.staging, 'kept'), 'utf8')).toBe('data');
+    } finally {
+      await vol.teardown();
+    }
+  });
+
+  it('mountdevice Not supported on a disk with a partition table and no filesystem: refused, never formatted, as kubelet refuses', async () => {
+    const vol = await attached(strict, 'loopbare', 'bare-parts-1', 16 * MiB, 'ext4');
+    try {
+      // One MBR (dos) partition entry of type 0x83 from sector 2048, and the boot signature.
+      const mbr = Buffer.alloc(512);
+      mbr.writeUInt8(0x83, 446 + 4);
+      mbr.writeUInt32LE(2048, 446 + 8);
+      mbr.writeUInt32LE(30720, 446 + 12);
+      mbr.writeUInt16LE(0xaa55, 510);
+      const fd = openSync(vol.device, 'r+');
+      try {
+        writeSync(fd, mbr, 0, 512, 0);
+        fsyncSync(fd);
+      } finally {
+        closeSync(fd);
+      }
+      const r = await outcome(vol.stage());
+      expect(r.code).toBe('FAILED_PRECONDITION');
+      expect(r.message).toMatch(/dos partition table/);
+      expect(fsTypeAt(vol.staging)).toBeUndefined();
+      expect(execFileSync('blkid', ['-p', '-o', 'export', '--', vol.device], { encoding: 'utf8' })).toMatch(/^PTTYPE=dos$/m);
     } finally {
       await vol.teardown();
     }
