@@ -15,7 +15,7 @@ import { type Backend, type BackendContext, describeOwned } from './backend.js';
  * (`madeFilesystem`), so a stage binds a loop device for its mount alone and mounts it (shared/mounter.ts
  * mountImage: two system calls, or one `mount -o loop`). A volume made before that, a copy, or one
  * created for raw block access only is probed with blkid at stage and formatted there only when blank:
- * an image that holds anything is never reformatted.
+ * an image that holds a filesystem or a partition table is never formatted.
  */
 export const blockBackend: Backend = {
   kind: 'block',
@@ -137,6 +137,10 @@ export const blockBackend: Backend = {
     const found = volume.madeFilesystem ?? (await ctx.mounter.probeFsType(device));
     if (found === undefined) {
       if (readonly) throw failedPrecondition(`volume ${volume.id} has no filesystem yet and is staged read-only: it cannot be formatted`);
+      // blkid names no TYPE for a disk a pod partitioned through raw block access: its partitions
+      // would be formatted over (kubelet's FormatAndMount refuses such a disk as well).
+      const table = await ctx.mounter.probeFsType(device, 'PTTYPE');
+      if (table !== undefined) throw failedPrecondition(`volume ${volume.id} holds a ${table} partition table and no filesystem: refusing to format it; use it as a raw block device`);
       await ctx.mounter.format(device, fsType);
     } else if (found !== fsType) {
       throw otherFilesystem(volume, found, fsType);

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { closeSync, openSync } from 'node:fs';
+import { closeSync, openSync, writeSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { attach } from '../../shared/core/attachments.js';
 import type { Core } from '../../shared/core/core.js';
@@ -140,5 +140,28 @@ describe('a block volume staged on a device bound for the mount alone', () => {
       for (const device of loopsUnder(s.root)) execFileSync('losetup', ['-d', device]);
       execFileSync('umount', [image]);
     }
+  });
+
+  it('never formats an image a pod partitioned through raw block access, when it is then staged as a filesystem', async () => {
+    // Created for raw block access only: no filesystem is made, and a pod wrote a partition table.
+    await createVolume(core, { id: 'p', backend: 'block', capacityBytes: 16 * MiB, createdBy: 'cli', accessRequests: [{ scope: 'single-node', raw: true, readerOnly: false, singleWriter: false, fsType: '' }] });
+    await attach(core, vid('p'), nid('node-a'), { readonly: false, via: 'cli' });
+    const image = core.catalog.imagePath('p');
+    // One MBR (dos) partition entry of type 0x83 from sector 2048, and the boot signature.
+    const mbr = Buffer.alloc(512);
+    mbr.writeUInt8(0x83, 446 + 4);
+    mbr.writeUInt32LE(2048, 446 + 8);
+    mbr.writeUInt32LE(30720, 446 + 12);
+    mbr.writeUInt16LE(0xaa55, 510);
+    const fd = openSync(image, 'r+');
+    try {
+      writeSync(fd, mbr, 0, 512, 0);
+    } finally {
+      closeSync(fd);
+    }
+    // Once formatted ext4 over the partitions: blkid names no TYPE for a partitioned disk.
+    await expectRejects(stage(core, vid('p'), stagingPath('pv-p'), { readonly: false }), 'FailedPrecondition', 'holds a dos partition table and no filesystem');
+    expect(execFileSync('blkid', ['-p', '-o', 'export', '--', image], { encoding: 'utf8' })).toMatch(/^PTTYPE=dos$/m);
+    expect(mountsUnder(s.kubeletDir)).toEqual([]);
   });
 });
