@@ -145,10 +145,11 @@ export class Mounter {
     }
   }
 
-  /** The filesystem type on a device (`PTTYPE`: its partition table), or undefined when blkid finds none (exit code 2). */
-  async probeFsType(device: string, tag: 'TYPE' | 'PTTYPE' = 'TYPE'): Promise<string | undefined> {
-    const r = await this.exec('blkid', ['-p', '-s', tag, '-o', 'value', '--', device], [2]);
-    return r.exitCode === 2 || r.stdout.trim() === '' ? undefined : r.stdout.trim();
+  /** What blkid finds on a device: its filesystem type and its partition table, each absent when there is none. */
+  async probe(device: string): Promise<{ fsType?: string; partitionTable?: string }> {
+    const r = await this.exec('blkid', ['-p', '-o', 'export', '--', device], [2]);
+    const tag = (name: string) => (r.exitCode === 2 ? undefined : new RegExp(`^${name}=(.+)$`, 'm').exec(r.stdout)?.[1]?.trim() || undefined);
+    return { ...(tag('TYPE') ? { fsType: tag('TYPE') } : {}), ...(tag('PTTYPE') ? { partitionTable: tag('PTTYPE') } : {}) };
   }
 
   /**

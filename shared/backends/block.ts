@@ -134,12 +134,13 @@ export const blockBackend: Backend = {
     }
     const device = await this.nodeAttach(volume, ctx);
     // Where the catalog knows what create made, no blkid (about 5 ms a spawn) on the way to the mount.
-    const found = volume.madeFilesystem ?? (await ctx.mounter.probeFsType(device));
+    const probed: { fsType?: string; partitionTable?: string } = volume.madeFilesystem ? { fsType: volume.madeFilesystem } : await ctx.mounter.probe(device);
+    const found = probed.fsType;
     if (found === undefined) {
       if (readonly) throw failedPrecondition(`volume ${volume.id} has no filesystem yet and is staged read-only: it cannot be formatted`);
       // blkid names no TYPE for a disk a pod partitioned through raw block access: its partitions
       // would be formatted over (kubelet's FormatAndMount refuses such a disk as well).
-      const table = await ctx.mounter.probeFsType(device, 'PTTYPE');
+      const table = probed.partitionTable;
       if (table !== undefined) throw failedPrecondition(`volume ${volume.id} holds a ${table} partition table and no filesystem: refusing to format it; use it as a raw block device`);
       await ctx.mounter.format(device, fsType);
     } else if (found !== fsType) {
@@ -187,7 +188,7 @@ async function mountChecked<T>(volume: VolumeRecord, fsType: string, ctx: Backen
   try {
     return await mount();
   } catch (err) {
-    const actual = volume.madeFilesystem ? await ctx.mounter.probeFsType(source).catch(() => undefined) : undefined;
+    const actual = volume.madeFilesystem ? (await ctx.mounter.probe(source).catch(() => undefined))?.fsType : undefined;
     if (actual !== undefined && actual !== fsType) throw otherFilesystem(volume, actual, fsType);
     throw err;
   }

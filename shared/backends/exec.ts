@@ -124,12 +124,13 @@ export interface FlexPort {
  * formats nothing.
  */
 async function formatAndMount(ctx: BackendContext, volume: VolumeRecord, device: string, staging: MountTarget, readonly: boolean): Promise<void> {
-  const found = await ctx.mounter.probeFsType(device);
+  const probed = await ctx.mounter.probe(device);
+  const found = probed.fsType;
   if (found === undefined) {
     const fsType = volume.fsType || 'ext4';
     if (readonly) throw failedPrecondition(`volume ${volume.id}: device ${device} has no filesystem yet and is staged read-only: it cannot be formatted`);
     // mount-utils' GetDiskFormat: "unknown data, probably partitions", never formatted.
-    const table = await ctx.mounter.probeFsType(device, 'PTTYPE');
+    const table = probed.partitionTable;
     if (table !== undefined) throw failedPrecondition(`volume ${volume.id}: device ${device} holds a ${table} partition table and no filesystem: refusing to format it, as kubelet does`);
     if (fsType !== 'ext4' && fsType !== 'xfs') throw failedPrecondition(`volume ${volume.id}: device ${device} has no filesystem yet, and twinvol formats ext4 or xfs, not ${fsType}`);
     ctx.progress?.(`formatting ${fsType} on ${device}`);
