@@ -4,52 +4,24 @@
 // the inline volume never deleted, with nothing in `twinvol status` to say so.
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { shQuote } from '../../flex/shell-quote.js';
-import { killStalled, type StallingTool, untilStalled } from '../helpers/stalling-tool.js';
-import { wrappedTool } from '../helpers/tool-wrapper.js';
-import { outcome } from './helpers/client.js';
+import { describe, expect, it } from 'vitest';
+import { useKillableServers } from '../helpers/killable-servers.js';
+import type { StallingTool } from '../helpers/stalling-tool.js';
 import { mountCap, targetPath } from './helpers/requests.js';
-import { createCsiScratch, type CsiScratch, loopsBelow, mountsBelow } from './helpers/scratch.js';
-import { launchCsi, type RunningCsi } from './helpers/server.js';
+import { type CsiScratch, loopsBelow, mountsBelow } from './helpers/scratch.js';
+import type { RunningCsi } from './helpers/server.js';
 
 let s: CsiScratch;
-const servers: RunningCsi[] = [];
-const stalls: StallingTool[] = [];
-beforeEach(() => {
-  s = createCsiScratch('node-a');
+const crash = useKillableServers((scratch) => {
+  s = scratch;
 });
-afterEach(async () => {
-  for (const stall of stalls.splice(0)) killStalled(stall);
-  for (const server of servers.splice(0)) await server.stop();
-  s.cleanup();
-});
-
-/** `tool` stopping (until killed) on a call with an argument that matches the shell pattern `pattern`. */
-function stallOn(tool: string, pattern: string): StallingTool {
-  const marker = join(s.root, `${tool}-stalled`);
-  const { dir } = wrappedTool(s.root, tool, `for a in "$@"; do case "$a" in ${pattern}) echo $$ > ${shQuote(marker)}; exec sleep 60;; esac; done`);
-  const stall = { dir, marker };
-  stalls.push(stall);
-  return stall;
-}
 
 const inline = { 'csi.storage.k8s.io/ephemeral': 'true', 'csi.storage.k8s.io/pod.name': 'web-0', backend: 'block', size: '16Mi' };
 
 /** Runs `call` on a server whose mounts go through mount(8) and umount(8), and kills it (kill -9) at the stall. */
 async function killedAt(stall: StallingTool, call: (server: RunningCsi) => Promise<unknown>): Promise<void> {
   // Through the tools, so that the stall can stop the server at the one step it names.
-  const server = await launchCsi(s, { env: { PATH: `${stall.dir}:/usr/bin:/bin`, TWINVOL_NATIVE_MOUNT: 'off' } });
-  servers.push(server);
-  const reply = outcome(call(server));
-  try {
-    await untilStalled(stall, 'the call');
-  } finally {
-    server.child.kill('SIGKILL');
-    killStalled(stall);
-  }
-  expect((await reply).code).not.toBe('OK');
-  await server.stop();
+  await crash.killedAt(stall, call, { TWINVOL_NATIVE_MOUNT: 'off' });
   rmSync(stall.dir, { recursive: true, force: true });
 }
 
@@ -69,13 +41,12 @@ describe('a CSI server killed while an inline block volume is staged or unstaged
     const id = 'csi-killed-unpublish';
     const target = targetPath(s.kubeletDir, 'pod-1', 'scratch');
     mkdirSync(dirname(target), { recursive: true });
-    const stall = stallOn('umount', '*/staging/*');
+    const stall = crash.stallOn('umount', '*/staging/*');
     await killedAt(stall, async (server) => {
       await server.client.call('Node', 'NodePublishVolume', { volume_id: id, target_path: target, volume_capability: mountCap(), volume_context: inline });
       await server.client.call('Node', 'NodeUnpublishVolume', { volume_id: id, target_path: target });
     });
-    const server = await launchCsi(s);
-    servers.push(server);
+    const server = await crash.launch();
     await server.client.call('Node', 'NodeUnpublishVolume', { volume_id: id, target_path: target });
     expect(leftOf(id)).toEqual({ mounts: [], loops: [], records: [], volume: 'deleted' });
   });
@@ -85,10 +56,9 @@ describe('a CSI server killed while an inline block volume is staged or unstaged
     const target = targetPath(s.kubeletDir, 'pod-2', 'scratch');
     mkdirSync(dirname(target), { recursive: true });
     // The staging's filesystem mount: mount -o loop of the volume's image.
-    const stall = stallOn('mount', `*/volumes/${id}/image.img`);
+    const stall = crash.stallOn('mount', `*/volumes/${id}/image.img`);
     await killedAt(stall, (server) => server.client.call('Node', 'NodePublishVolume', { volume_id: id, target_path: target, volume_capability: mountCap(), volume_context: inline }));
-    const server = await launchCsi(s);
-    servers.push(server);
+    const server = await crash.launch();
     await server.client.call('Node', 'NodeUnpublishVolume', { volume_id: id, target_path: target });
     expect(leftOf(id)).toEqual({ mounts: [], loops: [], records: [], volume: 'deleted' });
   });

@@ -4,49 +4,30 @@
 // read-only staging that every publish binds from, stayed writable for as long as the pod ran.
 import { mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { shQuote } from '../../flex/shell-quote.js';
+import { describe, expect, it } from 'vitest';
 import { readMounts } from '../../shared/mountinfo.js';
 import { outcome } from '../csi/helpers/client.js';
 import { MiB, mountCap, size, stagingPath, targetPath } from '../csi/helpers/requests.js';
-import { createCsiScratch, type CsiScratch } from '../csi/helpers/scratch.js';
-import { launchCsi, type RunningCsi } from '../csi/helpers/server.js';
+import type { CsiScratch } from '../csi/helpers/scratch.js';
+import type { RunningCsi } from '../csi/helpers/server.js';
 import { flexSession } from '../helpers/flex-runner.js';
-import { killStalled, type StallingTool, untilStalled } from '../helpers/stalling-tool.js';
-import { wrappedTool } from '../helpers/tool-wrapper.js';
+import { useKillableServers } from '../helpers/killable-servers.js';
 
 let s: CsiScratch;
-const servers: RunningCsi[] = [];
-const stalls: StallingTool[] = [];
-beforeEach(() => {
-  s = createCsiScratch('node-a');
-});
-afterEach(async () => {
-  for (const stall of stalls.splice(0)) killStalled(stall);
-  for (const server of servers.splice(0)) await server.stop();
-  s.cleanup();
+const crash = useKillableServers((scratch) => {
+  s = scratch;
 });
 
 /** mount(8) stopping (until killed) at the remount of a bind; every other call is the real one. */
-function stallAtRemount(): StallingTool {
-  const marker = join(s.root, 'mount-stalled');
-  const { dir } = wrappedTool(s.root, 'mount', `for a in "$@"; do case "$a" in remount,*) echo $$ > ${shQuote(marker)}; exec sleep 60;; esac; done`);
-  const stall = { dir, marker };
-  stalls.push(stall);
-  return stall;
-}
+const stallAtRemount = () => crash.stallOn('mount', 'remount,*');
 
-/** Through the tools (TWINVOL_NATIVE_MOUNT=off), so that the stall stops the call between the bind and its remount. */
-const stalledEnv = (stall: StallingTool) => ({ PATH: `${stall.dir}:/usr/bin:/bin`, TWINVOL_NATIVE_MOUNT: 'off' });
+/** Through the tools, so that the stall stops the call between the bind and its remount. */
+const THROUGH_TOOLS = { TWINVOL_NATIVE_MOUNT: 'off' };
 
 /** The options of the mount on top at `path`, as the kernel's table has them. */
 const optionsAt = (path: string) => readMounts().filter((m) => m.mountPoint === path).at(-1)?.mountOptions ?? [];
 
-async function launch(env?: NodeJS.ProcessEnv): Promise<RunningCsi> {
-  const server = await launchCsi(s, { env });
-  servers.push(server);
-  return server;
-}
+const launch = (env?: NodeJS.ProcessEnv): Promise<RunningCsi> => crash.launch(env);
 
 describe('a CSI server killed between a read-only publish\'s bind and its remount', () => {
   for (const backend of ['dir', 'block'] as const) {
@@ -63,18 +44,8 @@ describe('a CSI server killed between a read-only publish\'s bind and its remoun
       await first.client.call('Node', 'NodeStageVolume', { volume_id: id, staging_target_path: staging, volume_capability: cap });
       await first.stop();
 
-      const stall = stallAtRemount();
-      const killed = await launch(stalledEnv(stall));
       const publish = { volume_id: id, staging_target_path: staging, target_path: target, volume_capability: cap, readonly: true };
-      const reply = outcome(killed.client.call('Node', 'NodePublishVolume', publish));
-      try {
-        await untilStalled(stall, 'the remount');
-      } finally {
-        killed.child.kill('SIGKILL');
-        killStalled(stall);
-      }
-      expect((await reply).code).not.toBe('OK');
-      await killed.stop();
+      await crash.killedAt(stallAtRemount(), (killed) => killed.client.call('Node', 'NodePublishVolume', publish), THROUGH_TOOLS);
       // What the kill left: the bind, writable.
       expect(optionsAt(target)).toContain('rw');
 
@@ -106,18 +77,8 @@ describe('a CSI server killed between a read-only staging\'s bind and its remoun
     await first.client.call('Controller', 'ControllerPublishVolume', { volume_id: 'ro-static', node_id: 'node-a', volume_capability: cap, readonly: true });
     await first.stop();
 
-    const stall = stallAtRemount();
-    const killed = await launch(stalledEnv(stall));
     const stage = { volume_id: 'ro-static', staging_target_path: staging, volume_capability: cap };
-    const reply = outcome(killed.client.call('Node', 'NodeStageVolume', stage));
-    try {
-      await untilStalled(stall, 'the remount');
-    } finally {
-      killed.child.kill('SIGKILL');
-      killStalled(stall);
-    }
-    expect((await reply).code).not.toBe('OK');
-    await killed.stop();
+    await crash.killedAt(stallAtRemount(), (killed) => killed.client.call('Node', 'NodeStageVolume', stage), THROUGH_TOOLS);
     expect(optionsAt(staging)).toContain('rw');
 
     const next = await launch();

@@ -4,31 +4,21 @@
 // the filesystem kept the snapshot's size: kubelet sends no NodeExpandVolume for a restore.
 import { execFileSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Catalog } from '../../shared/store/catalog.js';
 import { outcome } from '../csi/helpers/client.js';
 import { MiB, mountCap, size, stagingPath } from '../csi/helpers/requests.js';
-import { createCsiScratch, type CsiScratch } from '../csi/helpers/scratch.js';
-import { launchCsi, type RunningCsi } from '../csi/helpers/server.js';
-import { killStalled, type StallingTool, stallingTool, untilStalled } from '../helpers/stalling-tool.js';
+import type { CsiScratch } from '../csi/helpers/scratch.js';
+import type { RunningCsi } from '../csi/helpers/server.js';
+import { useKillableServers } from '../helpers/killable-servers.js';
+import { stallingTool } from '../helpers/stalling-tool.js';
 
 let s: CsiScratch;
-const servers: RunningCsi[] = [];
-const stalls: StallingTool[] = [];
-beforeEach(() => {
-  s = createCsiScratch('node-a');
-});
-afterEach(async () => {
-  for (const stall of stalls.splice(0)) killStalled(stall);
-  for (const server of servers.splice(0)) await server.stop();
-  s.cleanup();
+const crash = useKillableServers((scratch) => {
+  s = scratch;
 });
 
-async function launch(env?: NodeJS.ProcessEnv): Promise<RunningCsi> {
-  const server = await launchCsi(s, { env });
-  servers.push(server);
-  return server;
-}
+const launch = (env?: NodeJS.ProcessEnv): Promise<RunningCsi> => crash.launch(env);
 
 /** The size of the filesystem mounted at `path`, in bytes, as df reports it. */
 const filesystemSize = (path: string) => Number(execFileSync('df', ['-B1', '--output=size', path], { encoding: 'utf8' }).split('\n')[1]);
@@ -48,19 +38,8 @@ describe('a CSI server killed in NodeStageVolume between the mount and the growt
 
     const staging = stagingPath(s.kubeletDir, 'big');
     mkdirSync(staging, { recursive: true });
-    const stall = stallingTool(s.root, 'xfs_growfs', staging);
-    stalls.push(stall);
-    const killed = await launch({ PATH: `${stall.dir}:/usr/sbin:/usr/bin:/sbin:/bin` });
     const stage = { volume_id: 'big', staging_target_path: staging, volume_capability: cap };
-    const reply = outcome(killed.client.call('Node', 'NodeStageVolume', stage));
-    try {
-      await untilStalled(stall, 'the growth');
-    } finally {
-      killed.child.kill('SIGKILL');
-      killStalled(stall);
-    }
-    expect((await reply).code).not.toBe('OK');
-    await killed.stop();
+    await crash.killedAt(crash.track(stallingTool(s.root, 'xfs_growfs', staging)), (killed) => killed.client.call('Node', 'NodeStageVolume', stage));
     // What the kill left: mounted, the snapshot's size.
     expect(filesystemSize(staging)).toBeLessThan(300 * MiB);
 
