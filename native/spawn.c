@@ -148,15 +148,10 @@ static void release(struct child *ch) {
   }
 }
 
-/*
- * callback(code | null (a signal ended it), stdout, stdout bytes dropped, stderr, stderr bytes dropped,
- * signal number | null): the number names the signal in what a caller says of the death ("killed by
- * SIGSEGV"); a caller of an addon built before it gets five arguments.
- */
+/* callback(code | null (a signal ended it), stdout, its bytes dropped, stderr, its bytes dropped, the signal | null) */
 static void answer(struct child *ch, const siginfo_t *info) {
-  napi_env env = ch->env;
-  napi_handle_scope scope;
-  napi_value callback, global, result, err, argv[6];
+  napi_env env = ch->env; napi_handle_scope scope;
+  napi_value callback, global, result, err, argv[6]; /* argv[5]: the signal's number, for "killed by SIGSEGV" */
   if (napi_open_handle_scope(env, &scope) != napi_ok) return;
   bool exited = info && info->si_code == CLD_EXITED, signalled = info && (info->si_code == CLD_KILLED || info->si_code == CLD_DUMPED);
   int made = exited ? napi_create_int32(env, info->si_status, &argv[0]) == napi_ok : napi_get_null(env, &argv[0]) == napi_ok;

@@ -34,7 +34,7 @@ export async function attachUnderPvName<T>(core: Core, pvName: string, volumeId:
         `PV name ${pvName} stands for volume ${current}, still attached to node ${held.node}: FlexVolume's detach names a volume by this name alone, so volume ${volumeId} cannot take it until ${current} is detached (an inline volume: give it a name no other pod's twinvol volume uses)`,
       );
     // Before the attachment: a detach that comes after a crash between the two still finds the volume.
-    if (current !== volumeId) await core.catalog.putPv(pvName, volumeId);
+    if (current !== volumeId) await core.catalog.recordPv(pvName, volumeId);
     return attachStep();
   });
 }
@@ -43,5 +43,5 @@ export async function attachUnderPvName<T>(core: Core, pvName: string, volumeId:
 export async function rememberPvName(core: Core, pvName: string, volumeId: VolumeId): Promise<void> {
   const current = await core.catalog.pvVolume(pvName);
   if (current === volumeId || (await heldElsewhere(core, current, volumeId))) return;
-  await core.catalog.putPv(pvName, volumeId);
+  await core.catalog.recordPv(pvName, volumeId);
 }

@@ -323,14 +323,8 @@ export class Catalog {
     return record?.pvName === pvName ? record.volumeId : undefined;
   }
 
-  async recordPv(pvName: string, volumeId: VolumeId): Promise<void> {
-    const existing = await this.pvVolume(pvName);
-    if (existing === volumeId) return;
-    await this.putPv(pvName, volumeId);
-  }
-
-  /** recordPv for a caller that has just read the name's record itself (shared/core/pv-names.ts). */
-  putPv(pvName: string, volumeId: VolumeId): Promise<void> {
+  /** Writes what `pvName` stands for; whether it may (and needs to) is shared/core/pv-names.ts's to say. */
+  recordPv(pvName: string, volumeId: VolumeId): Promise<void> {
     return writeRecord<PvRecord>(this.pvPath(pvName), { schema: SCHEMA_VERSION, pvName, volumeId });
   }
 
