@@ -1,9 +1,9 @@
-import { invalidArgument } from '../errors.js';
+import { failedPrecondition, invalidArgument } from '../errors.js';
 import type { Config } from '../config.js';
 import type { MountTarget } from '../pinned-target.js';
 import type { Mounter } from '../mounter.js';
 import type { BackendKind, Origin, VolumeRecord } from '../model.js';
-import type { NodeId } from '../validate.js';
+import type { FsType, NodeId } from '../validate.js';
 import type { Catalog } from '../store/catalog.js';
 import type { FlexPort } from './exec.js';
 
@@ -199,3 +199,18 @@ export const withoutDevice: Pick<Backend, 'nodeAttach' | 'attachedDevice' | 'rea
   },
   async nodeDetach() {},
 };
+
+/**
+ * Formats a device found with no filesystem (`probed`: what blkid found on it) as `fsType`: the rule
+ * of every backend that formats what it finds blank (block's stage, the exec backend's FormatAndMount
+ * fallback). A read-only staging formats nothing, and a disk that holds a partition table (a pod
+ * partitioned it through raw block access; blkid names no filesystem on such a disk) is never
+ * formatted over, as kubelet's FormatAndMount refuses it too.
+ */
+export async function formatBlank(ctx: BackendContext, volume: VolumeRecord, device: string, fsType: FsType, readonly: boolean, probed: { partitionTable?: string }): Promise<void> {
+  if (readonly) throw failedPrecondition(`volume ${volume.id} has no filesystem yet and is staged read-only: it cannot be formatted`);
+  if (probed.partitionTable !== undefined)
+    throw failedPrecondition(`volume ${volume.id} holds a ${probed.partitionTable} partition table and no filesystem: refusing to format it; use it as a raw block device`);
+  ctx.progress?.(`formatting ${fsType} on ${device}`);
+  await ctx.mounter.format(device, fsType);
+}

@@ -7,7 +7,7 @@ import { readMounts } from '../mountinfo.js';
 import type { VolumeRecord } from '../model.js';
 import { formatSize } from '../size.js';
 import { validateBlockFsType } from '../validate.js';
-import { type Backend, type BackendContext, describeOwned } from './backend.js';
+import { type Backend, type BackendContext, describeOwned, formatBlank } from './backend.js';
 
 /**
  * A sparse image file attached as a loop device, as a cloud disk appears under /dev. The filesystem is
@@ -137,12 +137,7 @@ export const blockBackend: Backend = {
     const probed: { fsType?: string; partitionTable?: string } = volume.madeFilesystem ? { fsType: volume.madeFilesystem } : await ctx.mounter.probe(device);
     const found = probed.fsType;
     if (found === undefined) {
-      if (readonly) throw failedPrecondition(`volume ${volume.id} has no filesystem yet and is staged read-only: it cannot be formatted`);
-      // blkid names no TYPE for a disk a pod partitioned through raw block access: its partitions
-      // would be formatted over (kubelet's FormatAndMount refuses such a disk as well).
-      const table = probed.partitionTable;
-      if (table !== undefined) throw failedPrecondition(`volume ${volume.id} holds a ${table} partition table and no filesystem: refusing to format it; use it as a raw block device`);
-      await ctx.mounter.format(device, fsType);
+      await formatBlank(ctx, volume, device, fsType, readonly, probed);
     } else if (found !== fsType) {
       throw otherFilesystem(volume, found, fsType);
     }

@@ -2,7 +2,7 @@ import type { Config } from '../config.js';
 import { failedPrecondition, invalidArgument, unimplemented } from '../errors.js';
 import type { VolumeRecord } from '../model.js';
 import { quoted } from '../validate.js';
-import { type Backend, type BackendContext, type BackendPublish, withoutDevice } from './backend.js';
+import { type Backend, type BackendContext, type BackendPublish, formatBlank, withoutDevice } from './backend.js';
 import type { DriverCapabilities } from './exec-reply.js';
 import { flexGlobalMountPath } from '../kubelet-paths.js';
 import type { MountTarget } from '../pinned-target.js';
@@ -128,13 +128,8 @@ async function formatAndMount(ctx: BackendContext, volume: VolumeRecord, device:
   const found = probed.fsType;
   if (found === undefined) {
     const fsType = volume.fsType || 'ext4';
-    if (readonly) throw failedPrecondition(`volume ${volume.id}: device ${device} has no filesystem yet and is staged read-only: it cannot be formatted`);
-    // mount-utils' GetDiskFormat: "unknown data, probably partitions", never formatted.
-    const table = probed.partitionTable;
-    if (table !== undefined) throw failedPrecondition(`volume ${volume.id}: device ${device} holds a ${table} partition table and no filesystem: refusing to format it, as kubelet does`);
     if (fsType !== 'ext4' && fsType !== 'xfs') throw failedPrecondition(`volume ${volume.id}: device ${device} has no filesystem yet, and twinvol formats ext4 or xfs, not ${fsType}`);
-    ctx.progress?.(`formatting ${fsType} on ${device}`);
-    await ctx.mounter.format(device, fsType);
+    await formatBlank(ctx, volume, device, fsType, readonly, probed);
   }
   await ctx.mounter.mount(device, staging, { fsType: volume.fsType || (found ?? 'ext4'), options: [readonly ? 'ro' : 'rw'] });
 }
