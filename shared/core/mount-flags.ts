@@ -50,6 +50,15 @@ export function filesystemFlags(flags: readonly string[]): string[] {
   return flags.filter((flag) => !BIND_FLAGS.has(flag));
 }
 
+/**
+ * The flags a read-only mount is made with: a CO's rw dropped, since mount(8) and a remount read
+ * options in order and a later rw undid the ro (a stage's, a bind from a staging that is its record
+ * alone, and what a repeat checks the kernel's table against).
+ */
+export function heldToReading(readonly: boolean, flags: readonly string[]): string[] {
+  return readonly ? flags.filter((flag) => flag !== 'rw') : [...flags];
+}
+
 /** The flags the kernel's mount table shows on a mount that has them, each with the flag that undoes it. */
 const SHOWN_FLAGS: ReadonlyMap<string, string> = new Map([['ro', 'rw'], ['nosuid', 'suid'], ['nodev', 'dev'], ['noexec', 'exec']]);
 
@@ -61,7 +70,7 @@ const SHOWN_FLAGS: ReadonlyMap<string, string> = new Map([['ro', 'rw'], ['nosuid
  */
 export function flagsMissing(readonly: boolean, flags: readonly string[], shown: readonly string[]): string[] {
   // As the mount is made: ro first, and a CO's rw dropped from a read-only one (staging.ts mountedFlags).
-  const asked = readonly ? ['ro', ...flags.filter((flag) => flag !== 'rw')] : flags;
+  const asked = [...(readonly ? ['ro'] : []), ...heldToReading(readonly, flags)];
   return [...SHOWN_FLAGS].filter(([flag, undo]) => asked.lastIndexOf(flag) > asked.lastIndexOf(undo) && !shown.includes(flag)).map(([flag]) => flag);
 }
 

@@ -10,7 +10,7 @@ import { validateVolumeId, type VolumeId } from '../validate.js';
 import { type AccessRequest, requireAccess } from './access.js';
 import { type Claims, refuseContradiction } from './contradiction.js';
 import { type Core, implicitStagingPath, now } from './core.js';
-import { bindableFlags, bindFlagsFor, filesystemFlags, flagsMissing, sameFlags } from './mount-flags.js';
+import { bindableFlags, bindFlagsFor, filesystemFlags, flagsMissing, heldToReading, sameFlags } from './mount-flags.js';
 import { checkedPathUnder, isStaleMount, makeMountPoint, removeMountPoint, unmountIfDead } from './mount-target.js';
 import { attach, attachmentOf, releaseImplicitAttachment } from './attachments.js';
 import { readOnlyIfAttachedSo, readsOnly, releaseOrphanedAttachment, requireSameVolume, stageLocked, type TeardownOptions, unstageLocked } from './staging.js';
@@ -201,7 +201,7 @@ function ownMount(staging: MountRecord | undefined, opts: PublishOptions, unstag
   if (!staging.recordOnly) return { readonly: opts.readonly };
   const readonly = opts.readonly || staging.readonly;
   const flags = [...bindableFlags(staging.mountFlags ?? []), ...bindFlagsFor(opts.mountFlags ?? [], staging.mountFlags, opts.readonly)];
-  return { readonly, bindFlags: readonly ? flags.filter((flag) => flag !== 'rw') : flags };
+  return { readonly, bindFlags: heldToReading(readonly, flags) };
 }
 
 /**

@@ -9,7 +9,7 @@ import { type AccessRequest, requireAccess } from './access.js';
 import { attach, attachmentOf, detach, markNodeUse, releaseImplicitAttachment, requireAttachedTo } from './attachments.js';
 import { type Claims, refuseContradiction } from './contradiction.js';
 import { type Core, implicitStagingPath, now } from './core.js';
-import { flagsMissing, sameFlags } from './mount-flags.js';
+import { flagsMissing, heldToReading, sameFlags } from './mount-flags.js';
 import { checkedPathUnder, foreignMountAt, isStaleMount, makeMountPoint, removeMountPoint, unmountIfDead } from './mount-target.js';
 
 export interface StageOptions {
@@ -116,7 +116,7 @@ export async function stageLocked(core: Core, id: VolumeId, path: string, opts: 
     } else if (!mounted) {
       await makeMountPoint(path, 'dir');
       await core.nodeState.put(stageRecord(id, path, opts));
-      filled = await backend.stage(volume, { path, within: opts.implicit ? core.config.stateDir : core.config.kubeletDir }, opts.readonly, core, mountedFlags(opts), opts.publishContext);
+      filled = await backend.stage(volume, { path, within: opts.implicit ? core.config.stateDir : core.config.kubeletDir }, opts.readonly, core, opts.mountFlags && heldToReading(opts.readonly, opts.mountFlags), opts.publishContext);
     } else if (volume.fsResizePending && !opts.readonly && !existing?.readonly) {
       // A stage killed between its mount and the growth that follows it (xfs grows mounted) left the
       // filesystem at its old size, which the retry, finding it mounted, answered OK: a volume restored
@@ -177,16 +177,6 @@ async function dropStaging(
   }
   if (record.implicit) await removeMountPoint(record.path);
   await core.nodeState.remove(record);
-}
-
-/**
- * The mount flags a staging's filesystem is mounted with. On a read-only staging (a reader-only mode, or
- * a node attached read-only) rw is dropped, as a publish's own mount drops it (publishing.ts ownMount):
- * mount(8) reads its options in order, so "ro" and then a CO's "rw" mounted the filesystem
- * read-write. The record keeps the flags as asked, for a repeat to be compared with.
- */
-function mountedFlags(opts: StageOptions): string[] | undefined {
-  return opts.readonly ? opts.mountFlags?.filter((flag) => flag !== 'rw') : opts.mountFlags;
 }
 
 function stageRecord(volumeId: VolumeId, path: string, opts: StageOptions, recordOnly = false): MountRecord {
