@@ -1,51 +1,34 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { Catalog } from '../../shared/store/catalog.js';
+import { useKillableServers } from '../helpers/killable-servers.js';
 import { killStalled, stallingTool, untilStalled } from '../helpers/stalling-tool.js';
 import { realTool, wrappedTool } from '../helpers/tool-wrapper.js';
 import { outcome } from './helpers/client.js';
 import { MiB, mountCap, size, stagingPath } from './helpers/requests.js';
-import { createCsiScratch, type CsiScratch } from './helpers/scratch.js';
-import { launchCsi, type RunningCsi } from './helpers/server.js';
+import type { CsiScratch } from './helpers/scratch.js';
+import type { RunningCsi } from './helpers/server.js';
 import { shQuote } from '../../flex/shell-quote.js';
 
 let s: CsiScratch;
-const servers: RunningCsi[] = [];
-beforeEach(() => {
-  s = createCsiScratch('node-a');
+const crash = useKillableServers((scratch) => {
+  s = scratch;
 });
-afterEach(async () => {
-  for (const server of servers.splice(0)) await server.stop();
-  // A filesystem left frozen by a failed test would outlive its unmount and keep its loop device bound.
+// Registered after the helper's, so run before its cleanup (vitest runs afterEach hooks last first):
+// a filesystem left frozen by a failed test would outlive its unmount and keep its loop device bound.
+afterEach(() => {
   for (const line of readFileSync('/proc/self/mounts', 'utf8').split('\n'))
     if (line.split(' ')[1]?.startsWith(`${s.root}/`)) spawnSync('fsfreeze', ['--unfreeze', line.split(' ')[1] ?? '']);
-  s.cleanup();
 });
 
-const launch = async (env?: NodeJS.ProcessEnv) => {
-  const server = await launchCsi(s, { env });
-  servers.push(server);
-  return server;
-};
+const launch = (env?: NodeJS.ProcessEnv): Promise<RunningCsi> => crash.launch(env);
 const workLeft = () => (existsSync(join(s.dataRoot, '.work')) ? readdirSync(join(s.dataRoot, '.work')).sort() : []);
 const cap = mountCap('ext4');
 
 /** Starts `call` on a server whose `cp` stalls, and kills the server (kill -9) once the copy is under way. */
-async function killedWhileCopying(call: (server: RunningCsi) => Promise<unknown>): Promise<void> {
-  const stall = stallingTool(s.root, 'cp', '--reflink=auto');
-  const server = await launch({ PATH: `${stall.dir}:/usr/bin:/bin` });
-  const reply = outcome(call(server));
-  try {
-    await untilStalled(stall, 'the copy');
-  } finally {
-    server.child.kill('SIGKILL');
-    killStalled(stall);
-  }
-  expect((await reply).code).not.toBe('OK');
-  await server.stop();
-}
+const killedWhileCopying = (call: (server: RunningCsi) => Promise<unknown>) => crash.killedAt(crash.track(stallingTool(s.root, 'cp', '--reflink=auto')), call);
 
 describe('a CSI server killed while it copies data', () => {
   it('leaves partial copies that the next server sweeps at start-up, and the retried calls succeed', async () => {
