@@ -124,6 +124,8 @@ export interface Backend {
    * the device the node opens. Released by nodeDetach.
    */
   readOnlyDevice(volume: VolumeRecord, ctx: BackendContext): Promise<string>;
+  /** Every device of the volume on this node, writable or not: what a delete must not pull the image from under. */
+  boundDevices(volume: VolumeRecord, ctx: BackendContext): string[];
   /** Releases every device of the volume on this node. */
   nodeDetach(volume: VolumeRecord, ctx: BackendContext): Promise<void>;
   /**
@@ -187,7 +189,7 @@ export function describeOwned(kind: BackendKind, spec: DescribedVolume): void {
 }
 
 /** The device half of a backend that mounts without a block device of its own (dir, static). */
-export const withoutDevice: Pick<Backend, 'nodeAttach' | 'attachedDevice' | 'readOnlyDevice' | 'nodeDetach'> = {
+export const withoutDevice: Pick<Backend, 'nodeAttach' | 'attachedDevice' | 'readOnlyDevice' | 'boundDevices' | 'nodeDetach'> = {
   async nodeAttach() {
     return '';
   },
@@ -196,6 +198,9 @@ export const withoutDevice: Pick<Backend, 'nodeAttach' | 'attachedDevice' | 'rea
   },
   async readOnlyDevice() {
     return '';
+  },
+  boundDevices() {
+    return [];
   },
   async nodeDetach() {},
 };

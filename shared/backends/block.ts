@@ -112,8 +112,12 @@ export const blockBackend: Backend = {
     return device;
   },
 
+  boundDevices(volume, ctx) {
+    return findLoopDevices(ctx.catalog.imagePath(volume.id));
+  },
+
   async nodeDetach(volume, ctx) {
-    for (const device of findLoopDevices(ctx.catalog.imagePath(volume.id))) if (needsDetach(device)) await ctx.mounter.loopDetach(device);
+    for (const device of this.boundDevices(volume, ctx)) if (needsDetach(device)) await ctx.mounter.loopDetach(device);
   },
 
   async stage(volume, staging, readonly, ctx, mountFlags = []) {

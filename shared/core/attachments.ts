@@ -160,7 +160,7 @@ export async function releaseAttachment(core: Core, id: VolumeId, node: NodeId):
     const mounts = readMounts();
     // A staging that mounts nothing (raw block, or one that is its record alone) is there as long as its record.
     const live = (await core.nodeState.listForVolume(id)).find((r) => mountAt(r.path, mounts) || (r.kind === 'stage' && (r.block || r.recordOnly)));
-    const device = backendFor(volume.backend).attachedDevice(volume, core);
+    const [device] = backendFor(volume.backend).boundDevices(volume, core);
     if (live || device)
       throw failedPrecondition(
         `node ${node} is this node, and it still has volume ${id} ${live ? `${live.kind === 'stage' ? 'staged' : 'published'} at ${live.path}` : `bound to ${device}`}: it is not gone; tear the volume down here (kubelet's unmount and unmountdevice, CSI NodeUnpublish and NodeUnstage), which frees it`,

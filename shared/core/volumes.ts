@@ -242,8 +242,9 @@ export async function deleteVolume(core: Core, id: VolumeId): Promise<boolean> {
     if (!volume) return (await core.catalog.sweepEntry('volumes', id), false);
     if (volume.attachments.length)
       throw failedPrecondition(`volume ${id} is still attached to ${volume.attachments.map((a) => `node ${a.node}`).join(', ')}`);
-    const device = backendFor(volume.backend).attachedDevice(volume, core);
-    if (device) throw failedPrecondition(`volume ${id} is still in use on this node as ${device}`);
+    // Any device: a read-only one (a raw block reader's) holds the image as surely as a stage's.
+    const devices = backendFor(volume.backend).boundDevices(volume, core);
+    if (devices.length) throw failedPrecondition(`volume ${id} is still in use on this node as ${devices.join(', ')}`);
     await core.catalog.removeEntry('volumes', id);
     return true;
   });

@@ -167,6 +167,15 @@ describe('deleteVolume', () => {
     expect(findLoopDevice(core.catalog.imagePath('v'))).toBe(device);
   });
 
+  it('refuses while a read-only device alone holds the image (a raw block reader left behind)', async () => {
+    await createVolume(core, block('v'));
+    const image = core.catalog.imagePath('v');
+    const device = await core.mounter.loopAttach(image, { readOnly: true });
+    expect(findLoopDevice(image, true)).toBe(device);
+    await expectRejects(deleteVolume(core, vid('v')), 'FailedPrecondition', `volume v is still in use on this node as ${device}`);
+    expect(existsSync(image)).toBe(true);
+  });
+
   it('deletes a dir volume with its data, and is fine with an unknown id', async () => {
     await createVolume(core, dir('d'));
     await deleteVolume(core, vid('d'));
