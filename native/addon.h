@@ -1,4 +1,4 @@
-/* What the addon's files share (native/args.c, native/loop.c, native/mount.c, native/spawn.c). */
+/* What the addon's files share (native/args.c, native/bind.c, native/loop.c, native/mount.c, native/spawn.c). */
 #ifndef TWINVOL_ADDON_H
 #define TWINVOL_ADDON_H
 #include <node_api.h>
@@ -22,6 +22,7 @@ void tv_free_vector(char **v);
 int tv_fd_arg(napi_env env, napi_value value, int min, int *fd);
 int tv_fds_arg(napi_env env, napi_value value, int *fds, uint32_t most, uint32_t *n);
 
+napi_value tv_bind_with_flags(napi_env env, napi_callback_info info);
 napi_value tv_loop_attach(napi_env env, napi_callback_info info);
 napi_value tv_loop_detach(napi_env env, napi_callback_info info);
 napi_value tv_loop_refresh(napi_env env, napi_callback_info info);

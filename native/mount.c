@@ -2,12 +2,12 @@
  * mount(2) and umount2(2) for the CSI server and the FlexVolume executable (shared/native-mount.ts),
  * statx(2)'s answer to "is this path the root of a mount" (shared/mountinfo.ts isMountPoint), and
  * statx(2) with statmount(2) for "which mount is on top at this path" (shared/mountinfo.ts topMountAt),
- * and the module's exports (loop devices are native/loop.c's). Spawning mount(8) for a bind mount
- * costs a fork and an exec, about 2 ms each way, where the system call takes tens of microseconds.
- * Each call answers 0 or the errno it failed with; what to do about a failure (try mount(8), which
- * words it) is decided in TypeScript. Nothing here keeps state: a call's buffers are on the stack,
- * or its own on the heap while it runs on the threadpool, so threads of one process (the CSI
- * server's workers) may call at once.
+ * and the module's exports (loop devices are native/loop.c's, a bind with its flags native/bind.c's).
+ * Spawning mount(8) for a bind mount costs a fork and an exec, about 2 ms each way, where the system
+ * call takes tens of microseconds. Each call answers 0 or the errno it failed with; what to do about
+ * a failure (try mount(8), which words it) is decided in TypeScript. Nothing here keeps state: a
+ * call's buffers are on the stack, or its own on the heap while it runs on the threadpool, so threads
+ * of one process (the CSI server's workers) may call at once.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -271,6 +271,7 @@ NAPI_MODULE_INIT() {
   set_function(env, exports, "umountAsync", do_umount_async);
   set_function(env, exports, "mountRoot", do_mount_root);
   set_function(env, exports, "topMount", do_top_mount);
+  set_function(env, exports, "bindWithFlags", tv_bind_with_flags);
   set_function(env, exports, "loopAttach", tv_loop_attach);
   set_function(env, exports, "loopDetach", tv_loop_detach);
   set_function(env, exports, "loopRefresh", tv_loop_refresh);

@@ -4,6 +4,7 @@ import { CHILD_FD_PATH, fdPath, type MountTarget, type PinnedTarget, pinTarget, 
 import { CommandError, run } from './runner.js';
 import { longCallsBlock } from './fs-async.js';
 import { type CallMade, callNatively, callNativelyAsync, type LoopAttached, type MountIds, type NativeMount, nativeMount } from './native-mount.js';
+import { bindFlagChanges, mountFlags, remountFlags, remountOptions } from './mount-options.js';
 
 /**
  * The tools that walk or copy a volume's data, and so may run for minutes on a large one. The rest
@@ -21,14 +22,19 @@ export class Mounter {
 
   /**
    * Mounts `source` onto the pinned target object (shared/pinned-target.ts), never onto a path that
-   * could be swapped on the way. A bind takes its other options with a remount of the new mount,
-   * pinned in turn; `--no-canonicalize` keeps mount(8) from turning /proc/self/fd/3 back into a path.
+   * could be swapped on the way. A bind with options is made with them in one step where the addon
+   * and kernel can (bindWithFlagsNatively); otherwise it takes them with a remount of the new mount,
+   * pinned in turn. `--no-canonicalize` keeps mount(8) from turning /proc/self/fd/3 back into a path.
    */
   async mount(source: string, target: MountTarget, opts: { fsType?: string; options?: readonly string[] } = {}): Promise<void> {
     const bind = opts.options?.includes('bind') ?? false;
     const options = (opts.options ?? []).filter((o) => o !== 'bind');
     const pinned = await pinTarget(target);
     try {
+      if (bind && options.length && bindWithFlagsNatively(source, pinned, target, options)) {
+        await this.requireLanded(pinned, target);
+        return;
+      }
       if (!(bind ? bindNatively(source, pinned, target) : await mountNatively(source, pinned, target, opts.fsType, options))) {
         // A bind has no filesystem type of its own (mount(8) refuses "-t none --bind").
         const args = ['--no-canonicalize'];
@@ -275,6 +281,22 @@ function bindNatively(source: string, pinned: PinnedTarget, target: MountTarget)
 }
 
 /**
+ * A bind with its flags in one step (native/bind.c): the flags are set on a detached clone of the
+ * source before it is moved onto the target, so no process killed midway leaves a "read-only"
+ * publish writable, which kubelet never repairs for FlexVolume (it does not repeat a mount on a
+ * mount point). False leaves it to bind and remount: no addon or one built before this, a kernel
+ * before 5.12, a seccomp filter, or an option that is no flag.
+ */
+function bindWithFlagsNatively(source: string, pinned: PinnedTarget, target: MountTarget, options: readonly string[]): boolean {
+  const native = nativeMount();
+  const bindWithFlags = native?.bindWithFlags;
+  const changes = native && bindFlagChanges(native, options);
+  if (!bindWithFlags || !changes) return false;
+  const what = { call: 'move_mount', source, target: target.path, options: ['bind', ...options] } as const;
+  return callNatively(what, () => bindWithFlags(source, pinned.handle.fd, changes.set, changes.clear));
+}
+
+/**
  * Filesystems whose mount(8) runs no helper (mount.<type>) and passes no options of its own: for
  * them mount(2) with the flags does all that mount(8) would. Any other (nfs, cifs, fuse) goes to mount(8).
  */
@@ -346,55 +368,4 @@ function remountNatively(options: readonly string[], root: PinnedTarget, target:
   const flags = remountFlags(native, options);
   if (flags === undefined) return false;
   return callNatively({ call: 'mount', target: target.path, options: ['remount', 'bind', ...options] }, () => native.mount(null, fdPath(root.handle), null, flags, null));
-}
-
-/** Each option that undoes another: asked for, it replaces the one the mount has. */
-const OPPOSITE = new Map([
-  ['ro', 'rw'], ['rw', 'ro'], ['nosuid', 'suid'], ['suid', 'nosuid'], ['nodev', 'dev'], ['dev', 'nodev'], ['noexec', 'exec'], ['exec', 'noexec'],
-  ['nodiratime', 'diratime'], ['diratime', 'nodiratime'],
-]);
-const ATIME = new Set(['noatime', 'relatime', 'strictatime']);
-
-/**
- * The options of a bind's remount. The kernel sets a bind's flags to exactly those it is given, so
- * the flags the new mount has now (inherited from the filesystem its source lies on: nosuid, nodev,
- * noexec, the atime rule) are given again, with those asked for in place of their opposites. Given
- * /proc/self/fd/3 rather than a path, mount(8) cannot look them up itself: a read-only publish of a
- * directory on a nosuid,nodev,noexec filesystem once came out without all three.
- */
-export function remountOptions(current: readonly string[], asked: readonly string[]): string[] {
-  // No atime word in mountinfo is strictatime: said, or a remount without one makes it relatime.
-  const out = current.some((o) => ATIME.has(o)) ? [...current] : [...current, 'strictatime'];
-  // In order, as mount(8) reads its -o list: a later option undoes an earlier one.
-  for (const o of asked) {
-    const undone = (x: string) => x === o || x === OPPOSITE.get(o) || (ATIME.has(o) && ATIME.has(x));
-    out.splice(0, out.length, ...out.filter((x) => !undone(x)), o);
-  }
-  return out;
-}
-
-/** remountOptions as mount(2) flags; undefined for any option this does not map (mount(8) takes it). */
-export function remountFlags(native: NativeMount, options: readonly string[]): number | undefined {
-  const flags = mountFlags(native, options);
-  return flags === undefined ? undefined : flags | native.MS_REMOUNT | native.MS_BIND;
-}
-
-/**
- * Mount options as mount(2) flags; undefined for any that is not one (mount(8) takes those), and for
- * a list where a later option undoes an earlier one (ro then rw), which mount(8) reads in order.
- */
-function mountFlags(native: NativeMount, options: readonly string[]): number | undefined {
-  if (options.some((o) => options.includes(OPPOSITE.get(o) ?? '')) || options.filter((o) => ATIME.has(o)).length > 1) return undefined;
-  const flag = new Map([
-    ['ro', native.MS_RDONLY], ['nosuid', native.MS_NOSUID], ['nodev', native.MS_NODEV], ['noexec', native.MS_NOEXEC], ['noatime', native.MS_NOATIME],
-    ['nodiratime', native.MS_NODIRATIME], ['relatime', native.MS_RELATIME], ['strictatime', native.MS_STRICTATIME],
-    ['rw', 0], ['suid', 0], ['dev', 0], ['exec', 0], ['diratime', 0],
-  ]);
-  let flags = 0;
-  for (const o of options) {
-    const f = flag.get(o);
-    if (f === undefined) return undefined;
-    flags |= f;
-  }
-  return flags;
 }

@@ -44,6 +44,12 @@ export interface NativeMount {
    */
   topMount(path: string): MountIds | undefined;
   /**
+   * A non-recursive bind of `source` onto the directory or file open as `targetFd`, with the mount(2)
+   * flags `set` added to its source mount's and `clear` taken off, made in one step (native/bind.c):
+   * 0, or the errno of the step that failed, nothing mounted. Absent in an addon built before it had this.
+   */
+  bindWithFlags?: (source: string, targetFd: number, set: number, clear: number) => number;
+  /**
    * A free loop device bound to the image file (LOOP_CONFIGURE), left open until `close`; or the
    * errno it failed with (-1: the addon answered something else). With `autoclear` the kernel lets
    * the device go at its last close; with `readOnly` it refuses every write (an addon built before
@@ -222,7 +228,7 @@ export function parseAddon(exports: unknown): NativeMount | undefined {
   const mountRoot = typeof root === 'function' ? (path: string) => rootAnswer(root(path)) : () => undefined;
   const top = e.get('topMount');
   const topMount = typeof top === 'function' ? (path: string) => topMountAnswer(top(path)) : () => undefined;
-  const [attach, detach, refresh, closeFd, mountAsync, umountAsync] = ['loopAttach', 'loopDetach', 'loopRefresh', 'closeFd', 'mountAsync', 'umountAsync'].map((f) => e.get(f));
+  const [attach, detach, refresh, closeFd, mountAsync, umountAsync, bindWithFlags] = ['loopAttach', 'loopDetach', 'loopRefresh', 'closeFd', 'mountAsync', 'umountAsync', 'bindWithFlags'].map((f) => e.get(f));
   const spawnTool = nativeSpawn(e.get('spawnTool'), e.get('spawnSupported'), e.get('spawnDriver'));
   const flags: Partial<Flags> = {};
   for (const n of NUMBERS) {
@@ -246,6 +252,7 @@ export function parseAddon(exports: unknown): NativeMount | undefined {
             loopAnswer(readOnly ? attach(image, autoclear, true) : attach(image, autoclear), (fd) => closeFd(fd)),
         }
       : {}),
+    ...(typeof bindWithFlags === 'function' ? { bindWithFlags: (...args: [string, number, number, number]) => errnoOf(bindWithFlags(...args)) } : {}),
     ...(typeof detach === 'function' ? { loopDetach: (device: string) => errnoOf(detach(device)) } : {}),
     ...(typeof refresh === 'function' ? { loopRefresh: (device: string) => errnoOf(refresh(device)) } : {}),
     ...(spawnTool ? { spawnTool } : {}),
@@ -332,7 +339,8 @@ export function nativeMount(): NativeMount | undefined {
  * FlexVolume call's log line, still show every mount and device a call made, though no process ran.
  */
 export interface SystemCallRecord {
-  call: 'mount' | 'umount2' | 'ioctl';
+  /** move_mount: a bind made with its flags, by open_tree, mount_setattr and move_mount (native/bind.c). */
+  call: 'mount' | 'move_mount' | 'umount2' | 'ioctl';
   /** A mount's source. */
   source?: string;
   /** A filesystem mount's type. */

@@ -2,7 +2,8 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { Mounter, remountFlags, remountOptions } from '../../shared/mounter.js';
+import { Mounter } from '../../shared/mounter.js';
+import { remountFlags, remountOptions } from '../../shared/mount-options.js';
 import { mountAt } from '../../shared/mountinfo.js';
 import { callNatively, NATIVE_MOUNT_FILE, type NativeMount, nativeMount, nativeMountBeside, observeSystemCalls, parseAddon, type SystemCallRecord, setNativeMountPath, systemCallLog } from '../../shared/native-mount.js';
 import { addonExports, builtAddon } from './built-addon.js';
@@ -28,6 +29,21 @@ afterEach(() => {
 
 const mounter = new Mounter(10_000);
 const loaded = (): NativeMount => builtAddon();
+
+/**
+ * `body` run as with an addon built before bindWithFlags (a bind, then a remount for its flags): an
+ * older install's addon cannot be built here, so the loaded one lends itself without the call.
+ */
+async function withoutBindWithFlags<T>(body: () => Promise<T>): Promise<T> {
+  const native = builtAddon('bindWithFlags');
+  const saved = native.bindWithFlags;
+  Reflect.deleteProperty(native, 'bindWithFlags');
+  try {
+    return await body();
+  } finally {
+    native.bindWithFlags = saved;
+  }
+}
 
 /** A tmpfs mounted with `options`, holding a source dir, and a target dir under the kubelet dir. */
 function sourceOn(name: string, options: string): { source: string; target: string } {
@@ -57,15 +73,21 @@ describe('the mount addon', () => {
     ['read-write with nodev, on relatime', 'relatime', false, ['nodev']],
   ] as const)('binds as mount(8) does, keeping the flags the filesystem under the source has: %s', async (_, fsOptions, readonly, extra) => {
     const native = sourceOn('native', fsOptions);
+    const older = sourceOn('older', fsOptions);
     const tool = sourceOn('tool', fsOptions);
     const bound = await measure(() => mounter.bind(native.source, { path: native.target, within: s.kubeletDir }, readonly, extra));
     expect(bound.work.spawns).toEqual([]);
+    // With options, one step (native/bind.c); an older addon binds, then remounts.
+    expect(bound.work.systemCalls).toEqual(readonly || extra.length ? ['move_mount'] : ['mount']);
+    const remounted = await withoutBindWithFlags(() => measure(() => mounter.bind(older.source, { path: older.target, within: s.kubeletDir }, readonly, extra)));
+    expect(remounted.work.systemCalls).toEqual(readonly || extra.length ? ['mount', 'mount'] : ['mount']);
     setNativeMountPath(null);
     const spawned = await measure(() => mounter.bind(tool.source, { path: tool.target, within: s.kubeletDir }, readonly, extra));
     expect(spawned.work.spawns).toEqual(readonly || extra.length ? ['mount', 'mount'] : ['mount']);
     const got = mountAt(native.target);
     const want = mountAt(tool.target);
     expect(got?.mountOptions).toEqual(want?.mountOptions);
+    expect(mountAt(older.target)?.mountOptions).toEqual(want?.mountOptions);
     // What the filesystem under the source has stays (a read-only publish once dropped nosuid, nodev, noexec).
     for (const o of fsOptions.split(',').filter((o) => o !== 'strictatime')) expect(got?.mountOptions).toContain(o);
     expect(got?.root).toBe('/src');
@@ -93,6 +115,8 @@ describe('the mount addon', () => {
     try {
       await mounter.bind(source, { path: target, within: s.kubeletDir }, true, ['noexec']);
       await mounter.unmountAll(target);
+      await withoutBindWithFlags(() => mounter.bind(source, { path: target, within: s.kubeletDir }, true, ['noexec']));
+      await mounter.unmountAll(target);
       // Nothing is mounted there any more: the kernel says EINVAL, and the record says so.
       const native = loaded();
       expect(callNatively({ call: 'umount2', target, options: [] }, () => native.umount(target, 0))).toBe(false);
@@ -103,12 +127,14 @@ describe('the mount addon', () => {
       stop();
     }
     expect(seen.map(({ durationMs, ...r }) => (expect(durationMs).toBeGreaterThanOrEqual(0), r))).toEqual([
+      { call: 'move_mount', source, target, options: ['bind', 'ro', 'noexec'] },
+      { call: 'umount2', target, options: ['nofollow'] },
       { call: 'mount', source, target, options: ['bind'] },
       { call: 'mount', target, options: ['remount', 'bind', 'nosuid', 'relatime', 'ro', 'noexec'] },
       { call: 'umount2', target, options: ['nofollow'] },
       { call: 'umount2', target, options: [], error: 'EINVAL' },
     ]);
-    expect(systemCallLog().slice(-4)).toEqual(seen);
+    expect(systemCallLog().slice(-6)).toEqual(seen);
   });
 
   it('tells whether a path is a mount\'s root, without following its last part; cannot say for a path that is not there', () => {
@@ -205,6 +231,42 @@ describe('TWINVOL_NATIVE_MOUNT', () => {
       expect.objectContaining({ call: 'mount', status: 'Success', spawns: [], systemCalls: [expect.stringMatching(/^mount:0:\d+\.\d\dms$/)] }),
       expect.objectContaining({ call: 'unmount', status: 'Success', spawns: [], systemCalls: [expect.stringMatching(/^umount2:0:\d+\.\d\dms$/)] }),
     ]);
+  });
+});
+
+describe('a read-only bind made in one step (native/bind.c)', () => {
+  it('is how a FlexVolume read-only mount is made: there is no writable bind waiting for its remount', async () => {
+    expect((await runCli(s.env, ['create', 'ro1', '--backend', 'dir', '--size', '1Mi'])).exitCode).toBe(0);
+    const target = podVolumeDir(s.kubeletDir, 'uid-ro', 'pv-ro1');
+    const opts = mountOptions('pv-ro1', podNamed('uid-ro'), { volumeId: 'ro1', 'kubernetes.io/readwrite': 'ro' });
+    expectSuccess(await runFlex(s.env, ['mount', target, opts]));
+    expect(mountAt(target)?.mountOptions).toContain('ro');
+    const [line] = readFileSync(join(s.stateDir, 'log/flex.log'), 'utf8').trimEnd().split('\n').slice(-1).map((l) => JSON.parse(l) as Record<string, unknown>);
+    // One call, which mounts nothing until the flags are set: a kill before it leaves nothing, after it the finished mount.
+    expect(line).toEqual(expect.objectContaining({ call: 'mount', status: 'Success', spawns: [], systemCalls: [expect.stringMatching(/^move_mount:0:\d+\.\d\dms$/)] }));
+    expectSuccess(await runFlex(s.env, ['unmount', target]));
+    expect(mountAt(target)).toBeUndefined();
+  });
+
+  it('reaches the peers of a shared mount as a bind does (a node plugin\'s Bidirectional kubelet dir)', async () => {
+    const { source } = sourceOn('prop-src', 'nosuid');
+    const shared = join(s.kubeletDir, 'pods', 'prop');
+    const peer = join(s.root, 'peer');
+    mkdirSync(shared, { recursive: true });
+    mkdirSync(peer);
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', shared]);
+    execFileSync('mount', ['--make-shared', shared]);
+    execFileSync('mount', ['--bind', shared, peer]);
+    mkdirSync(join(shared, 'one-step'));
+    await mounter.bind(source, { path: join(shared, 'one-step'), within: s.kubeletDir }, true);
+    expect(mountAt(join(peer, 'one-step'))?.mountOptions).toContain('ro');
+    expect(readFileSync(join(peer, 'one-step', 'f'), 'utf8')).toBe('prop-src');
+    // A bind and then a remount (an addon without bindWithFlags, mount(8)): the peer gets the bind as it
+    // was made, and a remount's flags never propagate. Its peer's copy is read-write; the kernel's rule.
+    mkdirSync(join(shared, 'two-steps'));
+    await withoutBindWithFlags(() => mounter.bind(source, { path: join(shared, 'two-steps'), within: s.kubeletDir }, true));
+    expect(mountAt(join(shared, 'two-steps'))?.mountOptions).toContain('ro');
+    expect(mountAt(join(peer, 'two-steps'))?.mountOptions).toContain('rw');
   });
 });
 
