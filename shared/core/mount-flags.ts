@@ -1,9 +1,11 @@
+import type { Backend } from '../backends/backend.js';
 import { invalidArgument } from '../errors.js';
+import type { MountRecord } from '../model.js';
 
 /**
- * The flags a bind mount can take. A bind has no filesystem of its own: its flags are applied by a
- * remount of the bind (`mount -o remount,bind,...`, shared/mounter.ts), and for that the kernel only
- * honours the flags of the mount point itself. Anything else (discard, data=..., nouuid, sync) belongs
+ * The flags a bind mount can take. A bind has no filesystem of its own: its flags are those of the
+ * mount point itself (set with the bind in one step, or by `mount -o remount,bind,...`:
+ * shared/mounter.ts), the only ones the kernel honours there. Anything else (discard, data=..., nouuid, sync) belongs
  * to the filesystem, which is mounted once, at stage, and would be dropped without a word.
  */
 const BIND_FLAGS: ReadonlySet<string> = new Set([
@@ -64,9 +66,10 @@ const SHOWN_FLAGS: ReadonlyMap<string, string> = new Map([['ro', 'rw'], ['nosuid
 
 /**
  * Of the flags a mount was asked for (read-only, and `flags` in order: a later contrary flag undoes an earlier one), those
- * the kernel would show on it and `shown`, its options in the mount table, lacks. A bind takes its
- * flags with a second step, a remount (shared/mounter.ts), so a process killed between the two left
- * a bind without them, read-write where a read-only publish was asked; only the table tells.
+ * the kernel would show on it and `shown`, its options in the mount table, lacks. A bind made without
+ * the addon's one-step call takes its flags with a second step, a remount (shared/mounter.ts), so a
+ * process killed between the two left a bind without them, read-write where a read-only publish was
+ * asked; only the table tells.
  */
 export function flagsMissing(readonly: boolean, flags: readonly string[], shown: readonly string[]): string[] {
   // As the mount is made: ro first, and a CO's rw dropped from a read-only one (staging.ts mountedFlags).
@@ -77,4 +80,18 @@ export function flagsMissing(readonly: boolean, flags: readonly string[], shown:
 /** Whether two calls asked for the same mount flags (in order: the last of two contrary flags wins). */
 export function sameFlags(a: readonly string[] = [], b: readonly string[] = []): boolean {
   return a.length === b.length && a.every((flag, i) => flag === b[i]);
+}
+
+/**
+ * The flags a mount twinvol made lacks of those its record says it was made with (flagsMissing): a
+ * stage's, or a publish's with those of the staging it binds when that staging is its record alone
+ * (`staging`, the record at the publish's stagingPath, if any). None where the backend makes and
+ * takes down its own mounts (a driver's), which twinvol does not judge.
+ */
+export function flagsLeftOff(backend: Pick<Backend, 'unstage' | 'unpublish' | 'stagedDirectory'>, record: MountRecord, staging: MountRecord | undefined, shown: readonly string[]): string[] {
+  if (record.kind === 'stage') return backend.unstage ? [] : flagsMissing(record.readonly, record.mountFlags ?? [], shown);
+  if (backend.unpublish) return [];
+  const fromStaging = backend.stagedDirectory && staging?.kind === 'stage' && staging.recordOnly && staging.path === record.stagingPath ? staging : undefined;
+  const flags = [...bindableFlags(fromStaging?.mountFlags ?? []), ...bindableFlags(record.mountFlags ?? [])];
+  return flagsMissing(record.readonly || Boolean(fromStaging?.readonly), flags, shown);
 }

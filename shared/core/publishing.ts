@@ -4,13 +4,13 @@ import { alreadyExists, failedPrecondition } from '../errors.js';
 import { applyFsGroup } from '../fs-group.js';
 import type { MountRecord, Origin, VolumeRecord } from '../model.js';
 import { describeMount } from '../mounter.js';
-import { isMountPoint, type MountEntry, mountAt } from '../mountinfo.js';
+import { isMountPoint, mountAt } from '../mountinfo.js';
 import { SCHEMA_VERSION } from '../store/json-record.js';
 import { validateVolumeId, type VolumeId } from '../validate.js';
 import { type AccessRequest, requireAccess } from './access.js';
 import { type Claims, refuseContradiction } from './contradiction.js';
 import { type Core, implicitStagingPath, now } from './core.js';
-import { bindableFlags, bindFlagsFor, filesystemFlags, flagsMissing, heldToReading, sameFlags } from './mount-flags.js';
+import { bindableFlags, bindFlagsFor, filesystemFlags, flagsLeftOff, heldToReading, sameFlags } from './mount-flags.js';
 import { checkedPathUnder, isStaleMount, makeMountPoint, removeMountPoint, unmountIfDead } from './mount-target.js';
 import { attach, attachmentOf, releaseImplicitAttachment } from './attachments.js';
 import { readOnlyIfAttachedSo, readsOnly, releaseOrphanedAttachment, requireSameVolume, stageLocked, type TeardownOptions, unstageLocked } from './staging.js';
@@ -69,7 +69,7 @@ export async function publish(core: Core, id: VolumeId, targetPath: string, opts
     if (mounted) {
       // A pod's mount gone dead (stale), or a bind a killed call left without the flags its remount
       // was to apply (a read-only publish left writable), is forced off and bound again below, not answered OK.
-      const remake = (await isStaleMount(target)) || (existing !== undefined && (await flagsLeftOff(core, backend, existing, mounted)).length > 0);
+      const remake = (await isStaleMount(target)) || (existing !== undefined && flagsLeftOff(backend, existing, await bindsFromRecord(core, backend, existing), mounted.mountOptions).length > 0);
       if (!remake) {
         // A walk cut short by a crash, or a pod asking for another group, is finished now, not answered as done.
         if (existing) await ensureFsGroup(core, existing, { ...opts, fsGroup });
@@ -164,19 +164,6 @@ async function bindFromStaging(core: Core, volume: VolumeRecord, target: string,
 }
 
 /**
- * The flags a publish's mount lacks of those its record says it was made with: its read-only flag and
- * bind flags, and from a staging that is its record alone, that staging's as well (ownMount). Judged
- * only where twinvol made the mount, which a backend that takes its mounts down itself did not.
- */
-async function flagsLeftOff(core: Core, backend: Backend, record: MountRecord, mounted: MountEntry): Promise<string[]> {
-  if (backend.unpublish) return [];
-  const staging = backend.stagedDirectory && record.stagingPath !== undefined ? await core.nodeState.findByPath(record.stagingPath) : undefined;
-  const fromStaging = staging?.kind === 'stage' && staging.recordOnly ? staging : undefined;
-  const flags = [...bindableFlags(fromStaging?.mountFlags ?? []), ...bindableFlags(record.mountFlags ?? [])];
-  return flagsMissing(record.readonly || Boolean(fromStaging?.readonly), flags, mounted.mountOptions);
-}
-
-/**
  * The device node a raw block publish binds: the staging's, or for a read-only publish (or one from a
  * read-only staging) a device that refuses writes. The read-only flag of the bind does not stop a
  * pod that opens the node for writing (see Backend.readOnlyDevice).
@@ -217,6 +204,11 @@ function unstagedBindFlags(opts: PublishOptions): string[] {
  * Group ownership of a read-write filesystem publish, recorded as intent first and as done after the
  * walk, so that a call killed during a walk over a large tree leaves a record the retry finishes from.
  */
+/** The staging record whose flags a publish's bind carries (a backend's that stages a directory), read only then. */
+async function bindsFromRecord(core: Core, backend: Backend, record: MountRecord): Promise<MountRecord | undefined> {
+  return backend.stagedDirectory && record.stagingPath !== undefined ? core.nodeState.findByPath(record.stagingPath) : undefined;
+}
+
 async function ensureFsGroup(core: Core, record: MountRecord, opts: PublishOptions): Promise<void> {
   const gid = opts.fsGroup ?? record.fsGroup;
   if (gid === undefined || opts.readonly || opts.block || record.fsGroupApplied === gid) return;

@@ -9,7 +9,7 @@ import { type AccessRequest, requireAccess } from './access.js';
 import { attach, attachmentOf, detach, markNodeUse, releaseImplicitAttachment, requireAttachedTo } from './attachments.js';
 import { type Claims, refuseContradiction } from './contradiction.js';
 import { type Core, implicitStagingPath, now } from './core.js';
-import { flagsMissing, heldToReading, sameFlags } from './mount-flags.js';
+import { flagsLeftOff, heldToReading, sameFlags } from './mount-flags.js';
 import { checkedPathUnder, foreignMountAt, isStaleMount, makeMountPoint, removeMountPoint, unmountIfDead } from './mount-target.js';
 
 export interface StageOptions {
@@ -88,7 +88,7 @@ export async function stageLocked(core: Core, id: VolumeId, path: string, opts: 
   // A repeated stage over a dead mount would answer "done" for a path no pod can use, and over a bind a
   // killed call left without the flags its remount was to apply (a read-only staging left writable),
   // done for work that was not: remade. Judged only where twinvol mounted (no unstage of the backend's own).
-  const leftOff = mounted && existing && !backend.unstage && flagsMissing(existing.readonly, existing.mountFlags ?? [], mounted.mountOptions).length > 0;
+  const leftOff = mounted && existing && flagsLeftOff(backend, existing, undefined, mounted.mountOptions).length > 0;
   if (mounted && !opts.block && (leftOff || (await isStaleMount(path)))) {
     await core.mounter.unmountAll(path);
     mounted = undefined;
