@@ -8,6 +8,7 @@ import { isRecordTemp } from '../store/json-record.js';
 import { isAbandonedLock, STALE_MS } from '../store/lock.js';
 import type { Core } from './core.js';
 import { kernelView, twinvolPath, writableLoopAt } from './inventory-kernel.js';
+import { flagsLeftOff } from './mount-flags.js';
 import { readsOnly } from './staging.js';
 import { DEFAULT_CSI_DRIVER_NAME, volumeHandleHash } from '../kubelet-paths.js';
 import { isExecVolume } from '../backends/exec.js';
@@ -32,6 +33,7 @@ export const PROBLEM_KINDS = [
   'abandoned-work',
   'data-root-not-mounted',
   'writable-read-only-publish',
+  'mount-without-its-flags',
 ] as const;
 export type ProblemKind = (typeof PROBLEM_KINDS)[number];
 
@@ -165,6 +167,10 @@ export async function inventory(core: Core, opts: InventoryOptions = {}): Promis
     const writable = r.kind === 'publish' && r.block && readsOnly(volume, config.nodeName, r.readonly, records.find((st) => st.kind === 'stage' && st.path === r.stagingPath && st.volumeId === r.volumeId)) ? writableLoopAt(r.path, r.volumeId, kernel.loops) : undefined;
     if (writable)
       problems.push({ kind: 'writable-read-only-publish', subject: r.path, volumeId: r.volumeId, detail: `a read-only raw block publish of volume ${r.volumeId} binds ${writable}, which takes writes (an older twinvol's publish): the pod can write the volume; restart the pod, whose new publish binds a read-only device` });
+    const staging = r.kind === 'publish' ? records.find((st) => st.kind === 'stage' && st.path === r.stagingPath) : undefined;
+    const missing = flagsLeftOff(backendFor(volume.backend), r, staging, m.mountOptions);
+    if (missing.length)
+      problems.push({ kind: 'mount-without-its-flags', subject: r.path, volumeId: r.volumeId, detail: `the ${r.kind === 'stage' ? 'staging' : 'publish'} of volume ${r.volumeId} was made ${missing.join(',')}, which its mount lacks (a call killed between a bind and its remount): ${r.kind === 'stage' ? 'stop the pods using it on this node, so that it is unstaged, and start them again' : 'restart the pod: its new publish makes the mount with them'}` });
   }
 
   if (recordsRead) {

@@ -128,6 +128,26 @@ describe('twinvol status', () => {
     expect(problems((await status()).inventory)).toEqual([`writable-read-only-publish ${target}`]);
   });
 
+  it('finds a mount without a flag its record was made with: a bind killed before its remount', async () => {
+    await createVolume('rod', '--backend', 'dir', '--size', '1Mi');
+    await createVolume('ros', '--size', '8Mi');
+    const dir = podVolumeDir(s.kubeletDir, 'pod-ro', 'pv-rod');
+    await ok('mount', dir, mountOptions('pv-rod', podNamed('pod-ro'), { volumeId: 'rod', 'kubernetes.io/readwrite': 'ro' }));
+    await ok('attach', flexOptions('pv-ros', { volumeId: 'ros' }), 'node-a');
+    const staging = stagingPath(s.kubeletDir, 'ros');
+    await stage(coreIn(s), vid('ros'), staging, { readonly: true, mountFlags: ['noexec'] });
+    expect((await status()).inventory.problems).toEqual([]);
+
+    // What a call killed between the two steps left: the mount there, without its flags.
+    execFileSync('mount', ['-o', 'remount,bind,rw', dir]);
+    execFileSync('mount', ['-o', 'remount,rw,exec', staging]);
+    const { exitCode, inventory } = await status();
+    expect(exitCode).toBe(1);
+    expect(problems(inventory)).toEqual([`mount-without-its-flags ${dir}`, `mount-without-its-flags ${staging}`].sort());
+    expect(inventory.problems.find((p) => p.subject === dir)?.detail).toContain('was made ro, which its mount lacks');
+    expect(inventory.problems.find((p) => p.subject === staging)?.detail).toContain('was made ro,noexec, which its mount lacks');
+  });
+
   it('finds a staged volume unmounted behind its record\'s back', async () => {
     await createVolume('dir', '--backend', 'dir', '--size', '1Mi');
     const { global } = await inUse('dir', 'pod-1');
