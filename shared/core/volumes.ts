@@ -230,10 +230,10 @@ function checkSourceFits(volume: VolumeRecord, backend: BackendKind, size: numbe
 }
 
 /**
- * Deletes a volume and its data. Unknown ids are fine (delete is retried); a volume still attached
- * anywhere, or still a loop device on this node, is refused rather than pulled from under a user.
+ * Deletes a volume and its data. An unknown id is already deleted (false: there was nothing to
+ * delete; delete is retried); a volume still attached anywhere, or still a loop device on this node,
+ * is refused rather than pulled from under a user.
  */
-/** Deletes a volume; a missing one is already deleted (false: there was nothing to delete). */
 export async function deleteVolume(core: Core, id: VolumeId): Promise<boolean> {
   validateVolumeId(id);
   return core.catalog.lock('volume', id, async () => {
