@@ -7,6 +7,7 @@ import { stepProgress } from './progress.js';
 import { checkedNode } from './node-shebang.js';
 import { configText, DEFAULT_FLEX_PLUGIN_DIR, DEFAULT_VENDOR, installFlex, installTarget, type InstallTarget, runningExecutable, uninstallFlex } from './install.js';
 import { isSea, type loadPacked } from './packed-modules.js';
+import { asList, booleanValues, oneLine, usable, UsageError } from './cli-input.js';
 
 /**
  * The administrator's side of FlexVolume, which has no provisioning: volumes are made here before
@@ -295,6 +296,7 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
     // `requiresArg`: yargs gives a flag left without one its default, silently, so an unquoted empty
     // $DIR in `uninstall flex --plugin-dir $DIR` went to kubelet's default plugin dir.
     .parserConfiguration({ 'duplicate-arguments-array': false })
+    .middleware(booleanValues(argv), true)
     .strict()
     .help()
     .alias('help', 'h')
@@ -320,20 +322,6 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
   }
   return exitCode;
 }
-
-/** A command line that does not parse: exit 2, one line, before anything is touched. */
-class UsageError extends Error {}
-
-/** Runs a check of the command line's values: whatever it refuses is a usage error. */
-function usable<T>(check: () => T): T {
-  try {
-    return check();
-  } catch (err) {
-    throw err instanceof UsageError ? err : new UsageError(asTwinvolError(err).message);
-  }
-}
-
-const oneLine = (message: string) => message.replace(/\s+/g, ' ').trim();
 
 function targetOptions<T>(c: Argv<T>) {
   return c
@@ -370,13 +358,4 @@ function describe(v: VolumeRecord): string {
   const where = v.attachments.length ? `attached to ${v.attachments.map((a) => (a.fenced ? `${a.node} (detached, still staged there)` : a.node)).join(', ')}` : 'not attached';
   const size = v.capacityBytes ? formatSize(v.capacityBytes) : '-';
   return `${v.id}\t${v.backend}\t${size}\t${v.fsType || '-'}\t${v.access}\t${where}`;
-}
-
-/**
- * A repeatable option's values as a list. Repeated, yargs gives an array; once, a string. Not
- * `array: true`, which takes every word after the flag: `--mapping m.yaml pvs.yaml` read pvs.yaml as
- * a second mapping file.
- */
-function asList(value: string | string[]): string[] {
-  return Array.isArray(value) ? value : [value];
 }

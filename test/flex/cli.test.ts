@@ -57,6 +57,16 @@ describe('twinvol: a command line that does not parse', () => {
     // A name twinvol-csi would refuse matched no staging path at all, and status said nothing of it.
     [['status', '--driver-name', '../../x'], /--driver-name must be a domain-style name/],
     [['status', '--driver-name', ''], /--driver-name must be a domain-style name/],
+    // A boolean flag given a value read as false, whatever the value: --help=no created the volume,
+    // --exec=0 and --json=1 were obeyed as their opposite or not at all.
+    [['volume', 'list', '--json=1'], /--json \(given "1"\) must be "true" or "false"/],
+    [['volume', 'list', '--json=yes'], /--json \(given "yes"\) must be "true" or "false"/],
+    [['volume', 'list', '--json='], /--json= has no value/],
+    [['volume', 'release', 'v', 'node-b', '--force=yes'], /--force \(given "yes"\) must be "true" or "false"/],
+    [['volume', 'create', 'v', '--backend', 'dir', '--size', '1Mi', '--help=no'], /--help \(given "no"\) must be "true" or "false"/],
+    [['volume', 'create', 'v', '--backend', 'dir', '--size', '1Mi', '-h=0'], /-h \(given "0"\) must be "true" or "false"/],
+    [['migrate', 'plan', '--exec=0', '/dev/null'], /--exec \(given "0"\) must be "true" or "false"/],
+    [['flex', 'check', '/bin/true', '--attachable=on'], /--attachable \(given "on"\) must be "true" or "false"/],
   ])('%j: exit 2, one line naming what is wrong, nothing created', async (args, reason) => {
     const r = await runAdmin(s.env, args);
     expect(r.exitCode, r.stderr).toBe(2);
@@ -90,6 +100,11 @@ describe('twinvol --help and --version, for a person', () => {
     } finally {
       closeSync(full);
     }
+  });
+
+  it('a boolean flag takes =true and =false, as every other boolean twinvol reads', async () => {
+    expect(await runAdmin(s.env, ['volume', 'list', '--json=true'])).toEqual({ exitCode: 0, stdout: '[]\n', stderr: '' });
+    expect(await runAdmin(s.env, ['volume', 'list', '--json=false'])).toEqual({ exitCode: 0, stdout: 'no volumes\n', stderr: '' });
   });
 
   it('help for a command runs nothing of it', async () => {
