@@ -6,7 +6,7 @@ import { type Config, loadConfig } from '../shared/index.js';
 import { CompileCache } from './compile-cache.js';
 import { loadPacked } from './packed-modules.js';
 import { failure, type FlexReply, notSupported, sendReply, success } from './reply.js';
-import { ADMIN_COMMANDS, isFlexVerb } from './verb-names.js';
+import { isAdminCommand, isFlexVerb } from './verb-names.js';
 
 // Anything Node would print (a warning, a deprecation) would corrupt the reply.
 process.removeAllListeners('warning');
@@ -24,9 +24,9 @@ async function main(argv: readonly string[]): Promise<void> {
     sendReply(init());
     return;
   }
-  // The administrator's CLI (and --help, --version); kubelet never sends these. Anything else unknown
-  // is "Not supported", because kubelet parses whatever is printed as the reply.
-  if (ADMIN_COMMANDS.includes(verb)) {
+  // The administrator's CLI (and any flag: --help, --version, a malformed one); kubelet never sends
+  // these. Anything else unknown is "Not supported", because kubelet parses whatever is printed as the reply.
+  if (isAdminCommand(verb)) {
     let cli: typeof import('./cli.js');
     try {
       cli = loadPacked<typeof import('./cli.js')>('cli');

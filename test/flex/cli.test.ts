@@ -67,6 +67,14 @@ describe('twinvol: a command line that does not parse', () => {
     [['volume', 'create', 'v', '--backend', 'dir', '--size', '1Mi', '-h=0'], /-h \(given "0"\) must be "true" or "false"/],
     [['migrate', 'plan', '--exec=0', '/dev/null'], /--exec \(given "0"\) must be "true" or "false"/],
     [['flex', 'check', '/bin/true', '--attachable=on'], /--attachable \(given "on"\) must be "true" or "false"/],
+    // A first word that is a flag but not exactly --help, -h or --version was answered as a kubelet
+    // call: {"status":"Not supported"}, exit 0.
+    [['--version=1'], /--version \(given "1"\) must be "true" or "false"/],
+    [['--help=yes'], /--help \(given "yes"\) must be "true" or "false"/],
+    [['-h=1'], /-h \(given "1"\) must be "true" or "false"/],
+    [['--versoin'], /name a command/],
+    [['-V'], /name a command/],
+    [['-'], /Unknown argument: -/],
   ])('%j: exit 2, one line naming what is wrong, nothing created', async (args, reason) => {
     const r = await runAdmin(s.env, args);
     expect(r.exitCode, r.stderr).toBe(2);
@@ -116,6 +124,8 @@ describe('twinvol --help and --version, for a person', () => {
     expect((await runFlex(s.env, ['init'])).output).toBe('{"status":"Success","capabilities":{"fsGroup":false}}');
     expect((await runFlex(s.env, ['getmetrics'])).output).toBe('{"status":"Not supported"}');
     expect((await runFlex(s.env, [])).output).toBe('{"status":"Not supported"}');
+    expect((await runFlex(s.env, ['help'])).output).toBe('{"status":"Not supported"}');
+    expect((await runFlex(s.env, ['init', '--version=1'])).output).toBe('{"status":"Success","capabilities":{"fsGroup":false}}');
   });
 });
 
