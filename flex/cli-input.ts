@@ -1,10 +1,26 @@
-import { asTwinvolError, parseBoolean, quoted } from '../shared/index.js';
+import { asTwinvolError, type Config, loadConfig, parseBoolean, quoted } from '../shared/index.js';
 
 // The administrator's command line as flex/cli.ts reads it: what counts as a usage error (exit 2,
 // one line, nothing touched), and the checks yargs leaves out.
 
 /** A command line that does not parse: exit 2, one line, before anything is touched. */
 export class UsageError extends Error {}
+
+/**
+ * A config that does not load (shared/config.ts says which file or variable, and where in it): exit 2
+ * like a usage error, as nothing was touched and the input is what must change, but --help cannot
+ * mend it, so the line does not point there.
+ */
+export class ConfigError extends UsageError {}
+
+/** The settings every command that opens the catalog reads, or the ConfigError that says why not. */
+export function cliConfig(): Config {
+  try {
+    return loadConfig();
+  } catch (err) {
+    throw new ConfigError(asTwinvolError(err).message);
+  }
+}
 
 /** Runs a check of the command line's values: whatever it refuses is a usage error. */
 export function usable<T>(check: () => T): T {

@@ -1,13 +1,13 @@
 import yargs, { type Argv } from 'yargs';
 import { VENDOR_VERSION } from '../csi/version.js';
-import { asTwinvolError, checkVolumeSpec, type Config, type Core, createVolume, DEFAULT_CONFIG_PATH, DEFAULT_CSI_DRIVER_NAME, deleteVolume, validateCsiDriverName, failedPrecondition, formatSize, inventory, listNodes, listVolumes, loadConfig, type NodeRecord, notFound, openCore, parseSize, releaseAttachment, validateBackend, validateNodeName, validateVolumeId, type VolumeRecord } from '../shared/index.js';
+import { asTwinvolError, checkVolumeSpec, type Config, type Core, createVolume, DEFAULT_CONFIG_PATH, DEFAULT_CSI_DRIVER_NAME, deleteVolume, validateCsiDriverName, failedPrecondition, formatSize, inventory, listNodes, listVolumes, type NodeRecord, notFound, openCore, parseSize, releaseAttachment, validateBackend, validateNodeName, validateVolumeId, type VolumeRecord } from '../shared/index.js';
 import type { CheckOptions } from './check.js';
 import { statusLines } from './status.js';
 import { stepProgress } from './progress.js';
 import { checkedNode } from './node-shebang.js';
 import { configText, DEFAULT_FLEX_PLUGIN_DIR, DEFAULT_VENDOR, installFlex, installTarget, type InstallTarget, runningExecutable, uninstallFlex } from './install.js';
 import { isSea, type loadPacked } from './packed-modules.js';
-import { asList, booleanValues, oneLine, usable, UsageError } from './cli-input.js';
+import { asList, booleanValues, cliConfig, ConfigError, oneLine, usable, UsageError } from './cli-input.js';
 
 /**
  * The administrator's side of FlexVolume, which has no provisioning: volumes are made here before
@@ -18,7 +18,7 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
   let exitCode = 0;
   let config: Config | undefined;
   let core: Core | undefined;
-  const settings = () => (config ??= loadConfig());
+  const settings = () => (config ??= cliConfig());
   const open = () => (core ??= openCore(settings()));
   const parser = yargs([...argv])
     .scriptName('twinvol')
@@ -285,7 +285,7 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
             const verify = load<typeof import('./migrate/verify.js')>('verify');
             const usage = verify.verifyUsage({ volume: a.volume, pv: a.pv, csiEndpoint: a['csi-endpoint'], csiBin: a['csi-bin'], pluginDir: a['plugin-dir'], vendor: a.vendor, json: a.json, self: runningExecutable() });
             if (typeof usage === 'string') throw new UsageError(usage);
-            exitCode = await verify.runVerify(usage);
+            exitCode = await verify.runVerify(usage, settings());
           },
         )
         .demandCommand(1, 'name a migrate command: plan or verify'),
@@ -312,7 +312,7 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
     await parser.parseAsync();
   } catch (err) {
     if (err instanceof UsageError) {
-      process.stderr.write(`twinvol: ${oneLine(err.message)} (see: twinvol --help)\n`);
+      process.stderr.write(`twinvol: ${oneLine(err.message)}${err instanceof ConfigError ? '' : ' (see: twinvol --help)'}\n`);
       return 2;
     }
     const e = asTwinvolError(err);

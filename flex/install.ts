@@ -55,7 +55,7 @@ export function configText(value: string): string | { error: string } {
   if (!value.trimStart().startsWith('{')) {
     try {
       text = readFileSync(value, 'utf8');
-      source = value;
+      source = `config file ${value}`;
     } catch (err) {
       return { error: `--config ${JSON.stringify(value.slice(0, 80))} is neither JSON nor a readable file (${errnoCode(err) ?? String(err)})` };
     }

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { posix } from 'node:path';
-import { errnoCode, invalidArgument } from './errors.js';
+import { errnoCode, invalidArgument, TwinvolError } from './errors.js';
 import { type FsType, type NodeId, quoted, validateBlockFsType, validateNodeName, validateTimeoutMs } from './validate.js';
 
 /** Settings shared by the FlexVolume executable, the CLI and the CSI server. */
@@ -65,23 +65,33 @@ const ENV_KEYS = {
 
 type Env = Readonly<Record<string, string | undefined>>;
 
+/** Settings a caller passes on top of the file and the environment (CSI flags): checked like the file's. */
+export type ConfigOverrides = Partial<Omit<Config, 'nodeName'>> & { nodeName?: string };
+
+/**
+ * Where each setting came from, for a refusal to name (`config file /etc/twinvol/config.json`,
+ * `TWINVOL_DATA_ROOT`): an operator mends the file or the variable, so the line says which. A caller's
+ * overrides have none; the caller names its own flags.
+ */
+type Origins = Record<string, string>;
+
 /**
  * Built-in defaults, then the config file (TWINVOL_CONFIG or /etc/twinvol/config.json; missing is
  * fine), then single-value environment overrides. kubelet gives the executable a bare environment,
  * which is why the file exists at all.
  */
-/** Settings a caller passes on top of the file and the environment (CSI flags): checked like the file's. */
-export type ConfigOverrides = Partial<Omit<Config, 'nodeName'>> & { nodeName?: string };
-
 export function loadConfig(env: Env = process.env, overrides: ConfigOverrides = {}): Config {
-  const file = readConfigFile(env.TWINVOL_CONFIG || DEFAULT_CONFIG_PATH, Boolean(env.TWINVOL_CONFIG));
+  const path = env.TWINVOL_CONFIG || DEFAULT_CONFIG_PATH;
+  const file = readConfigFile(path, Boolean(env.TWINVOL_CONFIG));
   const merged: Record<string, unknown> = { ...DEFAULTS, nodeName: hostname(), ...file };
+  const origins: Origins = {};
+  for (const key of Object.keys(file)) origins[key] = `config file ${path}`;
   for (const [envKey, key] of Object.entries(ENV_KEYS)) {
     const v = env[envKey];
-    if (v) merged[key] = v;
+    if (v) [merged[key], origins[key]] = [v, envKey];
   }
-  for (const [k, v] of Object.entries(overrides)) if (v !== undefined) merged[k] = v;
-  return checkConfig(merged);
+  for (const [k, v] of Object.entries(overrides)) if (v !== undefined) [merged[k], origins[k]] = [v, ''];
+  return checkConfig(merged, origins);
 }
 
 function readConfigFile(path: string, explicit: boolean): Record<string, unknown> {
@@ -92,29 +102,71 @@ function readConfigFile(path: string, explicit: boolean): Record<string, unknown
     if (errnoCode(err) === 'ENOENT' && !explicit) return {};
     throw invalidArgument(`cannot read config file ${path}: ${errnoCode(err) ?? String(err)}`);
   }
-  return parseConfigText(text, path);
+  return parseConfigText(text, `config file ${path}`);
 }
 
 /**
- * A config file's text checked as loadConfig checks it, defaults filled in and no environment
- * applied: `twinvol install flex --config` refuses a bad config before writing anything.
+ * A config's text checked as loadConfig checks it, defaults filled in and no environment applied:
+ * `twinvol install flex --config` refuses a bad config before writing anything. `what` names the
+ * text in a refusal (`config file /x.json`, `--config`).
  */
-export function checkConfigText(text: string, path: string): Config {
-  return checkConfig({ ...DEFAULTS, nodeName: hostname(), ...parseConfigText(text, path) });
+export function checkConfigText(text: string, what: string): Config {
+  const file = parseConfigText(text, what);
+  return checkConfig({ ...DEFAULTS, nodeName: hostname(), ...file }, Object.fromEntries(Object.keys(file).map((k) => [k, what])));
 }
 
-function parseConfigText(text: string, path: string): Record<string, unknown> {
+function parseConfigText(text: string, what: string): Record<string, unknown> {
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
-  } catch {
-    throw invalidArgument(`config file ${path} is not valid JSON`);
+  } catch (err) {
+    throw invalidArgument(`${what} is not valid JSON ${jsonErrorAt(text, err)}`);
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
-    throw invalidArgument(`config file ${path} must hold a JSON object`);
+    throw invalidArgument(`${what} must hold a JSON object`);
   const known = new Set<string>([...Object.keys(DEFAULTS), 'nodeName']);
-  for (const key of Object.keys(parsed)) if (!known.has(key)) throw invalidArgument(`config file ${path}: unknown setting ${quoted(key, 64)}`);
+  for (const key of Object.keys(parsed)) if (!known.has(key)) throw invalidArgument(`${what}: unknown setting ${quoted(key, 64)}`);
   return parsed as Record<string, unknown>;
+}
+
+/**
+ * Where and why JSON.parse refused `text`: "at line L, column C (reason)". V8 names the position of
+ * most errors, not of an unexpected token; there the shortest prefix that fails short of its own end
+ * is where it lies (a prefix before the error is a valid start of JSON, which fails only at its end).
+ */
+function jsonErrorAt(text: string, err: unknown): string {
+  const message = err instanceof Error ? err.message : String(err);
+  const failsWithin = (n: number): boolean => {
+    try {
+      JSON.parse(text.slice(0, n));
+      return false;
+    } catch (e) {
+      const m = e instanceof Error ? e.message : '';
+      const at = /at position (\d+)/.exec(m);
+      return !m.startsWith('Unexpected end') && (!at || Number(at[1]) < n);
+    }
+  };
+  let index = Number(/at position (\d+)/.exec(message)?.[1] ?? -1);
+  if (index < 0) {
+    let [lo, hi] = [0, text.length];
+    if (!failsWithin(hi)) index = text.length;
+    else {
+      while (hi - lo > 1) {
+        const mid = (lo + hi) >> 1;
+        if (failsWithin(mid)) hi = mid;
+        else lo = mid;
+      }
+      index = hi - 1;
+    }
+  }
+  const lines = text.slice(0, index).split('\n');
+  // V8's words without the position (given as line and column) or its copy of the text, and with no
+  // character that would break the line or hide (a byte-order mark) left unescaped.
+  const reason = message
+    .replace(/ at position \d+$/, '')
+    .replace(/ in JSON$|, .*is not valid JSON$/s, '')
+    .replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return `at line ${lines.length}, column ${(lines.at(-1) ?? '').length + 1} (${reason})`;
 }
 
 function absoluteDir(value: unknown, key: string): string {
@@ -136,20 +188,32 @@ function dataRootScope(value: unknown): DataRootScope {
   return scope;
 }
 
-function checkConfig(raw: Record<string, unknown>): Config {
-  if (typeof raw.flexAttach !== 'boolean') throw invalidArgument('setting flexAttach must be true or false');
-  if (typeof raw.dataRootOnNetwork !== 'boolean') throw invalidArgument('setting dataRootOnNetwork must be true or false');
-  const timeout = validateTimeoutMs(raw.commandTimeoutMs, 1000, 'setting commandTimeoutMs');
+function flag(value: unknown, key: string): boolean {
+  if (typeof value !== 'boolean') throw invalidArgument(`setting ${key} must be true or false`);
+  return value;
+}
+
+function checkConfig(raw: Record<string, unknown>, origins: Origins): Config {
+  // A refused setting says where it was set, and which setting it is where the check's own words do not.
+  const setting = <T>(key: string, check: (value: unknown) => T): T => {
+    try {
+      return check(raw[key]);
+    } catch (err) {
+      const where = origins[key];
+      if (!where || !(err instanceof TwinvolError)) throw err;
+      throw invalidArgument(`${where}: ${err.message.includes(key) ? err.message : `setting ${key}: ${err.message}`}`);
+    }
+  };
   return {
-    dataRoot: absoluteDir(raw.dataRoot, 'dataRoot'),
-    dataRootScope: dataRootScope(raw.dataRootScope),
-    dataRootOnNetwork: raw.dataRootOnNetwork,
-    stateDir: absoluteDir(raw.stateDir, 'stateDir'),
-    kubeletDir: absoluteDir(raw.kubeletDir, 'kubeletDir'),
-    nodeName: validateNodeName(raw.nodeName, 'setting nodeName'),
-    flexAttach: raw.flexAttach,
-    defaultFsType: validateBlockFsType(raw.defaultFsType, 'ext4'),
-    commandTimeoutMs: timeout,
-    staticSourceRoots: absoluteDirs(raw.staticSourceRoots, 'staticSourceRoots'),
+    dataRoot: setting('dataRoot', (v) => absoluteDir(v, 'dataRoot')),
+    dataRootScope: setting('dataRootScope', dataRootScope),
+    dataRootOnNetwork: setting('dataRootOnNetwork', (v) => flag(v, 'dataRootOnNetwork')),
+    stateDir: setting('stateDir', (v) => absoluteDir(v, 'stateDir')),
+    kubeletDir: setting('kubeletDir', (v) => absoluteDir(v, 'kubeletDir')),
+    nodeName: setting('nodeName', (v) => validateNodeName(v, 'setting nodeName')),
+    flexAttach: setting('flexAttach', (v) => flag(v, 'flexAttach')),
+    defaultFsType: setting('defaultFsType', (v) => validateBlockFsType(v, 'ext4')),
+    commandTimeoutMs: setting('commandTimeoutMs', (v) => validateTimeoutMs(v, 1000, 'setting commandTimeoutMs')),
+    staticSourceRoots: setting('staticSourceRoots', (v) => absoluteDirs(v, 'staticSourceRoots')),
   };
 }

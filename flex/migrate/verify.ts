@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { asTwinvolError, type Config, type Core, DEFAULT_PLUGIN_DIR, loadConfig, loopDevices, openCore, releaseAttachment, run, validateVolumeId, type VolumeId, type VolumeRecord } from '../../shared/index.js';
+import { asTwinvolError, type Config, type Core, DEFAULT_PLUGIN_DIR, loopDevices, openCore, releaseAttachment, run, validateVolumeId, type VolumeId, type VolumeRecord } from '../../shared/index.js';
 import { mountsUnder } from '../scratch-world.js';
 import { CsiSide, socketOf } from './verify-csi.js';
 import { KubeletFlex, mounted } from './verify-flex.js';
@@ -61,9 +61,11 @@ export function verifyUsage(a: { volume: string; pv?: string; csiEndpoint?: stri
   return { volumeId, ...(pv ? { pv } : {}), ...(a.csiEndpoint ? { endpoint: a.csiEndpoint } : {}), csiBin, pluginDir: a.pluginDir ?? DEFAULT_PLUGIN_DIR, vendor: a.vendor ?? 'twinvol', json: a.json, self: a.self };
 }
 
-/** Runs the verify and prints the report; the exit code: 0 all three reads match, 1 otherwise, 2 bad input. */
-export async function runVerify(o: VerifyOptions): Promise<number> {
-  const config = loadConfig();
+/**
+ * Runs the verify and prints the report; the exit code: 0 all three reads match, 1 otherwise, 2 bad
+ * input. `config` is the CLI's (flex/cli.ts), which refuses one that does not load as every command does.
+ */
+export async function runVerify(o: VerifyOptions, config: Config): Promise<number> {
   const core = openCore(config);
   let record: VolumeRecord | undefined;
   let subject: Subject;

@@ -86,6 +86,39 @@ describe('twinvol: a command line that does not parse', () => {
   });
 });
 
+describe('twinvol: a config that does not load', () => {
+  // Every command that reads the config (install and uninstall write and read only the plugin dir,
+  // compare and flex check run in worlds of their own; uninstall reads it to count mounts).
+  const readers = [['volume', 'list'], ['volume', 'create', 'v', '--backend', 'dir', '--size', '1Mi'], ['volume', 'delete', 'v'], ['volume', 'inspect', 'v'], ['volume', 'release', 'v', 'node-b', '--force'], ['node', 'list'], ['status'], ['uninstall', 'flex', '--plugin-dir', '/nonexistent-plugins'], ['migrate', 'verify', 'v']];
+  const broken: [string, string, string][] = [
+    // A trailing comma: once "is not valid JSON" and no more, and migrate verify exit 1.
+    ['a trailing comma', '{\n  "flexAttach": true,\n  "dataRoot": "/x",\n}\n', 'is not valid JSON at line 4, column 1 (Expected double-quoted property name)'],
+    // V8 names no position for an unexpected token: found by the parse of the shortest prefix that fails.
+    ['YAML, not JSON', '# twinvol\nflexAttach: false\n', 'is not valid JSON at line 1, column 1 (Unexpected token \'#\')'],
+    ['a byte-order mark', '\ufeff{}', 'is not valid JSON at line 1, column 1 (Unexpected token \'\\ufeff\')'],
+    ['empty', '', 'is not valid JSON at line 1, column 1 (Unexpected end of JSON input)'],
+    // Once "setting flexAttach must be true or false", naming no file.
+    ['a setting of the wrong type', '{"dataRoot": "/x", "flexAttach": "no"}', ': setting flexAttach must be true or false'],
+    ['a setting the check names otherwise', '{"defaultFsType": "btrfs"}', ': setting defaultFsType: fsType "btrfs" is not supported for block volumes (use ext4 or xfs)'],
+  ];
+
+  it.each(broken)('%s: every command that reads it exits 2 with one line naming the file, where, and what', async (_what, text, wrong) => {
+    const path = join(s.root, 'broken-config.json');
+    writeFileSync(path, text);
+    for (const args of readers) {
+      const r = await runAdmin({ ...s.env, TWINVOL_CONFIG: path }, args);
+      // No "(see: twinvol --help)": the help cannot mend a config file.
+      expect({ args, ...r }).toEqual({ args, exitCode: 2, stdout: '', stderr: `twinvol: config file ${path}${wrong.startsWith(':') ? '' : ' '}${wrong}\n` });
+    }
+    expect(touched()).toEqual([]);
+  });
+
+  it('an environment variable that overrides a setting is named when its value is refused', async () => {
+    const r = await runAdmin({ ...s.env, TWINVOL_DATA_ROOT: 'relative/data' }, ['volume', 'list']);
+    expect(r).toEqual({ exitCode: 2, stdout: '', stderr: 'twinvol: TWINVOL_DATA_ROOT: setting dataRoot must be an absolute path\n' });
+  });
+});
+
 describe('twinvol --help and --version, for a person', () => {
   it.each([[['--help']], [['-h']], [['volume', '--help']], [['volume', 'create', '--help']], [['install', 'flex', '--help']]])('%j prints help on stdout, exit 0', async (args) => {
     const r = await runAdmin(s.env, args);

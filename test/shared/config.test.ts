@@ -129,4 +129,26 @@ describe('loadConfig', () => {
     expectThrows(() => withFile({}, { TWINVOL_DATA_ROOT: '/x/../y' }), 'InvalidArgument', 'setting dataRoot must be an absolute path');
     expectThrows(() => withFile({}, { TWINVOL_NODE_NAME: '..' }), 'InvalidArgument', 'setting nodeName');
   });
+
+  // Once "is not valid JSON" alone, and a refused setting named no file: an operator had to guess.
+  it.each([
+    ['{\n  "dataRoot": "/x",\n}', 'at line 3, column 1 (Expected double-quoted property name)'],
+    ['{\n  "dataRoot": "/x"\n  "stateDir": "/y"\n}', 'at line 3, column 3 (Expected \',\' or \'}\' after property value)'],
+    // No position in V8's message for these: found from the shortest prefix that fails.
+    ['{\n  "flexAttach": flase\n}', 'at line 2, column 18 (Unexpected token \'l\')'],
+    ['dataRoot: /x', 'at line 1, column 1 (Unexpected token \'d\')'],
+    ['{"flexAttach": tr', 'at line 1, column 18 (Unexpected end of JSON input)'],
+    ['{} {}', 'at line 1, column 4 (Unexpected non-whitespace character after JSON)'],
+    ['{"dataRoot": "/x\ty"}', 'at line 1, column 17 (Bad control character in string literal)'],
+  ])('says where in the file %j stops being JSON, and why', (content, where) => {
+    expectThrows(() => withFile(content), 'InvalidArgument', `config file ${file} is not valid JSON ${where}`);
+  });
+
+  it('names where a refused setting was set: the file, or the variable that overrode it', () => {
+    expect(() => withFile({ flexAttach: 'no' })).toThrow(`config file ${file}: setting flexAttach must be true or false`);
+    expect(() => withFile({ defaultFsType: 'btrfs' })).toThrow(`config file ${file}: setting defaultFsType: fsType "btrfs" is not supported`);
+    expect(() => withFile({ dataRoot: '/ok' }, { TWINVOL_DATA_ROOT: 'rel' })).toThrow(/^TWINVOL_DATA_ROOT: setting dataRoot must be an absolute path$/);
+    // A caller's own override (twinvol-csi's flags) is the caller's to name.
+    expect(() => loadConfig({ TWINVOL_CONFIG: file }, { dataRoot: 'rel' })).toThrow(/^setting dataRoot must be an absolute path$/);
+  });
 });

@@ -51,7 +51,7 @@ describe('FlexVolume dispatch: every failure is one Failure reply (exit 1) with 
 
   it('a config that cannot be read is a Failure naming the file, with no log (there is no state dir to log to)', async () => {
     writeFileSync(join(root, 'config.json'), '{ not json');
-    expect(await dispatch('isattached', ['{}', 'node-a'])).toEqual({ status: 'Failure', message: `config file ${join(root, 'config.json')} is not valid JSON` });
+    expect(await dispatch('isattached', ['{}', 'node-a'])).toEqual({ status: 'Failure', message: `config file ${join(root, 'config.json')} is not valid JSON at line 1, column 3 (Expected property name or '}')` });
   });
 
   it('a secret that fails validation is named by key; neither the reply nor the log holds its value', async () => {
