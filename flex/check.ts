@@ -31,6 +31,8 @@ const UNKNOWN_VERB = 'twinvol-check-unknown-verb';
 
 /** The checked command line, or the one-line reason it is not usable (exit 2, nothing run). */
 export function checkUsage(a: { driver: string; options?: string; attachable: boolean; json: boolean; timeoutMs?: number }): CheckOptions | string {
+  // resolve('') is the cwd, which was then "driver file  is not a file".
+  if (a.driver === '') return 'name the driver file: flex check <driver>';
   // Absolute, as the spawn would otherwise look a bare name up on the PATH rather than in the cwd stat'ed here.
   const driverFile = resolve(a.driver);
   let st;

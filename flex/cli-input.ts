@@ -31,30 +31,78 @@ export function usable<T>(check: () => T): T {
   }
 }
 
-export const oneLine = (message: string) => message.replace(/\s+/g, ' ').trim();
+/**
+ * A message as one line for a terminal. A value echoed back (a 100 KB --pv path, an unknown argument
+ * as long) is cut to its first 200 characters: a run without blanks that long is never read whole,
+ * and a tool's stderr quoted in an error (up to 4 KiB, with blanks) is kept as it is.
+ */
+export const oneLine = (message: string) =>
+  message
+    .replace(/\s+/g, ' ')
+    .trim()
+    .replace(/\S{400,}/g, (word) => `${word.slice(0, 200)}...(${word.length - 200} more characters)`);
 
 /**
- * A yargs middleware (run before validation) that refuses a boolean flag given any value but `true`
- * or `false`. yargs-parser reads `--force=yes`, `--json=1` and `--json=` as false, silently. Exactly
- * `true` and `false`, as every other boolean twinvol reads (PV options and twinvol-csi's flags:
- * shared/validate.ts parseBoolean; the config file's JSON booleans): `1`, `yes` and their kind are
- * refused rather than guessed, since `--force=no` read either way would be a guess about a flag that
- * lets other nodes attach a volume still in use. A flag is boolean where the command knows it as one:
- * yargs parsed its value as a boolean (an unknown `--force=yes` stays a string, for strict mode to
- * name). Tokens after `--` are positional, never flags.
+ * A yargs middleware (run before validation, so before any command acts) that refuses what yargs
+ * would otherwise drop or guess. `parsed` tells which flags the command knows, and as what.
  */
-export function booleanValues(argv: readonly string[]) {
+export function checkedWords(argv: readonly string[]) {
   return (parsed: Readonly<Record<string, unknown>>): void => {
+    notUtf8(argv);
     const end = argv.indexOf('--');
-    for (const token of end === -1 ? argv : argv.slice(0, end)) {
-      const given = /^(--?)([^-=][^=]*)=(.*)$/s.exec(token);
-      if (!given || typeof parsed[given[2] ?? ''] !== 'boolean') continue;
-      const [, dashes = '', name = '', value = ''] = given;
-      const flag = `${dashes}${name}`;
-      if (value === '') throw new UsageError(`${flag}= has no value: give ${flag} alone, or ${flag}=true or ${flag}=false`);
-      usable(() => parseBoolean(value, `${flag} (given ${quoted(value)})`, false));
-    }
+    const flags = end === -1 ? argv : argv.slice(0, end);
+    // yargs keeps what follows `--` out of every positional and out of strict mode's count:
+    // `migrate plan -- pvs.yaml` read stdin, and `-- init` printed nothing, exit 0.
+    const after = argv.slice(flags.length + 1);
+    if (after.length) throw new UsageError(`no twinvol command reads arguments after "--" (given ${after.slice(0, 3).map((a) => quoted(a)).join(', ')}${after.length > 3 ? ', ...' : ''})`);
+    flags.forEach((word, i) => {
+      booleanValue(word, parsed);
+      emptyValue(word, flags[i + 1], parsed);
+    });
   };
+}
+
+/**
+ * Node decodes argv as UTF-8 and puts U+FFFD where bytes are not: `install flex --plugin-dir
+ * $'/srv/\xff'` installed into /srv/\uFFFD, a directory nobody named. The bytes are gone by then, so
+ * such a word is refused.
+ */
+function notUtf8(argv: readonly string[]): void {
+  const at = argv.findIndex((word) => word.includes('\ufffd'));
+  if (at !== -1) throw new UsageError(`argument ${at + 1} (${quoted(argv[at] ?? '')}) is not valid UTF-8 (or holds U+FFFD): twinvol cannot name what it names`);
+}
+
+/**
+ * A boolean flag given any value but `true` or `false`: yargs-parser reads `--force=yes`, `--json=1`
+ * and `--json=` as false, silently. Exactly `true` and `false`, as every other boolean twinvol reads
+ * (PV options and twinvol-csi's flags: shared/validate.ts parseBoolean; the config file's JSON
+ * booleans): `1`, `yes` and their kind are refused rather than guessed, since `--force=no` read either
+ * way would be a guess about a flag that lets other nodes attach a volume still in use. A flag is
+ * boolean where yargs parsed its value as one (an unknown `--force=yes` stays a string, for strict
+ * mode to name).
+ */
+function booleanValue(word: string, parsed: Readonly<Record<string, unknown>>): void {
+  const given = /^(--?)([^-=][^=]*)=(.*)$/s.exec(word);
+  if (!given || typeof parsed[given[2] ?? ''] !== 'boolean') return;
+  const [, dashes = '', name = '', value = ''] = given;
+  const flag = `${dashes}${name}`;
+  if (value === '') throw new UsageError(`${flag}= has no value: give ${flag} alone, or ${flag}=true or ${flag}=false`);
+  usable(() => parseBoolean(value, `${flag} (given ${quoted(value)})`, false));
+}
+
+/**
+ * A flag that takes a value, given an empty one (`--fs-type ""`, `--csi-server=`): an unset variable,
+ * quoted. yargs hands on the empty string, and a command reading it as "not given" took the default
+ * (ext4 for `--fs-type`, a twinvol-csi found beside this executable for `--csi-server`). No flag of
+ * twinvol's means anything by an empty value; leaving the flag out is how to ask for its default.
+ */
+function emptyValue(word: string, next: string | undefined, parsed: Readonly<Record<string, unknown>>): void {
+  const given = /^--([^-=][^=]*)(=?)$/s.exec(word);
+  if (!given) return;
+  const [, name = '', equals] = given;
+  if (!equals && next !== '') return;
+  const value = parsed[name];
+  if (value === '' || (Array.isArray(value) && value.includes(''))) throw new UsageError(`--${name} is given an empty value: give one, or leave the flag out for its default`);
 }
 
 /**

@@ -7,7 +7,7 @@ import { stepProgress } from './progress.js';
 import { checkedNode } from './node-shebang.js';
 import { configText, DEFAULT_FLEX_PLUGIN_DIR, DEFAULT_VENDOR, installFlex, installTarget, type InstallTarget, runningExecutable, uninstallFlex } from './install.js';
 import { isSea, type loadPacked } from './packed-modules.js';
-import { asList, booleanValues, cliConfig, ConfigError, oneLine, usable, UsageError } from './cli-input.js';
+import { asList, checkedWords, cliConfig, ConfigError, oneLine, usable, UsageError } from './cli-input.js';
 
 /**
  * The administrator's side of FlexVolume, which has no provisioning: volumes are made here before
@@ -296,7 +296,7 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
     // `requiresArg`: yargs gives a flag left without one its default, silently, so an unquoted empty
     // $DIR in `uninstall flex --plugin-dir $DIR` went to kubelet's default plugin dir.
     .parserConfiguration({ 'duplicate-arguments-array': false })
-    .middleware(booleanValues(argv), true)
+    .middleware(checkedWords(argv), true)
     .strict()
     .help()
     .alias('help', 'h')

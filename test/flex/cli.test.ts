@@ -56,7 +56,7 @@ describe('twinvol: a command line that does not parse', () => {
     [['status', '--driver-name'], /Not enough arguments following: driver-name/],
     // A name twinvol-csi would refuse matched no staging path at all, and status said nothing of it.
     [['status', '--driver-name', '../../x'], /--driver-name must be a domain-style name/],
-    [['status', '--driver-name', ''], /--driver-name must be a domain-style name/],
+    [['status', '--driver-name', ''], /--driver-name is given an empty value/],
     // A boolean flag given a value read as false, whatever the value: --help=no created the volume,
     // --exec=0 and --json=1 were obeyed as their opposite or not at all.
     [['volume', 'list', '--json=1'], /--json \(given "1"\) must be "true" or "false"/],
@@ -75,6 +75,19 @@ describe('twinvol: a command line that does not parse', () => {
     [['--versoin'], /name a command/],
     [['-V'], /name a command/],
     [['-'], /Unknown argument: -/],
+    // yargs drops what follows "--" from every positional: the command ran without it (migrate plan
+    // read stdin, not the file named; "-- init" printed nothing, exit 0).
+    [['volume', 'list', '--', 'x'], /no twinvol command reads arguments after "--" \(given "x"\)/],
+    [['migrate', 'plan', '--', '/dev/null'], /no twinvol command reads arguments after "--" \(given "\/dev\/null"\)/],
+    [['--', 'init'], /no twinvol command reads arguments after "--" \(given "init"\)/],
+    // An empty value (an unset variable, quoted) was read as "not given": --fs-type "" made an ext4
+    // volume, --csi-server "" looked for a twinvol-csi of its own choosing.
+    [['volume', 'create', 'v', '--size', '1Mi', '--fs-type', ''], /--fs-type is given an empty value/],
+    [['volume', 'create', 'v', '--backend', 'dir', '--size', '1Mi', '--mount-options='], /--mount-options is given an empty value/],
+    [['compare', '--rounds', '0', '--csi-server', ''], /--csi-server is given an empty value/],
+    [['migrate', 'plan', '--mapping', ''], /--mapping is given an empty value/],
+    [['migrate', 'verify', 'v', '--csi-bin', ''], /--csi-bin is given an empty value/],
+    [['flex', 'check', ''], /name the driver file: flex check <driver>/],
   ])('%j: exit 2, one line naming what is wrong, nothing created', async (args, reason) => {
     const r = await runAdmin(s.env, args);
     expect(r.exitCode, r.stderr).toBe(2);
@@ -83,6 +96,22 @@ describe('twinvol: a command line that does not parse', () => {
     expect(r.stderr).toMatch(reason);
     expect(touched()).toEqual([]);
     expect(existsSync('/elsewhere')).toBe(false);
+  });
+});
+
+describe('twinvol: words no shell quoting makes usable', () => {
+  it('a word that is not UTF-8 is refused, not decoded into a path nobody named', () => {
+    // Node puts U+FFFD where argv's bytes are not UTF-8: install flex made <root>/plugins-\uFFFD.
+    const asked = `${s.root}/plugins-`;
+    const r = spawnSync('/bin/sh', ['-c', `exec "$0" install flex --plugin-dir "$(printf '%s\\377' "$1")"`, FLEX_BIN, asked], { env: { PATH: '/usr/bin:/bin', ...s.env }, encoding: 'utf8' });
+    expect({ status: r.status, stdout: r.stdout }).toEqual({ status: 2, stdout: '' });
+    expect(r.stderr).toMatch(/^twinvol: argument 4 \("[^\n]*"\) is not valid UTF-8 \(or holds U\+FFFD\): twinvol cannot name what it names \(see: twinvol --help\)\n$/);
+    expect(existsSync(`${asked}\ufffd`)).toBe(false);
+  });
+
+  it('a huge value echoed in the line is cut to its start', async () => {
+    const r = await runAdmin(s.env, ['volume', 'a'.repeat(100_000)]);
+    expect(r).toEqual({ exitCode: 2, stdout: '', stderr: `twinvol: Unknown argument: ${'a'.repeat(200)}...(99800 more characters) (see: twinvol --help)\n` });
   });
 });
 
