@@ -283,7 +283,9 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
             // Packed on its own (scripts/build.mjs): grpc and execa load only for this command.
             if (!load) throw new Error('migrate verify is only available in the built executable');
             const verify = load<typeof import('./migrate/verify.js')>('verify');
-            const usage = verify.verifyUsage({ volume: a.volume, pv: a.pv, csiEndpoint: a['csi-endpoint'], csiBin: a['csi-bin'], pluginDir: a['plugin-dir'], vendor: a.vendor, json: a.json, self: runningExecutable() });
+            // Checked as install's are: unchecked, `--vendor ../x` reached the driver's name and failed there, exit 1.
+            const { pluginDir, vendor } = usable(() => targetOf(a));
+            const usage = verify.verifyUsage({ volume: a.volume, pv: a.pv, csiEndpoint: a['csi-endpoint'], csiBin: a['csi-bin'], pluginDir, vendor, json: a.json, self: runningExecutable() });
             if (typeof usage === 'string') throw new UsageError(usage);
             exitCode = await verify.runVerify(usage, settings());
           },

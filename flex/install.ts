@@ -25,6 +25,9 @@ export interface InstallTarget {
 export function installTarget(pluginDir: string, vendor: string): InstallTarget | string {
   if (!isAbsolute(pluginDir) || pluginDir.includes('\0') || normalize(pluginDir) !== pluginDir.replace(/(.)\/+$/, '$1'))
     return `--plugin-dir ${JSON.stringify(pluginDir.slice(0, 80))} must be an absolute, normalised path`;
+  // Else mkdir's ENAMETOOLONG, exit 1, after the command line was taken as good.
+  if (Buffer.byteLength(pluginDir) > 4095 || pluginDir.split('/').some((name) => Buffer.byteLength(name) > 255))
+    return `--plugin-dir ${JSON.stringify(pluginDir.slice(0, 80))}... is longer than Linux allows (a path of 4095 bytes, a name of 255)`;
   if (!VENDOR.test(vendor)) return `--vendor ${JSON.stringify(vendor.slice(0, 80))} must be 1 to 63 letters, digits, ".", "_" or "-", starting with a letter or digit`;
   return { pluginDir: pluginDir.replace(/(.)\/+$/, '$1'), vendor };
 }

@@ -88,6 +88,11 @@ describe('twinvol: a command line that does not parse', () => {
     [['migrate', 'plan', '--mapping', ''], /--mapping is given an empty value/],
     [['migrate', 'verify', 'v', '--csi-bin', ''], /--csi-bin is given an empty value/],
     [['flex', 'check', ''], /name the driver file: flex check <driver>/],
+    // Unchecked, they reached the driver's name or the driver's path and failed there, exit 1.
+    [['migrate', 'verify', 'v', '--vendor', '../x'], /--vendor "..\/x" must be 1 to 63 letters/],
+    [['migrate', 'verify', 'v', '--plugin-dir', 'relative'], /--plugin-dir "relative" must be an absolute, normalised path/],
+    // mkdir's ENAMETOOLONG, exit 1.
+    [['install', 'flex', '--plugin-dir', `/tmp/${'b'.repeat(300)}`], /--plugin-dir "\/tmp\/b+"\.\.\. is longer than Linux allows/],
   ])('%j: exit 2, one line naming what is wrong, nothing created', async (args, reason) => {
     const r = await runAdmin(s.env, args);
     expect(r.exitCode, r.stderr).toBe(2);
