@@ -15,6 +15,22 @@ const DECIMAL: Record<string, number> = { m: -3, '': 0, k: 3, K: 3, M: 6, G: 9, 
 const QUANTITY = /^([+-]?)([0-9]{0,30})(?:\.([0-9]{0,30}))?(?:(Ki|Mi|Gi|Ti|Pi|Ei|m|k|K|M|G|T|P|E)|[eE]([+-]?[0-9]{1,3}))?$/;
 
 /**
+ * A quantity as an exact fraction of bytes (`n / divisor`), or undefined when the text is no
+ * quantity. The one reading of the syntax, for parseSize and quantityBytes.
+ */
+function quantityOf(input: string): { n: bigint; divisor: bigint } | undefined {
+  const m = QUANTITY.exec(input.trim());
+  const [, sign = '', whole = '', fraction = '', suffix, exponent] = m ?? [];
+  if (!m || whole + fraction === '') return undefined;
+  let n = BigInt(whole + fraction);
+  if (sign === '-') n = -n;
+  const power10 = (exponent === undefined ? (DECIMAL[suffix ?? ''] ?? 0) : Number(exponent)) - fraction.length;
+  // Multiply by the binary factor first: it can absorb a fraction ("0.5Ki" is 512 bytes).
+  n <<= BINARY[suffix ?? ''] ?? 0n;
+  return power10 >= 0 ? { n: n * 10n ** BigInt(power10), divisor: 1n } : { n, divisor: 10n ** BigInt(-power10) };
+}
+
+/**
  * Parses a size written as a Kubernetes quantity ("10Gi", "1.5Gi", "500M", "1e9", "100Ki",
  * "1073741824") into bytes. The one parser of sizes for every front end (the CLI's --size, PV
  * options, CSI volume_context, expansion). Computed exactly (integers, no floating point): a value
@@ -25,19 +41,23 @@ export function parseSize(input: unknown, what = 'size'): number {
   if (typeof input === 'number') return checkSize(input, what, String(input));
   if (typeof input !== 'string') throw invalidArgument(`${what} must be a string such as "1Gi"`);
   const shown = JSON.stringify(input.slice(0, 40));
-  const m = QUANTITY.exec(input.trim());
-  const [, sign = '', whole = '', fraction = '', suffix, exponent] = m ?? [];
-  if (!m || whole + fraction === '')
-    throw invalidArgument(`${what} ${shown} is not a size (use bytes, a suffix Ki Mi Gi Ti Pi or k M G T P, or an exponent: 1.5Gi, 500M, 1e9)`);
-  let n = BigInt(whole + fraction);
-  if (sign === '-' && n > 0n) throw invalidArgument(`${what} ${shown} is negative`);
-  const power10 = (exponent === undefined ? (DECIMAL[suffix ?? ''] ?? 0) : Number(exponent)) - fraction.length;
-  // Multiply by the binary factor first: it can absorb a fraction ("0.5Ki" is 512 bytes).
-  n <<= BINARY[suffix ?? ''] ?? 0n;
-  if (power10 >= 0) return checkSize(toNumber(n * 10n ** BigInt(power10)), what, input);
-  const divisor = 10n ** BigInt(-power10);
-  if (n % divisor !== 0n) throw invalidArgument(`${what} ${shown} is not a whole number of bytes`);
-  return checkSize(toNumber(n / divisor), what, input);
+  const q = quantityOf(input);
+  if (!q) throw invalidArgument(`${what} ${shown} is not a size (use bytes, a suffix Ki Mi Gi Ti Pi or k M G T P, or an exponent: 1.5Gi, 500M, 1e9)`);
+  if (q.n < 0n) throw invalidArgument(`${what} ${shown} is negative`);
+  if (q.n % q.divisor !== 0n) throw invalidArgument(`${what} ${shown} is not a whole number of bytes`);
+  return checkSize(toNumber(q.n / q.divisor), what, input);
+}
+
+/**
+ * A quantity read from a Kubernetes object (a PV's capacity, a claim's request) in bytes, rounded up
+ * as the API's resource.Quantity Value() rounds ("1500m" is 2), with no range of twinvol's own: for
+ * comparing sizes the way kube-controller-manager compares them. Undefined when it is no quantity
+ * or is negative.
+ */
+export function quantityBytes(input: string): bigint | undefined {
+  const q = quantityOf(input);
+  if (!q || q.n < 0n) return undefined;
+  return (q.n + q.divisor - 1n) / q.divisor;
 }
 
 /** Beyond the limit, any value will do for the check that refuses it; below, it is exact. */

@@ -2,7 +2,7 @@ import { chmodSync, existsSync, mkdirSync, readdirSync, writeFileSync } from 'no
 import { join } from 'node:path';
 import { Document, parse, visit } from 'yaml';
 import { cleaned, isObject, type JsonObject, label } from './objects.js';
-import type { Move, Plan } from './plan.js';
+import { type Move, type Plan, withRequest } from './plan.js';
 import { bashLine, describeLine, type Direction, type Step, steps, uniqueUsers } from './script.js';
 import type { WorkloadUse } from './workloads.js';
 import { shQuote } from '../shell-quote.js';
@@ -59,20 +59,23 @@ export function newObjects(moves: readonly Move[]): JsonObject[][] {
 
 /** The original objects of each move, as they can be applied again (objects.ts cleaned). */
 function rollbackObjects(moves: readonly Move[]): JsonObject[][] {
-  return moves.map((m) => [cleaned(m.pv.doc), ...(m.claim ? [withClassOf(cleaned(m.claim.doc), m.pv.doc)] : [])]);
+  return moves.map((m) => [cleaned(m.pv.doc), ...(m.claim ? [bindableClaim(cleaned(m.claim.doc), m.pv.doc, m.claimRequest)] : [])]);
 }
 
 /**
- * The original claim, its storage class written out: one that had none would get the cluster's
+ * The original claim as it can bind again, its storage class written out: one that had none would get the cluster's
  * default class from admission when re-created, and never bind to its class-less PV (the rollback
  * would wait out its deadline with the workloads stopped). The PV's class, or "" for none, is what
- * the claim was bound with; the forward claim is written the same way (plan.ts newClaimOf).
+ * the claim was bound with; the forward claim is written the same way (plan.ts newClaimOf). A claim
+ * that asks more than its PV holds asks what it holds (`request`, plan.ts fittedRequest), for the
+ * same reason.
  */
-function withClassOf(claim: JsonObject, pv: JsonObject): JsonObject {
+function bindableClaim(claim: JsonObject, pv: JsonObject, request: string | undefined): JsonObject {
   const spec = isObject(claim.spec) ? claim.spec : {};
-  if (typeof spec.storageClassName === 'string') return claim;
   const pvClass = isObject(pv.spec) && typeof pv.spec.storageClassName === 'string' ? pv.spec.storageClassName : '';
-  return { ...claim, spec: { ...spec, storageClassName: pvClass } };
+  const storageClassName = typeof spec.storageClassName === 'string' ? spec.storageClassName : pvClass;
+  const resources = withRequest(isObject(spec.resources) ? spec.resources : {}, request);
+  return { ...claim, spec: { ...spec, storageClassName, ...(Object.keys(resources).length ? { resources } : {}) } };
 }
 
 /** The report on stderr: one line per planned PV, skipped object, inline volume and note. */

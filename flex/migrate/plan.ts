@@ -1,3 +1,4 @@
+import { quantityBytes } from '../../shared/index.js';
 import { type Inventory, nsKey, secretInInput } from './input.js';
 import { type Mapping, mappingFor } from './mappings.js';
 import { at, cleaned, fields, isObject, type JsonObject, type KubeObject, label, Refusal } from './objects.js';
@@ -25,6 +26,8 @@ export interface Move {
   newClaim?: JsonObject;
   /** The workloads using the claim (stopped before, started after). */
   users: WorkloadUse[];
+  /** The storage request both re-created claims (forward and rollback) make, when not the claim's own (fittedRequest). */
+  claimRequest?: string;
 }
 
 export interface Plan {
@@ -170,6 +173,9 @@ function planPv(pv: KubeObject, inv: Inventory, options: PlanOptions, users: Rea
   if (volumeMode === 'Block' && target.route !== 'twinvol')
     f.refuse(`spec.volumeMode Block: ${target.route === 'exec' ? "the exec backend serves filesystems only (csi/exec-service.ts), as FlexVolume drivers do" : `${target.driver} serves filesystems only`}`);
   const capacity = f.requiredString('spec.capacity.storage');
+  const capacityBytes = quantityBytes(capacity);
+  // kubectl apply would refuse it only after the old PV was deleted (a dry run's create is client-side).
+  if (capacityBytes === undefined) f.refuse(`spec.capacity.storage ${JSON.stringify(capacity.slice(0, 40))} is not a Kubernetes quantity (such as 10Gi)`);
   const accessModes = f.stringList('spec.accessModes');
   if (!accessModes?.length) f.refuse('spec.accessModes is missing');
   const reclaimPolicy = f.string('spec.persistentVolumeReclaimPolicy') ?? 'Retain';
@@ -203,9 +209,15 @@ function planPv(pv: KubeObject, inv: Inventory, options: PlanOptions, users: Rea
   };
   const claimUsers = claim ? (users.get(nsKey(claim.namespace, claim.name)) ?? []) : [];
   for (const u of claimUsers) if (u.refusal) f.refuse(u.refusal);
+  const claimRequest = claim ? fittedRequest(claim, capacity, capacityBytes ?? 0n) : undefined;
+  if (claim && claimRequest)
+    target.notes.push(
+      `PersistentVolumeClaim ${claim.namespace}/${claim.name} requests ${fields(claim).string('spec.resources.requests.storage')}, more than the ${capacity} of the PV (an expansion the FlexVolume driver never made): kube-controller-manager binds a claim to the PV it names only if the PV is at least as large as its request, so the re-created claim, and the rollback's, request ${capacity}, what the volume holds; ask for more again once the claim is Bound`,
+    );
   return {
     pv,
-    ...(claim ? { claim, newClaim: newClaimOf(claim, pv.name, storageClassName) } : {}),
+    ...(claim ? { claim, newClaim: newClaimOf(claim, pv.name, storageClassName, claimRequest) } : {}),
+    ...(claimRequest ? { claimRequest } : {}),
     flexDriver: driver,
     target,
     reclaimPolicy,
@@ -228,7 +240,7 @@ const CLAIM_ANNOTATIONS = ['volume.beta.kubernetes.io/storage-provisioner', 'vol
  * pre-bound (`volumeName`) to the new PV, with the PV's storage class ("" when it has none, so that
  * no default class is filled in and the binding still matches).
  */
-function newClaimOf(claim: KubeObject, pvName: string, storageClassName: string | undefined): JsonObject {
+function newClaimOf(claim: KubeObject, pvName: string, storageClassName: string | undefined, request: string | undefined): JsonObject {
   const f = fields(claim);
   const meta = cleaned(claim.doc).metadata;
   const annotations = isObject(meta) && isObject(meta.annotations) ? { ...meta.annotations } : {};
@@ -249,10 +261,35 @@ function newClaimOf(claim: KubeObject, pvName: string, storageClassName: string 
     },
     spec: {
       ...(accessModes ? { accessModes } : {}),
-      resources: structuredClone(resources ?? {}),
+      resources: withRequest(structuredClone(resources ?? {}), request),
       ...(volumeMode ? { volumeMode } : {}),
       storageClassName: storageClassName ?? '',
       volumeName: pvName,
     },
   };
+}
+
+/**
+ * The storage request a re-created claim must make to bind to its PV, when the claim's own is more
+ * than the PV holds (an expansion asked on the claim that the FlexVolume driver never made):
+ * kube-controller-manager binds a claim to the PV its volumeName names only when the PV's capacity is
+ * at least the request, both rounded up to whole bytes (pkg/controller/volume/persistentvolume/
+ * pv_controller.go, checkVolumeSatisfyClaim), else the claim stays Pending ("requested PV is too
+ * small") with its workloads stopped. The PV keeps the size its volume has; the request comes down
+ * to it. Undefined when the claim's own request fits.
+ */
+function fittedRequest(claim: KubeObject, capacity: string, capacityBytes: bigint): string | undefined {
+  const f = fields(claim);
+  const request = f.string('spec.resources.requests.storage');
+  if (request === undefined) return undefined;
+  const bytes = quantityBytes(request);
+  if (bytes === undefined) return f.refuse(`spec.resources.requests.storage ${JSON.stringify(request.slice(0, 40))} is not a Kubernetes quantity (such as 10Gi)`);
+  return bytes > capacityBytes ? capacity : undefined;
+}
+
+/** A claim's spec.resources with its storage request set to `request` (kept when undefined). */
+export function withRequest(resources: JsonObject, request: string | undefined): JsonObject {
+  if (request === undefined) return resources;
+  const requests = isObject(resources.requests) ? resources.requests : {};
+  return { ...resources, requests: { ...requests, storage: request } };
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { formatSize, MAX_SIZE_BYTES, parseSize } from '../../shared/size.js';
+import { formatSize, MAX_SIZE_BYTES, parseSize, quantityBytes } from '../../shared/size.js';
 import { expectThrows } from './expect-error.js';
 
 describe('parseSize', () => {
@@ -106,5 +106,23 @@ describe('formatSize', () => {
 
   it('round-trips through parseSize', () => {
     for (const n of [1, 999, 4096, 3 * 2 ** 20 + 1024, 7 * 2 ** 30, 2 ** 50]) expect(parseSize(formatSize(n))).toBe(n);
+  });
+});
+
+describe('quantityBytes (sizes read from the cluster, compared as kube-controller-manager compares them)', () => {
+  it.each([
+    ['10Gi', 10n * 2n ** 30n],
+    ['1G', 10n ** 9n],
+    ['1500m', 2n], // rounded up, as resource.Quantity Value() rounds
+    ['0.1Ki', 103n],
+    ['0', 0n],
+    ['10Pi', 10n * 2n ** 50n], // past parseSize's 1 PiB: an NFS share may say so
+    ['1e3', 1000n],
+  ])('%j is %d bytes', (text, bytes) => {
+    expect(quantityBytes(text)).toBe(bytes);
+  });
+
+  it.each(['', 'ten gigs', '1Gi; rm -rf /', '-1Gi', '1GiB', '.'])('%j is no quantity', (text) => {
+    expect(quantityBytes(text)).toBeUndefined();
   });
 });
