@@ -83,13 +83,20 @@ export function reportLines(p: Plan): string[] {
   const lines: string[] = [];
   for (const m of p.moves) {
     const claim = m.claim ? `, claim ${m.claim.namespace}/${m.claim.name}` : ', no claim';
-    const users = m.users.length ? `; restart ${m.users.map((u) => label(u.object)).join(', ')}` : '';
+    const users = usersOf(m).map((u) => `; ${u}`).join('');
     lines.push(`planned: ${label(m.pv)} (${m.flexDriver}) -> ${routeOf(m)} volumeHandle ${m.target.volumeHandle}${claim}${users}`);
   }
   for (const s of p.skipped) lines.push(`skipped: ${s}`);
   for (const v of p.inline) if (v.replacement) lines.push(`inline: ${label(v.object)} volume ${v.volume} (${v.driver}) -> ${JSON.stringify(v.replacement)}${v.notes.length ? ` (${v.notes.join('; ')})` : ''}`);
   for (const n of p.notes) lines.push(`note: ${n}`);
   return lines;
+}
+
+/** What the move does to the claim's users: "restart A, B", "delete finished Pod ns/x (Succeeded)". */
+function usersOf(m: Move): string[] {
+  const restarted = m.users.filter((u) => u.action.kind !== 'finished').map((u) => label(u.object));
+  const finished = m.users.flatMap((u) => (u.action.kind === 'finished' ? [`${label(u.object)} (${u.action.phase})`] : []));
+  return [...(restarted.length ? [`restart ${restarted.join(', ')}`] : []), ...(finished.length ? [`delete finished ${finished.join(', ')}`] : [])];
 }
 
 const routeOf = (m: Move) => (m.target.route === 'twinvol' ? `${m.target.driver} (same twinvol volume)` : m.target.route === 'exec' ? `${m.target.driver} (exec backend, driver ${m.flexDriver})` : m.target.driver);
@@ -166,9 +173,9 @@ function stepsMarkdown(p: Plan, forward: Step[], back: Step[], inputs: readonly 
   out.push('`./migrate.sh` runs the steps below with kubectl, checking each before the next; it is a dry run');
   out.push('(changes sent with `--dry-run`) unless given `--apply`. `./rollback.sh` undoes the move the same way.', '');
   out.push('A run that stops after step 1 names its step N: once the cause is mended, go on with `--apply --from N`.', '');
-  out.push('## What moves', '', '| PV | claim | FlexVolume driver | CSI driver | volumeHandle | workloads restarted |', '|---|---|---|---|---|---|');
+  out.push('## What moves', '', '| PV | claim | FlexVolume driver | CSI driver | volumeHandle | workloads |', '|---|---|---|---|---|---|');
   for (const m of p.moves)
-    out.push(`| ${m.pv.name} | ${m.claim ? `${m.claim.namespace}/${m.claim.name}` : '-'} | ${m.flexDriver} | ${routeOf(m)} | ${m.target.volumeHandle} | ${m.users.map((u) => label(u.object)).join(', ') || '-'} |`);
+    out.push(`| ${m.pv.name} | ${m.claim ? `${m.claim.namespace}/${m.claim.name}` : '-'} | ${m.flexDriver} | ${routeOf(m)} | ${m.target.volumeHandle} | ${usersOf(m).join('; ') || '-'} |`);
   if (p.skipped.length) out.push('', `## Not moved (${p.skipped.length})`, '', ...p.skipped.map((s) => `- ${s}`));
   const inline = p.inline.filter((v) => v.replacement);
   if (inline.length) {
@@ -242,12 +249,42 @@ await() {
     sleep 2
   done
 }
-# How many pods of a namespace name a claim. A list that cannot be read prints no count at all: piped
-# into grep -c, a failed kubectl (forbidden, unreachable) read as 0 pods, and the claims were deleted.
+# The pods of a namespace that name a claim, one line each: "<pod> <phase>", the phase Terminating for
+# one being deleted. A list that cannot be read fails, and is no answer: piped into grep -c, a failed
+# kubectl (forbidden, unreachable) once read as 0 pods, and the claims were deleted.
 claim_users() {
-  local names
-  names=$(kubectl get pods -n "$1" -o jsonpath='{range .items[*]}{range .spec.volumes[*]}{.persistentVolumeClaim.claimName}{"\\n"}{end}{end}') || return 1
-  grep -cxF -- "$2" <<<"$names" || true
+  local list name phase deleting claims
+  list=$(kubectl get pods -n "$1" -o jsonpath='{range .items[*]}{.metadata.name}{"|"}{.status.phase}{"|"}{.metadata.deletionTimestamp}{"|"}{range .spec.volumes[*]}{.persistentVolumeClaim.claimName}{" "}{end}{"\\n"}{end}') || return 1
+  while IFS='|' read -r name phase deleting claims; do
+    [[ " $claims " == *" $2 "* ]] || continue
+    [[ -z $deleting ]] || phase=Terminating
+    echo "$name \${phase:-Pending}"
+  done <<<"$list"
+}
+# Until no pod names a claim (with --apply only). The PVC-protection controller keeps a claim while any
+# pod scheduled to a node names it, finished (Succeeded, Failed) or not, and a finished pod stays until
+# someone deletes it: when only such pods are left the wait stops at once and names them, not at its
+# deadline.
+await_unused() {
+  (( SKIPPING )) && return 0
+  local ns=$1 claim=$2 users seen names n deadline=$((SECONDS + TIMEOUT))
+  if (( ! APPLY )); then echo "(dry run) would wait until no pod in namespace $ns names claim $claim"; return 0; fi
+  while :; do
+    if users=$(claim_users "$ns" "$claim"); then
+      [[ -z $users ]] && return 0
+      seen="named by \${users//$'\\n'/, }"
+      if ! grep -qvE ' (Succeeded|Failed)$' <<<"$users"; then
+        names=''
+        while read -r n _; do names+=" $n"; done <<<"$users"
+        echo "check failed: claim $claim in namespace $ns is $seen: finished pods, which Kubernetes counts as users of a claim until they are deleted; delete them (kubectl delete pod -n $ns$names)" >&2
+        exit 1
+      fi
+    else
+      seen="the pod list could not be read (exit $?)"
+    fi
+    (( SECONDS < deadline )) || { echo "check failed after $TIMEOUT s: claim $claim in namespace $ns: $seen, expected no pod to name it" >&2; exit 1; }
+    sleep 2
+  done
 }
 `;
 

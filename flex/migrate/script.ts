@@ -17,7 +17,7 @@ export interface Line {
   kind: 'require' | 'change' | 'create' | 'await' | 'settle';
   argv: string[];
   want?: string;
-  /** await only: the count of pods naming this claim (namespace, claim), not a kubectl read. */
+  /** await only: no pod names this claim (namespace, claim), not a kubectl read (emit.ts await_unused). */
   claimUsers?: [string, string];
 }
 
@@ -74,7 +74,7 @@ export function steps(moves: readonly Move[], dir: Direction, podFile: (u: Workl
       title: 'Stop the workloads that use the claims, and wait until no pod uses them',
       lines: [
         ...users.map((u): Line => ({ kind: 'change', argv: stopArgv(u) })),
-        ...claims.map((m): Line => ({ kind: 'await', argv: [], want: '0', claimUsers: [m.claim?.namespace ?? '', m.claim?.name ?? ''] })),
+        ...claims.map((m): Line => ({ kind: 'await', argv: [], claimUsers: [m.claim?.namespace ?? '', m.claim?.name ?? ''] })),
       ],
     });
   if (claims.length)
@@ -101,10 +101,12 @@ export function steps(moves: readonly Move[], dir: Direction, podFile: (u: Workl
         : { kind: 'await', argv: ['get', 'pv', m.pv.name, '-o', JSONPATH('.status.phase')], want: 'Available' },
     ]),
   });
-  if (users.length)
+  // A finished pod was deleted only to let the claim go: nothing starts it again.
+  const started = users.filter((u) => u.action.kind !== 'finished');
+  if (started.length)
     out.push({
       title: 'Start the workloads again, and wait until they are ready',
-      lines: users.flatMap((u) => startLines(u, podFile(u))),
+      lines: started.flatMap((u) => startLines(u, podFile(u))),
     });
   const restore = dir.restorePolicy ? moves.filter((m) => m.reclaimPolicy !== 'Retain') : [];
   if (restore.length)
@@ -150,6 +152,7 @@ function stopArgv(u: WorkloadUse): string[] {
     case 'suspend':
       return ['patch', ...ns, resource(u), '--type', 'merge', '-p', JSON.stringify({ spec: { suspend: true } })];
     case 'pod':
+    case 'finished':
       return ['delete', ...ns, resource(u), '--wait=false', '--ignore-not-found'];
   }
 }
@@ -177,6 +180,8 @@ function startLines(u: WorkloadUse, podFile: string): Line[] {
         { kind: 'create', argv: ['apply', '-f', podFile] },
         { kind: 'settle', argv: ['wait', ...ns, resource(u), '--for=condition=Ready', timeout] },
       ];
+    case 'finished':
+      return [];
   }
 }
 
@@ -198,7 +203,7 @@ const words = (argv: readonly string[]) => argv.map(shellWord).join(' ');
 
 /** How a line reads in STEPS.md: the kubectl command, and what must hold. */
 export function describeLine(l: Line): string {
-  if (l.claimUsers) return `no pod in namespace ${l.claimUsers[0]} uses claim ${l.claimUsers[1]} (kubectl get pods -n ${l.claimUsers[0]})`;
+  if (l.claimUsers) return `no pod in namespace ${l.claimUsers[0]} names claim ${l.claimUsers[1]}, finished or not (kubectl get pods -n ${l.claimUsers[0]}); a finished pod left is named, to be deleted`;
   const cmd = `kubectl ${words(l.argv).replaceAll('${TIMEOUT}', '300')}`;
   if (l.kind === 'require') return `${cmd}   # must print: ${l.want || '(nothing)'}`;
   if (l.kind === 'await') return `${cmd}   # wait until it prints: ${l.want || '(nothing)'}`;
@@ -207,7 +212,7 @@ export function describeLine(l: Line): string {
 
 /** The bash line of one step line (the helpers are in the script's preamble, emit.ts). */
 export function bashLine(l: Line): string {
-  if (l.claimUsers) return `await ${shellWord(l.want ?? '')} claim_users ${shellWord(l.claimUsers[0])} ${shellWord(l.claimUsers[1])}`;
+  if (l.claimUsers) return `await_unused ${shellWord(l.claimUsers[0])} ${shellWord(l.claimUsers[1])}`;
   switch (l.kind) {
     case 'require':
       return `require ${shellWord(l.want ?? '')} kubectl ${words(l.argv)}`;

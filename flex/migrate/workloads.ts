@@ -11,7 +11,16 @@ export type StopAction =
   /** CronJob: suspended, then back to `suspend`. */
   | { kind: 'suspend'; suspend: boolean }
   /** A pod nothing controls: deleted, then re-created from the rollback set. */
-  | { kind: 'pod' };
+  | { kind: 'pod' }
+  /**
+   * A pod that has finished (Succeeded or Failed) but still names the claim: deleted, never started
+   * again. The PVC-protection controller keeps a claim while any pod scheduled to a node names it,
+   * finished or not (kube-controller-manager, pkg/controller/volume/pvcprotection/
+   * pvc_protection_controller.go, podUsesPVC: kubelet may still be unmounting a finished pod's
+   * volumes), and a finished pod stays until someone deletes it (the pod garbage collector waits
+   * for thousands; a Job's ttlSecondsAfterFinished is optional): left, it held the claim's deletion.
+   */
+  | { kind: 'finished'; phase: string };
 
 export interface WorkloadUse {
   object: KubeObject;
@@ -47,6 +56,18 @@ function controllerOf(o: KubeObject): { kind: string; name: string } | undefined
   if (!Array.isArray(refs)) return undefined;
   for (const ref of refs) if (isObject(ref) && ref.controller === true && typeof ref.kind === 'string' && typeof ref.name === 'string') return { kind: ref.kind, name: ref.name };
   return undefined;
+}
+
+/** A pod's phase when it has finished: its containers ran to the end and none is started again. */
+function finishedPhase(o: KubeObject): string | undefined {
+  const phase = o.kind === 'Pod' ? at(o.doc, 'status.phase') : undefined;
+  return phase === 'Succeeded' || phase === 'Failed' ? phase : undefined;
+}
+
+/** A Job that is over (its Complete or Failed condition True): it starts no pod again. */
+function jobOver(o: KubeObject): boolean {
+  const conditions = o.kind === 'Job' ? at(o.doc, 'status.conditions') : undefined;
+  return Array.isArray(conditions) && conditions.some((c) => isObject(c) && (c.type === 'Complete' || c.type === 'Failed') && c.status === 'True');
 }
 
 function actionOf(o: KubeObject): StopAction {
@@ -105,9 +126,15 @@ export function workloadUses(inv: Inventory, inlineTarget: (src: FlexSource) => 
         const pattern = new RegExp(`^${escape(name)}-${escape(o.name)}-\\d+$`);
         for (const claim of inv.claims.values()) if (claim.namespace === o.namespace && pattern.test(claim.name)) claims.push(claim.name);
       }
+    const finished = finishedPhase(o);
+    // An ended Job's template names the claim, but only its pods that are left can hold it, as finished pods.
+    if (jobOver(o)) continue;
     for (const claim of claims) {
       const key = nsKey(o.namespace, claim);
-      if ('missing' in top) add(key, { object: o, action: { kind: 'pod' }, refusal: `PersistentVolumeClaim ${key} is used by ${label(o)}, whose controller ${top.missing} is not in the input: it would start the pod again mid-move` });
+      // Before its controller is looked at: a finished pod is started again by none (a Job's, a
+      // CronJob's history, a Deployment's evicted pod), and whatever owns it, it must go.
+      if (finished) add(key, { object: o, action: { kind: 'finished', phase: finished } });
+      else if ('missing' in top) add(key, { object: o, action: { kind: 'pod' }, refusal: `PersistentVolumeClaim ${key} is used by ${label(o)}, whose controller ${top.missing} is not in the input: it would start the pod again mid-move` });
       else if (top.top.kind === 'Job') add(key, { object: top.top, action: { kind: 'pod' }, refusal: `PersistentVolumeClaim ${key} is used by ${label(top.top)}: a Job cannot be stopped and started again; plan the move once it is done` });
       else add(key, { object: top.top, action: actionOf(top.top) });
     }

@@ -67,7 +67,7 @@ beforeAll(() => {
       // The pods of the namespace: a running pod of the DaemonSet names the claim until it is stopped.
       '  "get pods -n shop "*)',
       '    if [[ -n $PODS_FAIL ]]; then echo "$PODS_FAIL" >&2; exit 1; fi',
-      '    if [[ -n $PODS_STUCK ]] || ! grep -q stopped "$DS_FILE"; then printf "web\\nlogs\\n"; fi ;;',
+      '    if [[ -n $PODS_STUCK ]] || ! grep -q stopped "$DS_FILE"; then printf "web-1|Running||web \\nshipper-1|Running||logs \\n"; fi ;;',
       '  "patch -n shop daemonset/shipper "*)',
       '    shift 4',
       `    out=$(${KUBECTL} patch --local -f "$DS_FILE" "$@" -o json) || exit 1`,
@@ -114,7 +114,7 @@ describe('the wait until no pod uses a claim', () => {
     writeFileSync(log, '');
     const r = runWith({ PODS_FAIL: 'Error from server (Forbidden): pods is forbidden', MIGRATE_TIMEOUT: '1' }, 'migrate.sh');
     expect(r.status).toBe(1);
-    expect(r.stderr).toContain("check failed after 1 s: claim_users shop logs: the command failed (exit 1), expected '0'");
+    expect(r.stderr).toContain('check failed after 1 s: claim logs in namespace shop: the pod list could not be read (exit 1), expected no pod to name it');
     expect(r.stderr).toContain('stopped in step 3');
     const calls = readFileSync(log, 'utf8').trim().split('\n');
     expect(calls.filter((c) => c.startsWith('delete '))).toEqual([]);
@@ -125,7 +125,7 @@ describe('the wait until no pod uses a claim', () => {
     writeFileSync(log, '');
     const r = runWith({ PODS_STUCK: '1', MIGRATE_TIMEOUT: '1' }, 'migrate.sh');
     expect(r.status).toBe(1);
-    expect(r.stderr).toContain("check failed after 1 s: claim_users shop logs: got '1', expected '0'");
+    expect(r.stderr).toContain('check failed after 1 s: claim logs in namespace shop: named by shipper-1 Running, expected no pod to name it');
     expect(readFileSync(log, 'utf8')).not.toMatch(/^delete /m);
   });
 });
