@@ -286,6 +286,30 @@ await_unused() {
     sleep 2
   done
 }
+# A pod the move re-created (with --apply only): until it is Ready, or has Succeeded, as a pod whose
+# restartPolicy is Never or OnFailure does once it ran to completion (it is never Ready then). One that
+# failed is the operator's to look at: the tool cannot tell why.
+settle_pod() {
+  (( SKIPPING )) && return 0
+  local ns=$1 pod=$2 state seen deadline=$((SECONDS + TIMEOUT))
+  if (( ! APPLY )); then echo "(dry run) would wait until pod $pod in namespace $ns is Ready or has Succeeded"; return 0; fi
+  while :; do
+    if state=$(kubectl get pod -n "$ns" "$pod" -o 'jsonpath={.status.phase}/{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null); then
+      case $state in
+        */True) return 0 ;;
+        Succeeded/*) echo "pod $pod in namespace $ns ran to completion (Succeeded)"; return 0 ;;
+        Failed/*)
+          echo "check failed: pod $pod in namespace $ns failed after it was started again (its claims are moved): see kubectl logs -n $ns $pod and kubectl describe pod -n $ns $pod; to run it again, delete it (kubectl delete pod -n $ns $pod) and go on from this step" >&2
+          exit 1 ;;
+      esac
+      seen="phase \${state%%/*}, Ready \${state#*/}"
+    else
+      seen="the command failed (exit $?)"
+    fi
+    (( SECONDS < deadline )) || { echo "check failed after $TIMEOUT s: pod $pod in namespace $ns: $seen, expected Ready, or Succeeded" >&2; exit 1; }
+    sleep 2
+  done
+}
 `;
 
 function script(list: Step[], what: string): string {

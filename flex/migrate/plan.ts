@@ -78,6 +78,8 @@ export function plan(inv: Inventory, options: PlanOptions): Plan {
     result.moves.push(move);
     result.notes.push(...move.target.notes.map((n) => `${label(move.pv)}: ${n}`));
   }
+  // A pod that uses several of the claims is said once.
+  result.notes.push(...new Set(result.moves.flatMap((m) => m.users.flatMap((u) => (u.note ? [u.note] : [])))));
   return result;
 }
 

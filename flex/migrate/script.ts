@@ -19,6 +19,8 @@ export interface Line {
   want?: string;
   /** await only: no pod names this claim (namespace, claim), not a kubectl read (emit.ts await_unused). */
   claimUsers?: [string, string];
+  /** settle only: this pod (namespace, name) is Ready or has Succeeded, not a kubectl read (emit.ts settle_pod). */
+  pod?: [string, string];
 }
 
 export interface Step {
@@ -176,9 +178,11 @@ function startLines(u: WorkloadUse, podFile: string): Line[] {
     case 'suspend':
       return [{ kind: 'change', argv: ['patch', ...ns, resource(u), '--type', 'merge', '-p', JSON.stringify({ spec: { suspend: u.action.suspend } })] }];
     case 'pod':
+      // Not `kubectl wait --for=condition=Ready`: a pod whose restartPolicy is Never or OnFailure
+      // runs to completion and is never Ready, and the step stopped at every such pod.
       return [
         { kind: 'create', argv: ['apply', '-f', podFile] },
-        { kind: 'settle', argv: ['wait', ...ns, resource(u), '--for=condition=Ready', timeout] },
+        { kind: 'settle', argv: [], pod: [u.object.namespace, u.object.name] },
       ];
     case 'finished':
       return [];
@@ -204,6 +208,7 @@ const words = (argv: readonly string[]) => argv.map(shellWord).join(' ');
 /** How a line reads in STEPS.md: the kubectl command, and what must hold. */
 export function describeLine(l: Line): string {
   if (l.claimUsers) return `no pod in namespace ${l.claimUsers[0]} names claim ${l.claimUsers[1]}, finished or not (kubectl get pods -n ${l.claimUsers[0]}); a finished pod left is named, to be deleted`;
+  if (l.pod) return `kubectl get pod -n ${l.pod[0]} ${l.pod[1]}   # wait until it is Ready, or has Succeeded (run to completion); if it fails, see its logs`;
   const cmd = `kubectl ${words(l.argv).replaceAll('${TIMEOUT}', '300')}`;
   if (l.kind === 'require') return `${cmd}   # must print: ${l.want || '(nothing)'}`;
   if (l.kind === 'await') return `${cmd}   # wait until it prints: ${l.want || '(nothing)'}`;
@@ -213,6 +218,7 @@ export function describeLine(l: Line): string {
 /** The bash line of one step line (the helpers are in the script's preamble, emit.ts). */
 export function bashLine(l: Line): string {
   if (l.claimUsers) return `await_unused ${shellWord(l.claimUsers[0])} ${shellWord(l.claimUsers[1])}`;
+  if (l.pod) return `settle_pod ${shellWord(l.pod[0])} ${shellWord(l.pod[1])}`;
   switch (l.kind) {
     case 'require':
       return `require ${shellWord(l.want ?? '')} kubectl ${words(l.argv)}`;

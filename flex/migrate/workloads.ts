@@ -27,6 +27,8 @@ export interface WorkloadUse {
   action: StopAction;
   /** Why the claim cannot move while this workload uses it (a Job, a pod whose controller is not in the input). */
   refusal?: string;
+  /** What the operator should know of how it is stopped and started (a pod that runs its command again). */
+  note?: string;
 }
 
 /** An inline flexVolume of a pod or pod template, and the CSI inline volume that replaces it. */
@@ -68,6 +70,16 @@ function finishedPhase(o: KubeObject): string | undefined {
 function jobOver(o: KubeObject): boolean {
   const conditions = o.kind === 'Job' ? at(o.doc, 'status.conditions') : undefined;
   return Array.isArray(conditions) && conditions.some((c) => isObject(c) && (c.type === 'Complete' || c.type === 'Failed') && c.status === 'True');
+}
+
+/**
+ * A bare pod whose containers are not restarted runs its command from the start again when the move
+ * re-creates it: the operator should know before, not find out.
+ */
+function rerunNote(o: KubeObject): string | undefined {
+  const policy = at(o.doc, 'spec.restartPolicy');
+  if (policy !== 'Never' && policy !== 'OnFailure') return undefined;
+  return `${label(o)} (restartPolicy ${policy}) is deleted, and re-created once the claims are moved: it runs its command again from the start; the scripts wait until it is Ready or has Succeeded, and stop if it fails`;
 }
 
 function actionOf(o: KubeObject): StopAction {
@@ -136,7 +148,10 @@ export function workloadUses(inv: Inventory, inlineTarget: (src: FlexSource) => 
       if (finished) add(key, { object: o, action: { kind: 'finished', phase: finished } });
       else if ('missing' in top) add(key, { object: o, action: { kind: 'pod' }, refusal: `PersistentVolumeClaim ${key} is used by ${label(o)}, whose controller ${top.missing} is not in the input: it would start the pod again mid-move` });
       else if (top.top.kind === 'Job') add(key, { object: top.top, action: { kind: 'pod' }, refusal: `PersistentVolumeClaim ${key} is used by ${label(top.top)}: a Job cannot be stopped and started again; plan the move once it is done` });
-      else add(key, { object: top.top, action: actionOf(top.top) });
+      else {
+        const note = top.top.kind === 'Pod' ? rerunNote(top.top) : undefined;
+        add(key, { object: top.top, action: actionOf(top.top), ...(note ? { note } : {}) });
+      }
     }
   }
   return uses;

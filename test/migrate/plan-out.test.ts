@@ -176,6 +176,9 @@ function fakeKubectl(dir: string, answers: Record<string, string>): { log: strin
   return { log, env: { PATH: `${bin}:/usr/bin:/bin`, KUBECTL_LOG: log, KUBECTL_ANSWERS: table } };
 }
 
+/** How migrate.sh reads a re-created pod's state (emit.ts settle_pod). */
+const READY = 'jsonpath={.status.phase}/{.status.conditions[?(@.type=="Ready")].status}';
+
 /** The cluster as planned: each PV on its FlexVolume driver, each claim bound to it, twinvol-csi registered. */
 function plannedCluster(): Record<string, string> {
   const answers: Record<string, string> = { 'get csidriver csi.twinvol.io -o name': 'csidriver.storage.k8s.io/csi.twinvol.io' };
@@ -254,6 +257,7 @@ describe('migrate.sh', () => {
       const [ns, claim] = CLAIMS[pv] as [string, string];
       answers[`get pvc -n ${ns} ${claim} -o jsonpath={.status.phase}`] = 'Bound';
     }
+    answers[`get pod -n shop report -o ${READY}`] = 'Running/True';
     const k = fakeKubectl(join(root, 'apply'), answers);
     const r = spawnSync('bash', [join(out, 'migrate.sh'), '--apply'], { env: { ...k.env, MIGRATE_TIMEOUT: '5' }, encoding: 'utf8' });
     expect(r.stderr).toBe('');
@@ -266,6 +270,7 @@ describe('migrate.sh', () => {
     expect(after('delete pvc -n shop media --wait=false --ignore-not-found')).toBe('get pvc -n shop media --ignore-not-found -o name');
     expect(after('apply -f manifests/03-media.yaml')).toBe('get pvc -n shop media -o jsonpath={.status.phase}');
     expect(after('scale -n shop deployment/web --replicas=3')).toBe('rollout status -n shop deployment/web --timeout=5s');
+    expect(after('apply -f pods/shop_report.yaml')).toBe(`get pod -n shop report -o ${READY}`);
     expect(after('patch pv archive --type merge -p {"spec":{"persistentVolumeReclaimPolicy":"Delete"}}')).toBe('get pv archive -o jsonpath={.spec.persistentVolumeReclaimPolicy}');
     // No pod may use a claim when it is deleted: every claim was checked after the last stop.
     const lastStop = calls.indexOf('patch -n shop cronjob/archiver --type merge -p {"spec":{"suspend":true}}');

@@ -9,7 +9,8 @@ import { linesOf, planOf } from './plan-helpers.js';
  * Pods that run to an end, and the move. The PVC-protection controller keeps a claim while any pod
  * scheduled to a node names it, finished or not (kube-controller-manager, pkg/controller/volume/
  * pvcprotection/pvc_protection_controller.go, podUsesPVC), and a finished pod stays until someone
- * deletes it: the move deletes the finished pods it knows of, and its wait names any other one at once.
+ * deletes it: the move deletes the finished pods it knows of, and its wait names any other one at once. A bare pod whose restartPolicy is Never is never Ready once it has run: the start step takes
+ * Succeeded as started, and stops at Failed saying what to do.
  *
  * The fake kubectl keeps each pod as a file (phase|ready|deleting|claims) and answers the reads the
  * way kubectl does: the pod list in whichever jsonpath the script asks for, `kubectl wait
@@ -147,3 +148,41 @@ describe('a finished pod that still names a claim', () => {
     expect(run.calls.filter((c) => c.startsWith('apply -f pods/'))).toEqual([]);
   });
 });
+
+describe('a bare pod whose restartPolicy is Never', () => {
+  it('is named in a note: it runs its command again from the start', () => {
+    const { r } = planned([LOADER]);
+    expect(linesOf(r.stderr, 'note')).toEqual([
+      'Pod shop/loader (restartPolicy Never) is deleted, and re-created once the claims are moved: it runs its command again from the start; the scripts wait until it is Ready or has Succeeded, and stop if it fails',
+    ]);
+  });
+
+  it('re-created, and run to completion (Succeeded, never Ready): the start step is done with it', () => {
+    const { dir, r } = planned([LOADER]);
+    expect(r.exitCode).toBe(0);
+    const run = migrate(dir, { loader: 'Running|True||logs' }, 'Succeeded|False');
+    expect(run.stderr).toBe('');
+    expect(run.status).toBe(0);
+    expect(run.stdout).toContain('pod loader in namespace shop ran to completion (Succeeded)');
+    expect(run.calls).toContain('apply -f pods/shop_loader.yaml');
+  });
+
+  it('re-created, and Ready: the start step is done with it', () => {
+    const { dir } = planned([LOADER]);
+    const run = migrate(dir, { loader: 'Running|True||logs' }, 'Running|True');
+    expect(run.stderr).toBe('');
+    expect(run.status).toBe(0);
+  });
+
+  it('re-created, and Failed: the script stops there, saying what the operator must do', () => {
+    const { dir } = planned([LOADER]);
+    const run = migrate(dir, { loader: 'Running|True||logs' }, 'Failed|False');
+    expect(run.status).toBe(1);
+    const step = (readFileSync(join(dir, 'plan', 'migrate.sh'), 'utf8').match(/^step (\d+) 'Start the workloads again/m) ?? [])[1];
+    expect(run.stderr).toBe(
+      'check failed: pod loader in namespace shop failed after it was started again (its claims are moved): see kubectl logs -n shop loader and kubectl describe pod -n shop loader; to run it again, delete it (kubectl delete pod -n shop loader) and go on from this step\n' +
+        `stopped in step ${step}; once its cause is mended, go on with: ${join(dir, 'plan', 'migrate.sh')} --apply --from ${step}\n`,
+    );
+  });
+});
+
