@@ -93,7 +93,7 @@ function objectOf(doc: JsonObject, kind: string, where: string): KubeObject {
 }
 
 /** RFC 1123 names as Kubernetes checks them: a subdomain for most objects, a label for a namespace. */
-const DNS_LABEL = /^(?=.{1,63}$)[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$/;
+export const DNS_LABEL = /^(?=.{1,63}$)[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$/;
 const DNS_SUBDOMAIN = /^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*$/;
 
 /** The kinds the plan reads and writes about; other kinds (RBAC's "system:..." names) pass as they are. */

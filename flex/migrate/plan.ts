@@ -1,5 +1,5 @@
 import { quantityBytes } from '../../shared/index.js';
-import { type Inventory, nsKey, secretInInput } from './input.js';
+import { DNS_LABEL, type Inventory, nsKey, secretInInput } from './input.js';
 import { type Mapping, mappingFor } from './mappings.js';
 import { at, cleaned, fields, isObject, type JsonObject, type KubeObject, label, Refusal } from './objects.js';
 import { type CsiTarget, csiPersistentSource, execTarget, type FlexSource, TargetRefusal, twinvolTarget, vendorTarget, isTwinvolDriver } from './targets.js';
@@ -171,6 +171,14 @@ function planPv(pv: KubeObject, inv: Inventory, options: PlanOptions, users: Rea
     secretInInput: (namespace, name) => secretInInput(inv, namespace, name),
   };
   const target = targetOf(src, options);
+  // The API server checks a FlexVolume PV's secretRef not at all, and a CSI PV's secret references as
+  // DNS-1123 labels, name and namespace (pkg/apis/core/validation/validation.go,
+  // validatePVSecretReference): the apply of step 6 would fail with the old PV already deleted.
+  const ref = target.secretRef;
+  if (ref && !(DNS_LABEL.test(ref.name) && DNS_LABEL.test(ref.namespace)))
+    f.refuse(
+      `spec.flexVolume.secretRef: the CSI PV would name Secret ${ref.namespace}/${ref.name} in its ${ref.placement}SecretRef, which must name a Secret and a namespace that are DNS-1123 labels (lower-case letters, digits and "-", at most 63 characters), which the API server checks for CSI PVs and not for FlexVolume ones, so the new PV would be refused after the old one was deleted; copy the Secret to such a name and point the PV at it first`,
+    );
   const volumeMode = f.string('spec.volumeMode');
   if (volumeMode === 'Block' && target.route !== 'twinvol')
     f.refuse(`spec.volumeMode Block: ${target.route === 'exec' ? "the exec backend serves filesystems only (csi/exec-service.ts), as FlexVolume drivers do" : `${target.driver} serves filesystems only`}`);

@@ -232,3 +232,31 @@ describe('PVs that would share one CSI volumeHandle', () => {
     ]);
   });
 });
+
+describe('a secret the CSI PV could not name', () => {
+  // The API server checks a FlexVolume PV's secretRef not at all, and a CSI PV's secret references as
+  // DNS-1123 labels, name and namespace (pkg/apis/core/validation/validation.go,
+  // validatePVSecretReference): planned, such a PV's apply failed in migrate.sh's step 6, after the
+  // old PV and its claim had been deleted.
+  const pv = (secretRef: object, driver = 'acme/twinvol') =>
+    JSON.stringify({ apiVersion: 'v1', kind: 'PersistentVolume', metadata: { name: 'data' }, spec: { capacity: { storage: '1Gi' }, accessModes: ['ReadWriteOnce'], flexVolume: { driver, secretRef } } });
+
+  it.each([
+    [{ name: 'db.creds', namespace: 'shop' }, 'acme/twinvol', 'nodePublishSecretRef', 'shop/db.creds'],
+    [{ name: 'Creds', namespace: 'shop' }, 'acme/nfs', 'nodePublishSecretRef', 'shop/Creds'],
+    [{ name: 'creds', namespace: 'Shop' }, 'acme/twinvol', 'nodePublishSecretRef', 'Shop/creds'],
+    [{ name: 'c'.repeat(64), namespace: 'shop' }, 'acme/twinvol', 'nodePublishSecretRef', `shop/${'c'.repeat(64)}`],
+  ])('secretRef %j (%s): skipped, naming the Secret and what to do', (secretRef, driver, field, named) => {
+    const r = planOf({ files: ['-'] }, pv(secretRef, driver));
+    expect(r.exitCode).toBe(1);
+    expect(linesOf(r.stderr, 'skipped')).toEqual([
+      `PersistentVolume/data: spec.flexVolume.secretRef: the CSI PV would name Secret ${named} in its ${field}, which must name a Secret and a namespace that are DNS-1123 labels (lower-case letters, digits and "-", at most 63 characters), which the API server checks for CSI PVs and not for FlexVolume ones, so the new PV would be refused after the old one was deleted; copy the Secret to such a name and point the PV at it first`,
+    ]);
+  });
+
+  it('a secret the CSI PV can name is planned', () => {
+    const r = planOf({ files: ['-'] }, pv({ name: 'db-creds', namespace: 'shop' }));
+    expect(linesOf(r.stderr, 'skipped')).toEqual([]);
+    expect(r.exitCode).toBe(0);
+  });
+});
