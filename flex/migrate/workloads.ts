@@ -87,7 +87,10 @@ function actionOf(o: KubeObject): StopAction {
   if (o.kind === 'DaemonSet') return { kind: 'daemonset' };
   if (o.kind === 'CronJob') return { kind: 'suspend', suspend: f.boolean('spec.suspend') };
   if (o.kind === 'Pod') return { kind: 'pod' };
+  // The start step scales back to it: a string once read as 1, and 2.5 or -1 made a `kubectl scale`
+  // that failed after the claims had moved, with the workloads stopped.
   const replicas = at(o.doc, 'spec.replicas');
+  if (replicas !== undefined && replicas !== null && !(typeof replicas === 'number' && Number.isSafeInteger(replicas) && replicas >= 0)) f.refuse('spec.replicas must be a whole number of 0 or more');
   return { kind: 'scale', replicas: typeof replicas === 'number' ? replicas : 1 };
 }
 

@@ -260,3 +260,18 @@ describe('a secret the CSI PV could not name', () => {
     expect(r.exitCode).toBe(0);
   });
 });
+
+describe('replicas that are not a count', () => {
+  // The start step scales each workload back to spec.replicas: "3" was read as 1, and 2.5 or -1 made a
+  // `kubectl scale` that failed once the claims had moved, with the workloads stopped.
+  it.each([['"3"'], ['2.5'], ['-1'], ['true']])('spec.replicas %s: one line naming the object and the field, nothing planned', (replicas) => {
+    const items = [
+      { apiVersion: 'v1', kind: 'PersistentVolume', metadata: { name: 'data' }, spec: { capacity: { storage: '1Gi' }, accessModes: ['ReadWriteOnce'], claimRef: { namespace: 'shop', name: 'data' }, flexVolume: { driver: 'acme/twinvol' } } },
+      { apiVersion: 'v1', kind: 'PersistentVolumeClaim', metadata: { name: 'data', namespace: 'shop' }, spec: { resources: { requests: { storage: '1Gi' } }, volumeName: 'data' } },
+      { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'web', namespace: 'shop' }, spec: { replicas: JSON.parse(replicas) as unknown, template: { spec: { containers: [], volumes: [{ name: 'd', persistentVolumeClaim: { claimName: 'data' } }] } } } },
+    ];
+    const r = planOf({ files: ['-'] }, JSON.stringify({ apiVersion: 'v1', kind: 'List', items }));
+    expect(r).toMatchObject({ exitCode: 2, stdout: '' });
+    expect(r.stderr).toBe(`twinvol migrate plan: Deployment shop/web: spec.replicas must be a whole number of 0 or more${USAGE}`);
+  });
+});
