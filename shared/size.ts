@@ -16,10 +16,11 @@ const QUANTITY = /^([+-]?)([0-9]{0,30})(?:\.([0-9]{0,30}))?(?:(Ki|Mi|Gi|Ti|Pi|Ei
 
 /**
  * A quantity as an exact fraction of bytes (`n / divisor`), or undefined when the text is no
- * quantity. The one reading of the syntax, for parseSize and quantityBytes.
+ * quantity. The one reading of the syntax, for parseSize and quantityBytes; a blank around it is no
+ * quantity, as in the API's ParseQuantity (parseSize trims what an operator typed first).
  */
 function quantityOf(input: string): { n: bigint; divisor: bigint } | undefined {
-  const m = QUANTITY.exec(input.trim());
+  const m = QUANTITY.exec(input);
   const [, sign = '', whole = '', fraction = '', suffix, exponent] = m ?? [];
   if (!m || whole + fraction === '') return undefined;
   let n = BigInt(whole + fraction);
@@ -41,7 +42,7 @@ export function parseSize(input: unknown, what = 'size'): number {
   if (typeof input === 'number') return checkSize(input, what, String(input));
   if (typeof input !== 'string') throw invalidArgument(`${what} must be a string such as "1Gi"`);
   const shown = JSON.stringify(input.slice(0, 40));
-  const q = quantityOf(input);
+  const q = quantityOf(input.trim());
   if (!q) throw invalidArgument(`${what} ${shown} is not a size (use bytes, a suffix Ki Mi Gi Ti Pi or k M G T P, or an exponent: 1.5Gi, 500M, 1e9)`);
   if (q.n < 0n) throw invalidArgument(`${what} ${shown} is negative`);
   if (q.n % q.divisor !== 0n) throw invalidArgument(`${what} ${shown} is not a whole number of bytes`);

@@ -80,6 +80,9 @@ describe('sizes that are not Kubernetes quantities', () => {
     ['ten gigs', '1Gi', 'PersistentVolume/data: spec.capacity.storage "ten gigs" is not a Kubernetes quantity (such as 10Gi)'],
     ['-1Gi', '1Gi', 'PersistentVolume/data: spec.capacity.storage "-1Gi" is not a Kubernetes quantity (such as 10Gi)'],
     ['1Gi', '1Gi; rm -rf /', 'PersistentVolumeClaim shop/data: spec.resources.requests.storage "1Gi; rm -rf /" is not a Kubernetes quantity (such as 10Gi)'],
+    // The API's ParseQuantity takes no blank around the number (the CLI's --size is trimmed, not these).
+    [' 10Gi', '1Gi', 'PersistentVolume/data: spec.capacity.storage " 10Gi" is not a Kubernetes quantity (such as 10Gi)'],
+    ['10Gi', '1Gi\n', 'PersistentVolumeClaim shop/data: spec.resources.requests.storage "1Gi\\n" is not a Kubernetes quantity (such as 10Gi)'],
   ])('capacity %j, request %j: the PV is skipped, naming the field (its apply would fail only after the old PV was deleted)', (capacity, request, message) => {
     const r = planOf({ files: ['-'] }, cluster(capacity, request));
     expect(r.exitCode).toBe(1);

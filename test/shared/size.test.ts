@@ -122,7 +122,7 @@ describe('quantityBytes (sizes read from the cluster, compared as kube-controlle
     expect(quantityBytes(text)).toBe(bytes);
   });
 
-  it.each(['', 'ten gigs', '1Gi; rm -rf /', '-1Gi', '1GiB', '.'])('%j is no quantity', (text) => {
+  it.each(['', 'ten gigs', '1Gi; rm -rf /', '-1Gi', '1GiB', '.', ' 1Gi', '1Gi\n'])('%j is no quantity', (text) => {
     expect(quantityBytes(text)).toBeUndefined();
   });
 });
