@@ -1,3 +1,4 @@
+import { constants as osConstants } from 'node:os';
 import { failedPrecondition, resourceExhausted, systemErrorInOutput } from './errors.js';
 import { isMountPointAsync, type MountEntry, mountsStackedAt, topMountAt } from './mountinfo.js';
 import { CHILD_FD_PATH, fdPath, type MountTarget, type PinnedTarget, pinTarget, requireWithin, whereIs } from './pinned-target.js';
@@ -293,7 +294,12 @@ function bindWithFlagsNatively(source: string, pinned: PinnedTarget, target: Mou
   const changes = native && bindFlagChanges(native, options);
   if (!bindWithFlags || !changes) return false;
   const what = { call: 'move_mount', source, target: target.path, options: ['bind', ...options] } as const;
-  return callNatively(what, () => bindWithFlags(source, pinned.handle.fd, changes.set, changes.clear));
+  let errno = 0;
+  const made = callNatively(what, () => (errno = bindWithFlags(source, pinned.handle.fd, changes.set, changes.clear)));
+  // A kernel before 5.12 says so once, and the loaded addon is then used without the call: a
+  // long-running server does not fail (and count) it at every publish.
+  if (errno === osConstants.errno.ENOSYS) Reflect.deleteProperty(native, 'bindWithFlags');
+  return made;
 }
 
 /**
