@@ -1,6 +1,6 @@
 import { backendTraits, type ContentSource, type Core, createVolume, fsTypeOfUses, invalidArgument, scopeOfUses, type TopologyRequirement, validateBackend, validateSnapshotId, validateVolumeId, volumeIdForName } from '../shared/index.js';
 import { accessRequestOf, parseCapabilities } from './capabilities.js';
-import { DEFAULT_SIZE_BYTES, sizeFromRange } from './capacity.js';
+import { DEFAULT_SIZE_BYTES, parseRange } from './capacity.js';
 import { toCsiVolume } from './convert.js';
 import type { CreateVolumeRequest, CreateVolumeResponse, Topology, VolumeContentSource } from './csi-types.js';
 import { CREATE_KEYS, pluginKeys } from './parameters.js';
@@ -15,12 +15,15 @@ export async function createVolumeRpc(core: Core, req: CreateVolumeRequest): Pro
   // Where twinvol makes the filesystem, a mount capability may choose its type; elsewhere only the
   // parameters speak, and the backend decides what a type means (shared/backends/*.ts).
   const fsType = traits.makesFilesystem ? fsTypeOfUses(params.fsType, requests) : params.fsType;
-  const capacityBytes = sizeFromRange(req.capacity_range, traits.ownsData ? DEFAULT_SIZE_BYTES : 0, traits.sizeAlignment);
+  // The range as asked, and twinvol's size for none: the core sizes the volume, a copy by its source too.
+  const { required, limit } = parseRange(req.capacity_range);
   const { volume } = await createVolume(core, {
     id,
     name: req.name,
     backend,
-    capacityBytes,
+    capacityBytes: required,
+    limitBytes: limit,
+    defaultBytes: traits.ownsData ? DEFAULT_SIZE_BYTES : 0,
     fsType,
     access: scopeOfUses(requests),
     source: params.source,

@@ -2,7 +2,7 @@ import { backendFor } from '../backends/index.js';
 import { alreadyExists, asTwinvolError, failedPrecondition, invalidArgument, notFound, outOfRange } from '../errors.js';
 import type { AccessScope, BackendKind, ContentSource, Origin, VolumeRecord } from '../model.js';
 import { BACKEND_KINDS } from '../model.js';
-import { requireFilesystemFits, sizeInRange } from '../size.js';
+import { requireFilesystemFits, type SizeRange, sizeInRange } from '../size.js';
 import { SCHEMA_VERSION } from '../store/json-record.js';
 import { validateVolumeId, type VolumeId } from '../validate.js';
 import { idForName, requireSameName } from '../names.js';
@@ -21,7 +21,15 @@ export interface CreateVolumeSpec {
    */
   name?: string;
   backend: string;
+  /** The size asked for, in bytes (the CLI's --size, a PV's size option, CSI's required_bytes); 0: none. */
   capacityBytes: number;
+  /** At most this many bytes (CSI's limit_bytes); 0 or absent: no limit. */
+  limitBytes?: number;
+  /**
+   * The size a volume gets when none is asked (CSI's, csi/capacity.ts); absent, a volume that owns its
+   * data must be asked one. A copy asked none takes its source's size where that is larger (`copySize`).
+   */
+  defaultBytes?: number;
   fsType?: string;
   access?: AccessScope;
   source?: string;
@@ -50,9 +58,11 @@ function recordFor(config: Config, spec: CreateVolumeSpec): VolumeRecord {
   const backend = validateBackend(spec.backend);
   const id = validateVolumeId(spec.id);
   if (spec.name !== undefined && idForName(spec.name) !== id) throw invalidArgument(`volume id ${id} is not the id of the name it was asked for by`);
-  if (!Number.isSafeInteger(spec.capacityBytes) || spec.capacityBytes < 0) throw invalidArgument('capacity must be a whole number of bytes');
+  // Past 2^53 a size is still whole, and over the limit: OutOfRange from sizeInRange, not this.
+  if (!Number.isInteger(spec.capacityBytes) || spec.capacityBytes < 0) throw invalidArgument('capacity must be a whole number of bytes');
   const traits = backendFor(backend);
-  if (traits.ownsData && spec.capacityBytes === 0) throw invalidArgument(`a ${backend} volume needs a size`);
+  const capacityBytes = sizeInRange(askedOf(spec), spec.defaultBytes ?? 0, traits.sizeAlignment);
+  if (traits.ownsData && capacityBytes === 0) throw invalidArgument(`a ${backend} volume needs a size`);
   const access = spec.access ?? 'single-node';
   const accessRequests = accessSet(spec.accessRequests ?? [filesystemAccess(access)]);
   const record: VolumeRecord = {
@@ -60,7 +70,7 @@ function recordFor(config: Config, spec: CreateVolumeSpec): VolumeRecord {
     id,
     ...(spec.name !== undefined && spec.name !== id ? { name: spec.name } : {}),
     backend,
-    capacityBytes: sizeInRange({ required: spec.capacityBytes, limit: 0 }, 0, traits.sizeAlignment),
+    capacityBytes,
     ...traits.describe(spec, config),
     access,
     accessRequests,
@@ -75,15 +85,35 @@ function recordFor(config: Config, spec: CreateVolumeSpec): VolumeRecord {
   return record;
 }
 
+function askedOf(spec: CreateVolumeSpec): SizeRange {
+  return { required: spec.capacityBytes, limit: spec.limitBytes ?? 0 };
+}
+
+/**
+ * The size of a new volume copied from a source of `sourceBytes`: `sized` (what `spec` asked, by
+ * sizeInRange), or, where no size was required, the source's size when that is larger, within the
+ * limit. CSI leaves the size of a CreateVolume without capacity_range to the plugin, and a copy
+ * smaller than its source is one nothing can fill; a range that was given is honoured as given, so a
+ * size below the source's stays OutOfRange (`checkSourceFits`).
+ */
+function copySize(spec: CreateVolumeSpec, sized: number, sourceBytes: number, alignment: number): number {
+  if (spec.capacityBytes || sourceBytes <= sized) return sized;
+  return sizeInRange({ required: 0, limit: spec.limitBytes ?? 0 }, sourceBytes, alignment);
+}
+
 /** Field by field, what a repeated create asks for differently from what exists. */
-function differences(existing: VolumeRecord, wanted: VolumeRecord): string[] {
+function differences(existing: VolumeRecord, wanted: VolumeRecord, spec: CreateVolumeSpec): string[] {
   const diff: string[] = [];
   const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
   if (existing.backend !== wanted.backend) diff.push(`backend ${existing.backend}`);
   // In the backend's units, as `wanted` is: a block volume made before sizes were rounded (8a8caf4)
   // with 1048577 bytes is the volume a repeated create of 1048577 bytes asks for.
-  const existingSize = sizeInRange({ required: existing.capacityBytes, limit: 0 }, 0, backendFor(existing.backend).sizeAlignment);
-  if (existingSize !== wanted.capacityBytes) diff.push(`size ${existing.capacityBytes} bytes`);
+  const { sizeAlignment } = backendFor(existing.backend);
+  const existingSize = sizeInRange({ required: existing.capacityBytes, limit: 0 }, 0, sizeAlignment);
+  // A copy asked no size may have taken its source's (`copySize`). A repeat does not read the source
+  // again (it may be gone by now): any size that rule can give, the default up to the limit, matches.
+  const wantedSize = wanted.contentSource ? copySize(spec, wanted.capacityBytes, existingSize, sizeAlignment) : wanted.capacityBytes;
+  if (existingSize !== wantedSize) diff.push(`size ${existing.capacityBytes} bytes`);
   if (existing.fsType !== wanted.fsType) diff.push(`fsType ${existing.fsType || '(none)'}`);
   // Modes of the same scope are told apart by the requests, which a record from before they were kept
   // does not have: it compares by scope alone, as twinvol did when it wrote that record.
@@ -131,7 +161,7 @@ export async function createVolume(core: Core, spec: CreateVolumeSpec, progress?
     const existing = await core.catalog.getVolume(wanted.id);
     if (existing) {
       if (spec.name !== undefined) requireSameName('volume', existing, spec.name);
-      const diff = differences(existing, wanted);
+      const diff = differences(existing, wanted, spec);
       if (diff.length) throw alreadyExists(`volume ${wanted.id} already exists with another spec (${diff.join(', ')})`);
       if (!meetsRequirement(existing.topology, requirement))
         throw alreadyExists(`volume ${wanted.id} already exists, and is not reachable from any of the requisite topologies`);
@@ -141,7 +171,7 @@ export async function createVolume(core: Core, spec: CreateVolumeSpec, progress?
     requireNewFits(wanted);
     const topology = placeVolume(core, requirement);
     if (topology) wanted.topology = topology;
-    const from = await populateSource(core, wanted);
+    const from = await populateSource(core, wanted, spec);
     const ctx = progress ? { ...core, progress } : core;
     await core.catalog.createEntry('volumes', wanted, (workDir) => backendFor(wanted.backend).populate(workDir, wanted, ctx, from));
     return { volume: wanted, created: true };
@@ -200,12 +230,15 @@ function changedKeys(before: Readonly<Record<string, string>>, after: Readonly<R
   return keys.filter((k) => before[k] !== after[k]).map((k) => `${k} ${!(k in before) ? 'added' : !(k in after) ? 'removed' : 'changed'}`);
 }
 
-async function populateSource(core: Core, volume: VolumeRecord): Promise<PopulateSource | undefined> {
+/** The source of a new copy `volume` (its size set here, by `copySize`), checked against it. */
+async function populateSource(core: Core, volume: VolumeRecord, spec: CreateVolumeSpec): Promise<PopulateSource | undefined> {
   const src = volume.contentSource;
   if (!src) return undefined;
+  const sizeFrom = (sourceBytes: number) => (volume.capacityBytes = copySize(spec, volume.capacityBytes, sourceBytes, backendFor(volume.backend).sizeAlignment));
   if (src.kind === 'snapshot') {
     const snap = await core.catalog.getSnapshot(src.id);
     if (!snap) throw notFound(`snapshot ${src.id} does not exist`);
+    sizeFrom(snap.sizeBytes);
     checkSourceFits(volume, snap.backend, snap.sizeBytes, snap.fsType, `snapshot ${src.id}`);
     // Always: a snapshot cut while its volume's growth was still pending on the nodes holds an image
     // larger than its filesystem, and its record cannot say so. Growing one already full is a no-op.
@@ -214,6 +247,7 @@ async function populateSource(core: Core, volume: VolumeRecord): Promise<Populat
   }
   const vol = await core.catalog.getVolume(src.id);
   if (!vol) throw notFound(`source volume ${src.id} does not exist`);
+  sizeFrom(vol.capacityBytes);
   checkSourceFits(volume, vol.backend, vol.capacityBytes, vol.fsType, `volume ${src.id}`);
   // A source grown by the controller and not yet on a node has a filesystem smaller than its image.
   if (vol.capacityBytes < volume.capacityBytes || vol.fsResizePending) volume.fsResizePending = backendFor(volume.backend).expandsOnNode;
