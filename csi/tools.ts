@@ -5,7 +5,7 @@ import { toolEnv } from '../shared/index.js';
 /** What each side runs (see shared/mounter.ts). xfs tools are only needed for xfs volumes, so optional. */
 const REQUIRED = {
   controller: ['cp'],
-  node: ['mount', 'umount', 'losetup', 'blkid', 'mkfs.ext4', 'e2fsck', 'resize2fs'],
+  node: ['mount', 'umount', 'losetup', 'blkid', 'fsck', 'mkfs.ext4', 'e2fsck', 'resize2fs'],
 } as const;
 const OPTIONAL = ['mkfs.xfs', 'xfs_growfs'];
 /** Group snapshots freeze the filesystems staged on the controller's node; without it they cannot. */

@@ -8,7 +8,7 @@ import { BUILT_ADDON } from './addon-files.mjs';
 const TOOLS = {
   'mkfs.ext4': 'e2fsprogs', e2fsck: 'e2fsprogs', resize2fs: 'e2fsprogs',
   'mkfs.xfs': 'xfsprogs', xfs_growfs: 'xfsprogs', fsfreeze: 'util-linux',
-  losetup: 'util-linux', blkid: 'util-linux', mount: 'mount', umount: 'mount',
+  losetup: 'util-linux', blkid: 'util-linux', fsck: 'util-linux', mount: 'mount', umount: 'mount',
 };
 const DIRS = ['/usr/sbin', '/sbin', '/usr/bin', '/bin', '/usr/local/sbin', '/usr/local/bin'];
 const missing = () => Object.keys(TOOLS).filter((t) => !DIRS.some((d) => existsSync(`${d}/${t}`)));

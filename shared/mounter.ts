@@ -2,7 +2,7 @@ import { constants as osConstants } from 'node:os';
 import { failedPrecondition, resourceExhausted, systemErrorInOutput } from './errors.js';
 import { isMountPointAsync, type MountEntry, mountsStackedAt, topMountAt } from './mountinfo.js';
 import { CHILD_FD_PATH, fdPath, type MountTarget, type PinnedTarget, pinTarget, requireWithin, whereIs } from './pinned-target.js';
-import { CommandError, run } from './runner.js';
+import { CommandError, errorDetail, run } from './runner.js';
 import { longCallsBlock } from './fs-async.js';
 import { type CallMade, callNatively, callNativelyAsync, type LoopAttached, type MountIds, type NativeMount, nativeMount } from './native-mount.js';
 import { bindFlagChanges, mountFlags, remountFlags, remountOptions } from './mount-options.js';
@@ -11,7 +11,7 @@ import { bindFlagChanges, mountFlags, remountFlags, remountOptions } from './mou
  * The tools that walk or copy a volume's data, and so may run for minutes on a large one. The rest
  * ask the kernel one thing (mount, losetup, blkid) and answer in milliseconds.
  */
-const WALKS_DATA = new Set(['mkfs.ext4', 'mkfs.xfs', 'e2fsck', 'resize2fs', 'xfs_growfs', 'cp']);
+const WALKS_DATA = new Set(['mkfs.ext4', 'mkfs.xfs', 'e2fsck', 'fsck', 'resize2fs', 'xfs_growfs', 'cp']);
 
 /** The system tools behind every backend, with one deadline for all of them. */
 export class Mounter {
@@ -173,6 +173,24 @@ export class Mounter {
       // root fails there: said as every other full filesystem is (ResourceExhausted, the file, what to
       // do), not as an Internal error quoting mkfs (test/reliability/exhaustion.test.ts).
       throw (err instanceof CommandError && systemErrorInOutput(`${err.result.stderr}\n${err.result.stdout}`, 'write', device)) || err;
+    }
+  }
+
+  /**
+   * `fsck -a <device>`: checks the filesystem on an unmounted device, by its type (fsck(8) runs
+   * fsck.<type>), and repairs what is safe to repair unattended. Answers fsck(8)'s exit code (a sum of
+   * conditions: 1 errors corrected, 4 errors left uncorrected, 8 operational error) with the end of
+   * what it said; the caller judges it. fsck reads an argument after `--` as an option for the checker,
+   * so a device that could pass for an option is refused rather than guarded.
+   */
+  async fsck(device: string): Promise<{ exitCode: number; detail: string }> {
+    if (!device.startsWith('/')) throw failedPrecondition(`fsck checks a device by its absolute path, and ${JSON.stringify(device.slice(0, 80))} is none`);
+    try {
+      const r = await this.exec('fsck', ['-a', device], [1]);
+      return { exitCode: r.exitCode, detail: errorDetail(`${r.stdout}\n${r.stderr}`) };
+    } catch (err) {
+      if (err instanceof CommandError) return { exitCode: err.result.exitCode, detail: errorDetail(`${err.result.stdout}\n${err.result.stderr}`) };
+      throw err;
     }
   }
 

@@ -121,7 +121,8 @@ export interface FlexPort {
  * fsType (ext4 when it names none) and mounts it. Drivers that attach and wait but leave the
  * filesystem to kubelet rely on it: a bare mount of their blank device failed every NodeStageVolume.
  * A device that holds a filesystem or a partition table is never formatted, and a read-only staging
- * formats nothing.
+ * formats nothing. A filesystem found there is checked first (`checkAndRepair`) when it is to be
+ * mounted read-write, as FormatAndMount does; one it has just made is not.
  */
 async function formatAndMount(ctx: BackendContext, volume: VolumeRecord, device: string, staging: MountTarget, readonly: boolean): Promise<void> {
   const probed = await ctx.mounter.probe(device);
@@ -130,8 +131,27 @@ async function formatAndMount(ctx: BackendContext, volume: VolumeRecord, device:
     const fsType = volume.fsType || 'ext4';
     if (fsType !== 'ext4' && fsType !== 'xfs') throw failedPrecondition(`volume ${volume.id}: device ${device} has no filesystem yet, and twinvol formats ext4 or xfs, not ${fsType}`);
     await formatBlank(ctx, volume, device, fsType, readonly, probed);
+  } else if (!readonly) {
+    await checkAndRepair(ctx, volume, device);
   }
   await ctx.mounter.mount(device, staging, { fsType: volume.fsType || (found ?? 'ext4'), options: [readonly ? 'ro' : 'rw'] });
+}
+
+/** fsck(8)'s exit code for errors found and left uncorrected (mount-utils mount_linux.go `fsckErrorsUncorrected`). */
+const FSCK_ERRORS_UNCORRECTED = 4;
+
+/**
+ * mount-utils' checkAndRepairFilesystem, which FormatAndMount runs on a filesystem it found before
+ * mounting it read-write: `fsck -a <device>`, whatever the type (fsck.xfs checks nothing). Errors it
+ * corrected (exit 1) are a filesystem fit to mount; errors it could not correct unattended (exactly 4)
+ * stop the stage, since a mount would hand the pod a damaged filesystem; every other code (2 reboot,
+ * 8 operational error, 4 with others) kubelet logs and mounts anyway, and so does this (the spawn is
+ * recorded as failed: the CSI server's command metrics and debug log).
+ */
+async function checkAndRepair(ctx: BackendContext, volume: VolumeRecord, device: string): Promise<void> {
+  const { exitCode, detail } = await ctx.mounter.fsck(device);
+  if (exitCode === FSCK_ERRORS_UNCORRECTED)
+    throw failedPrecondition(`volume ${volume.id}: fsck found errors on device ${device} that it could not correct unattended${detail ? ` (${detail})` : ''}: repair the filesystem (fsck without -a) before staging it`);
 }
 
 /** The block device and filesystem type mounted at a device mount path, if a device is mounted there. */

@@ -1,5 +1,5 @@
-import { execFileSync } from 'node:child_process';
-import { closeSync, existsSync, fsyncSync, openSync, readFileSync, truncateSync, writeFileSync, writeSync } from 'node:fs';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { closeSync, existsSync, fsyncSync, openSync, readFileSync, statSync, truncateSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readMounts } from '../../shared/mountinfo.js';
@@ -36,6 +36,21 @@ async function attached(csi: ExecSuite, driver: TestDriver, id: string, bytes: n
   return { image, staging, device: pub.publish_context.device ?? '', stage, teardown };
 }
 
+/**
+ * An ext4 on `device` holding one file, `f`, damaged by `damage` (a debugfs request) and marked not
+ * cleanly unmounted, as after a crash: `fsck -a` then checks it in full rather than answering "clean".
+ * Answers what `f` holds.
+ */
+function damagedExt4(csi: ExecSuite, device: string, damage: string): string {
+  const content = join(csi.s.root, 'f.txt');
+  writeFileSync(content, 'written before the damage\n');
+  execFileSync('mkfs.ext4', ['-q', '-F', '--', device]);
+  for (const request of [`write ${content} f`, damage, 'ssv state 0']) execFileSync('debugfs', ['-w', '-R', request, device], { stdio: 'ignore' });
+  // Damaged indeed: a check that changes nothing (-n) finds errors and leaves them (4).
+  expect(spawnSync('e2fsck', ['-n', device], { stdio: 'ignore' }).status).toBe(4);
+  return readFileSync(content, 'utf8');
+}
+
 describe('exec backend: kubelet\'s fallbacks for "Not supported"', () => {
   it('mountdevice Not supported on a blank device: formatted with the PV\'s fsType and mounted, as kubelet\'s FormatAndMount does', async () => {
     const vol = await attached(strict, 'loopbare', 'bare-fmt-1', 64 * MiB, 'ext4');
@@ -50,6 +65,42 @@ describe('exec backend: kubelet\'s fallbacks for "Not supported"', () => {
       expect(fsTypeAt(vol.staging)).toBeUndefined();
       expect((await outcome(vol.stage())).code).toBe('OK');
       expect(readFileSync(join(vol.staging, 'kept'), 'utf8')).toBe('data');
+    } finally {
+      await vol.teardown();
+    }
+  });
+
+  it('mountdevice Not supported on a damaged ext4 that fsck -a can repair: repaired, then mounted, as kubelet\'s FormatAndMount does', async () => {
+    const vol = await attached(strict, 'loopbare', 'bare-fsck-fix-1', 16 * MiB, 'ext4');
+    try {
+      // A wrong link count: e2fsck fixes it unattended (exit 1); mounted as it was, the file kept it.
+      const content = damagedExt4(strict, vol.device, 'sif f links_count 5');
+      const r = await outcome(vol.stage());
+      expect(r.code, r.message).toBe('OK');
+      expect(fsTypeAt(vol.staging)).toBe('ext4');
+      expect(statSync(join(vol.staging, 'f')).nlink).toBe(1);
+      expect(readFileSync(join(vol.staging, 'f'), 'utf8')).toBe(content);
+      await strict.node('NodeUnstageVolume', { volume_id: 'bare-fsck-fix-1', staging_target_path: vol.staging });
+      expect(spawnSync('e2fsck', ['-n', vol.device], { stdio: 'ignore' }).status).toBe(0);
+    } finally {
+      await vol.teardown();
+    }
+  });
+
+  it('mountdevice Not supported on a damaged ext4 that fsck -a cannot repair (exit 4): the stage fails saying so, nothing mounted, as kubelet refuses', async () => {
+    const vol = await attached(strict, 'loopbare', 'bare-fsck-bad-1', 16 * MiB, 'ext4');
+    try {
+      // The file's extent points past the end of the filesystem: e2fsck -p will not decide that alone.
+      // The kernel mounts this filesystem all the same, which is why it must not get that far.
+      damagedExt4(strict, vol.device, 'sif f block[5] 9999999');
+      const r = await outcome(vol.stage());
+      expect(r.code).toBe('FAILED_PRECONDITION');
+      expect(r.message).toMatch(new RegExp(`^volume bare-fsck-bad-1: fsck found errors on device ${vol.device} that it could not correct unattended \\(.*invalid extent.*\\): repair the filesystem \\(fsck without -a\\) before staging it$`));
+      expect(fsTypeAt(vol.staging)).toBeUndefined();
+      // Left for the operator as found: fsck -a changed nothing it was not sure of.
+      expect(spawnSync('e2fsck', ['-n', vol.device], { stdio: 'ignore' }).status).toBe(4);
+      // A retry meets the same check, not a staging half made by the first.
+      expect((await outcome(vol.stage())).code).toBe('FAILED_PRECONDITION');
     } finally {
       await vol.teardown();
     }

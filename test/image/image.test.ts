@@ -24,7 +24,7 @@ interface Spec {
 
 /** Every tool twinvol runs (shared/runner.ts, shared/mounter.ts, scripts/ensure-tools.mjs), and the Debian package that has it. */
 const TOOLS: Record<string, string> = {
-  mount: 'mount', umount: 'mount', losetup: 'util-linux', blkid: 'util-linux', fsfreeze: 'util-linux', nsenter: 'util-linux',
+  mount: 'mount', umount: 'mount', losetup: 'util-linux', blkid: 'util-linux', fsck: 'util-linux', fsfreeze: 'util-linux', nsenter: 'util-linux',
   'mkfs.ext4': 'e2fsprogs', e2fsck: 'e2fsprogs', resize2fs: 'e2fsprogs', 'mkfs.xfs': 'xfsprogs', xfs_growfs: 'xfsprogs',
 };
 
