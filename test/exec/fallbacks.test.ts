@@ -19,13 +19,13 @@ const lenient = useExecServer(() => ['--flex-lenient', 'acme/loopcrash']);
 const fsTypeAt = (path: string) => readMounts().find((m) => m.mountPoint === path)?.fsType;
 
 /** A blank sparse image, a volume of `driver` over it (CreateVolume: its size is known) attached to node-a. */
-async function attached(csi: ExecSuite, driver: TestDriver, id: string, bytes: number, fsType: string) {
+async function attached(csi: ExecSuite, driver: TestDriver, id: string, bytes: number, fsType: string, readonly = false) {
   const image = join(csi.s.root, `${id}.img`);
   writeFileSync(image, '');
   truncateSync(image, bytes);
   const params = { backend: 'exec', driver: `acme/${driver}`, fsType, image };
   const ctx = (await csi.ctl('CreateVolume', { name: id, parameters: params, volume_capabilities: [mountCap(fsType)], capacity_range: size(bytes) })).volume.volume_context;
-  const pub = await csi.ctl('ControllerPublishVolume', { volume_id: id, node_id: 'node-a', volume_capability: mountCap(fsType), volume_context: ctx });
+  const pub = await csi.ctl('ControllerPublishVolume', { volume_id: id, node_id: 'node-a', volume_capability: mountCap(fsType), volume_context: ctx, readonly });
   const staging = stagingPath(csi.s.kubeletDir, id);
   const stage = () => csi.node('NodeStageVolume', { volume_id: id, staging_target_path: staging, publish_context: pub.publish_context, volume_capability: mountCap(fsType), volume_context: ctx });
   const teardown = async () => {
@@ -101,6 +101,20 @@ describe('exec backend: kubelet\'s fallbacks for "Not supported"', () => {
       expect(spawnSync('e2fsck', ['-n', vol.device], { stdio: 'ignore' }).status).toBe(4);
       // A retry meets the same check, not a staging half made by the first.
       expect((await outcome(vol.stage())).code).toBe('FAILED_PRECONDITION');
+    } finally {
+      await vol.teardown();
+    }
+  });
+
+  it('mountdevice Not supported, staged read-only: the filesystem found is mounted unchecked, as kubelet checks only what it mounts read-write', async () => {
+    const vol = await attached(strict, 'loopbare', 'bare-fsck-ro-1', 16 * MiB, 'ext4', true);
+    try {
+      damagedExt4(strict, vol.device, 'sif f block[5] 9999999');
+      const r = await outcome(vol.stage());
+      expect(r.code, r.message).toBe('OK');
+      expect(readMounts().find((m) => m.mountPoint === vol.staging)?.mountOptions).toContain('ro');
+      await strict.node('NodeUnstageVolume', { volume_id: 'bare-fsck-ro-1', staging_target_path: vol.staging });
+      expect(spawnSync('e2fsck', ['-n', vol.device], { stdio: 'ignore' }).status).toBe(4);
     } finally {
       await vol.teardown();
     }
