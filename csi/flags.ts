@@ -4,6 +4,10 @@ import { type ConfigOverrides, DATA_ROOT_SCOPES, DEFAULT_CSI_DRIVER_NAME, DEFAUL
 import type { Mode } from './context.js';
 import { socketPathOf } from './endpoint.js';
 
+// The examples name the port deploy/ serves metrics on: 9808 is the livenessprobe sidecar's, in the same
+// pod's network namespace (deploy/node.yaml), so a copied example would keep the server from starting.
+const METRICS_EXAMPLES = '0.0.0.0:9810, [::1]:9810, :9810';
+
 export const USAGE = `Usage: twinvol-csi --endpoint unix:///path/csi.sock [options]
 
   --endpoint <ep>              unix:///path or an absolute path (default: $CSI_ENDPOINT)
@@ -36,7 +40,7 @@ export const USAGE = `Usage: twinvol-csi --endpoint unix:///path/csi.sock [optio
                                capability calls are logged at debug
   --metrics-address <host:port>
                                serve Prometheus metrics at http://<host:port>/metrics (default: off;
-                               e.g. 0.0.0.0:9808, [::1]:9808, :9808 for every interface)
+                               e.g. ${METRICS_EXAMPLES}; the last: every interface)
   -h, --help                   this text
   --version                    print the version
 `;
@@ -183,7 +187,7 @@ export function parseListenAddress(value: string, flag: string): ListenAddress {
   // 999.999.999.999 passed as names, and the server exited 1 on ENOTFOUND or EADDRNOTAVAIL.
   const hostOk = host !== undefined && (m?.[1] !== undefined ? isIP(host) === 6 : host === '' || isIP(host) === 4 || (HOST_NAME.test(host) && !/(?:^|\.)[0-9]+$/.test(host)));
   if (!m || !hostOk || port > 65535)
-    throw new UsageError(`${flag} must be host:port with a port from 0 to 65535 (e.g. 0.0.0.0:9808, [::1]:9808, :9808), not ${JSON.stringify(value)}`);
+    throw new UsageError(`${flag} must be host:port with a port from 0 to 65535 (e.g. ${METRICS_EXAMPLES}), not ${JSON.stringify(value)}`);
   return { ...(host ? { host } : {}), port };
 }
 

@@ -1,5 +1,6 @@
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { parseFlags, parseListenAddress, UsageError } from '../../csi/flags.js';
+import { parseFlags, parseListenAddress, UsageError, USAGE } from '../../csi/flags.js';
 
 /** --metrics-address and --log-level as csi/flags.ts reads them (the process's answer: test/csi/metrics.test.ts). */
 const base = ['--endpoint', 'unix:///tmp/x.sock', '--node-id', 'n'];
@@ -24,9 +25,30 @@ describe('--metrics-address', () => {
     '%j is refused with the forms it takes',
     (value) => {
       expect(() => parseFlags([...base, '--metrics-address', value], {})).toThrow(UsageError);
-      expect(() => parseListenAddress(value, '--metrics-address')).toThrow(/^--metrics-address must be host:port with a port from 0 to 65535 \(e\.g\. 0\.0\.0\.0:9808, \[::1\]:9808, :9808\), not /);
+      expect(() => parseListenAddress(value, '--metrics-address')).toThrow(/^--metrics-address must be host:port with a port from 0 to 65535 \(e\.g\. 0\.0\.0\.0:9810, \[::1\]:9810, :9810\), not /);
     },
   );
+
+  it("its examples name deploy/'s metrics port, never the livenessprobe's in the same pod", () => {
+    const ports = (file: string, flag: string) => [...readFileSync(new URL(`../../deploy/${file}`, import.meta.url), 'utf8').matchAll(new RegExp(`${flag}=:(\\d+)`, 'g'))].map((m) => Number(m[1]));
+    const metrics = [...ports('node.yaml', '--metrics-address'), ...ports('controller.yaml', '--metrics-address')];
+    const probes = [...ports('node.yaml', '--http-endpoint'), ...ports('controller.yaml', '--http-endpoint')];
+    expect(new Set(metrics).size, 'deploy/ serves metrics on one port').toBe(1);
+    expect(probes.length).toBeGreaterThan(0);
+    expect(probes).not.toContain(metrics[0]);
+    let message = '';
+    try {
+      parseListenAddress('nonsense', '--metrics-address');
+    } catch (err) {
+      message = String(err);
+    }
+    const usageLines = USAGE.slice(USAGE.indexOf('--metrics-address'), USAGE.indexOf('-h, --help'));
+    for (const text of [usageLines, message]) {
+      const shown = [...text.matchAll(/\]?:(\d{2,5})\b/g)].map((m) => Number(m[1]));
+      expect(shown.length, text).toBeGreaterThan(0);
+      expect(new Set(shown), text).toEqual(new Set(metrics));
+    }
+  });
 
   it('is off unless given', () => {
     expect(parseFlags(base, {}).metricsAddress).toBeUndefined();

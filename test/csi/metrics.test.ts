@@ -136,7 +136,7 @@ describe('--metrics-address and --log-level at start-up', () => {
     const r = await start('--metrics-address', '[::1:9808');
     expect(r.code).toBe(2);
     expect(r.stdout).toBe('');
-    expect(r.stderr.trimEnd().split('\n')).toEqual(['twinvol-csi: --metrics-address must be host:port with a port from 0 to 65535 (e.g. 0.0.0.0:9808, [::1]:9808, :9808), not "[::1:9808" (see: twinvol-csi --help)']);
+    expect(r.stderr.trimEnd().split('\n')).toEqual(['twinvol-csi: --metrics-address must be host:port with a port from 0 to 65535 (e.g. 0.0.0.0:9810, [::1]:9810, :9810), not "[::1:9808" (see: twinvol-csi --help)']);
     expect(existsSync(s.socketPath)).toBe(false);
   });
 
