@@ -162,6 +162,20 @@ describe('twinvol --help and --version, for a person', () => {
     expect(() => JSON.parse(r.stdout)).toThrow();
   });
 
+  it('the usage line names every command the executable takes for a person (flex/verb-names.ts)', async () => {
+    const r = await runAdmin(s.env, ['--help']);
+    const usage = r.stdout.split('\n')[0];
+    const listed = [...r.stdout.matchAll(/^ {2}twinvol (\w+) /gm)].map((m) => m[1]);
+    expect(listed).toEqual(expect.arrayContaining(['volume', 'status', 'compare', 'migrate']));
+    for (const command of listed) expect(usage, command).toMatch(new RegExp(`[ |]${command}[ |]`));
+  });
+
+  it("migrate plan's help names the kubectl command whose output it needs, CronJobs included (they are suspended)", async () => {
+    const r = await runAdmin(s.env, ['migrate', 'plan', '--help']);
+    expect(r.exitCode).toBe(0);
+    expect(r.stdout.replace(/\s+/g, ' ')).toContain('kubectl get pv,pvc,pods,deploy,sts,ds,cronjobs,secrets -A -o yaml');
+  });
+
   it('--version prints the version', async () => {
     expect(await runAdmin(s.env, ['--version'])).toEqual({ exitCode: 0, stdout: expect.stringMatching(/^twinvol \d+\.\d+\.\d+\n$/), stderr: '' });
   });
