@@ -64,5 +64,30 @@ export function withNodeShebang(bundle: Buffer, node: string): Buffer {
   if (!m) throw failedPrecondition('the running bundle does not start with "#!/usr/bin/env -S node" and at most one argument, so --node cannot rewrite its first line');
   const line = Buffer.from(`#!${node}${m[1] ?? ''}\n`);
   if (line.length > SHEBANG_MAX) throw invalidArgument(`--node ${JSON.stringify(node.slice(0, 80))} makes a first line of ${line.length} bytes; the kernel reads ${SHEBANG_MAX}`);
-  return Buffer.concat([line, bundle.subarray(m[0].length)]);
+  const rest = bundle.subarray(m[0].length);
+  return Buffer.concat([line, line.length === m[0].length ? rest : withIndexShifted(rest, line.length - m[0].length)]);
+}
+
+declare const __TWINVOL_PACKED_MARKER__: string;
+
+/**
+ * `rest` with its packed modules' index moved by `delta` bytes. The index (the last line: see
+ * scripts/build.mjs packedTrailer, read by flex/packed-modules.ts readIndex) gives each blob in the
+ * executable itself as an offset from the file's start, so a first line of another length left the
+ * dispatcher read at the wrong bytes: every verb but `init` answered "Decompression failed". Blobs in
+ * the file beside (an entry's fourth field) are counted from that file's start and stay.
+ */
+function withIndexShifted(rest: Buffer, delta: number): Buffer {
+  const marker = `//${__TWINVOL_PACKED_MARKER__}`;
+  const at = rest.lastIndexOf(marker);
+  const end = rest.indexOf(0x0a, at);
+  let index: unknown;
+  try {
+    index = at < 0 ? undefined : JSON.parse(rest.subarray(at + marker.length, end < 0 ? undefined : end).toString('latin1'));
+  } catch {
+    index = undefined;
+  }
+  if (typeof index !== 'object' || index === null) throw failedPrecondition('the running bundle has no packed modules index, so --node cannot rewrite its first line');
+  const shifted = Object.fromEntries(Object.entries(index).map(([name, entry]: [string, unknown]) => [name, Array.isArray(entry) && entry.length === 3 && typeof entry[0] === 'number' ? [entry[0] + delta, ...entry.slice(1)] : entry]));
+  return Buffer.concat([rest.subarray(0, at), Buffer.from(`${marker}${JSON.stringify(shifted)}`, 'latin1'), end < 0 ? Buffer.alloc(0) : rest.subarray(end)]);
 }

@@ -257,6 +257,23 @@ const installWith = (bin: string, ...extra: string[]) => collect(bin, ['install'
 const initWithoutNodeOnPath = () => collect(installed, ['init'], { env: { PATH: join(s.root, 'empty-bin'), TWINVOL_CONFIG: s.env.TWINVOL_CONFIG! } });
 const firstLine = (path: string) => readFileSync(path, 'latin1').split('\n', 1)[0];
 
+/** A link to this Node under the scratch root, at `dir`/node. */
+function linkedNode(dir: string): string {
+  mkdirSync(join(s.root, dir), { recursive: true });
+  const link = join(s.root, dir, 'node');
+  if (!existsSync(link)) symlinkSync(process.execPath, link);
+  return link;
+}
+
+/** The installed driver runs a CLI command (the modules beside it) and a verb that loads the dispatcher, with no node on PATH. */
+async function expectVerbsRun(): Promise<void> {
+  const made = await collect(installed, ['volume', 'create', 'vol-1', '--backend', 'dir', '--size', '1Mi'], { env: { PATH: '/usr/bin:/bin', ...s.env } });
+  expect(made.code, made.stderr).toBe(0);
+  const env = { ...s.env, PATH: join(s.root, 'empty-bin') };
+  const named = await collect(installed, ['getvolumename', '{"volumeId":"vol-1","kubernetes.io/pvOrVolumeName":"pv-1"}'], { env });
+  expect(JSON.parse(named.stdout), named.stdout + named.stderr).toEqual({ status: 'Success', volumeName: 'vol-1' });
+}
+
 /** An executable shell script at `name` under the scratch root that prints `version` for --version. */
 function fakeNode(name: string, body: string): string {
   const path = join(s.root, name);
@@ -274,18 +291,31 @@ function expectUsageError(r: Collected, words: RegExp): void {
 }
 
 describe('twinvol install flex --node', () => {
-  it('names that node in the first line, keeps the rest byte for byte, and the driver runs with no node on PATH', async () => {
+  it('names that node in the first line, keeps the code byte for byte, and the driver runs with no node on PATH', async () => {
     const r = await installWith(BUNDLE, '--node', process.execPath);
     expect(r.code).toBe(0);
     const bundle = readFileSync(BUNDLE);
     const copy = readFileSync(installed);
     expect(firstLine(BUNDLE)).toBe('#!/usr/bin/env -S node --no-warnings');
     expect(firstLine(installed)).toBe(`#!${process.execPath} --no-warnings`);
-    const rest = (b: Buffer) => b.subarray(b.indexOf(0x0a) + 1);
-    expect(rest(copy).equals(rest(bundle))).toBe(true);
+    // All but the first line and the last, the packed modules' index, whose offsets move with the first.
+    const code = (b: Buffer) => b.subarray(b.indexOf(0x0a) + 1, b.lastIndexOf(0x0a, b.length - 2));
+    expect(code(copy).equals(code(bundle))).toBe(true);
     expect(statSync(installed).mode & 0o7777).toBe(0o755);
     expect(JSON.parse((await initWithoutNodeOnPath()).stdout)).toEqual({ status: 'Success', capabilities: { fsGroup: false } });
+    await expectVerbsRun();
   });
+
+  // init is the one verb that runs without the dispatcher, which the executable carries at offsets its
+  // index counts from the file's start: a first line of another length once broke every other verb
+  // ("Decompression failed"), shorter (/usr/bin/node) or longer (a path under the scratch root).
+  it.each([['shorter', () => process.execPath], ['longer', () => linkedNode('a-rather-long-directory-name/for-node/bin')]])(
+    'with a first line %s than the env line, the verbs that run the dispatcher and the CLI beside it run too',
+    async (_, node) => {
+      expect((await installWith(BUNDLE, '--node', node())).code).toBe(0);
+      await expectVerbsRun();
+    },
+  );
 
   it('without it, the same call needs node on PATH: what --node saves kubelet from', async () => {
     expect((await installWith(BUNDLE)).code).toBe(0);
