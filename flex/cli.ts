@@ -276,7 +276,7 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
               .positional('volume', { type: 'string', demandOption: true, describe: "the volume id (the CSI PV's volumeHandle)" })
               .option('pv', { requiresArg: true, type: 'string', describe: 'the old FlexVolume PV (YAML or JSON): its driver, options and fsType' })
               .option('csi-endpoint', { requiresArg: true, type: 'string', describe: 'a running CSI server (unix:///path); default: a private twinvol-csi on a temporary socket' })
-              .option('csi-bin', { requiresArg: true, type: 'string', describe: 'the twinvol-csi to start (default: ../csi/twinvol-csi beside this executable)' })
+              .option('csi-bin', { requiresArg: true, type: 'string', describe: 'the twinvol-csi to start (default: beside this executable, or ../csi/twinvol-csi)' })
               .option('plugin-dir', { requiresArg: true, type: 'string', default: DEFAULT_FLEX_PLUGIN_DIR, describe: "kubelet's --volume-plugin-dir, where an exec volume's driver is" })
               .option('vendor', { requiresArg: true, type: 'string', default: DEFAULT_VENDOR, describe: 'twinvol is <vendor>/twinvol in the PVs' })
               .option('json', { type: 'boolean', default: false, describe: 'one JSON object instead of lines' }),

@@ -1,5 +1,5 @@
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { loopDevices, readMounts, run } from '../shared/index.js';
 
 /**
@@ -63,4 +63,13 @@ export async function releaseWorld(root: string): Promise<void> {
   const left = mountsUnder(root);
   if (left.length) throw new Error(`could not unmount ${left.join(', ')}; ${root} is left in place`);
   rmSync(root, { recursive: true, force: true });
+}
+
+/**
+ * The twinvol-csi that `compare` and `migrate verify` start privately: beside this executable, as the
+ * image installs both in /usr/local/bin (deploy/image/Containerfile), else where `npm run build` puts
+ * it (dist/csi/twinvol-csi from dist/flex/twinvol). Undefined: in neither place.
+ */
+export function csiServerNear(executable: string): string | undefined {
+  return [join(dirname(executable), 'twinvol-csi'), join(dirname(executable), '../csi/twinvol-csi')].find((path) => existsSync(path));
 }

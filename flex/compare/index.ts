@@ -1,9 +1,9 @@
-import { accessSync, constants, existsSync, mkdtempSync, statSync, writeFileSync } from 'node:fs';
+import { accessSync, constants, mkdtempSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { loadConfig, openCore } from '../../shared/index.js';
 import { onInterrupt } from '../interrupt.js';
-import { releaseWorld, worldIn } from '../scratch-world.js';
+import { csiServerNear, releaseWorld, worldIn } from '../scratch-world.js';
 import { PrivateCsi } from './csi-server.js';
 import { runFlex } from './kubelet-flex.js';
 import { renderHtml } from './html.js';
@@ -64,7 +64,7 @@ export function compareUsage(a: CompareArgs): CompareOptions | string {
     const dir = dirname(resolve(a.html));
     if (!isDir(dir)) return `--html ${JSON.stringify(a.html)}: directory ${dir} does not exist`;
   }
-  const csiBin = a.csiServer ?? [join(dirname(a.flexBin), 'twinvol-csi'), join(dirname(a.flexBin), '../csi/twinvol-csi')].find(existsSync);
+  const csiBin = a.csiServer ?? csiServerNear(a.flexBin);
   if (!csiBin) return `twinvol-csi not found beside ${a.flexBin} (nor in ../csi/): name it with --csi-server`;
   // X_OK alone passes a directory (searchable is "executable" to access(2)); spawning it then fails with EACCES.
   if (!isFile(csiBin) || !executable(csiBin)) return `--csi-server ${JSON.stringify(csiBin)} is not an executable file`;

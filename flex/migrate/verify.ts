@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { asTwinvolError, type Config, type Core, DEFAULT_PLUGIN_DIR, loopDevices, openCore, releaseAttachment, run, validateVolumeId, type VolumeId, type VolumeRecord } from '../../shared/index.js';
-import { mountsUnder } from '../scratch-world.js';
+import { csiServerNear, mountsUnder } from '../scratch-world.js';
 import { CsiSide, socketOf } from './verify-csi.js';
 import { KubeletFlex, mounted } from './verify-flex.js';
 import { type FlexPv, readFlexPv } from './verify-pv.js';
@@ -55,10 +55,10 @@ export function verifyUsage(a: { volume: string; pv?: string; csiEndpoint?: stri
       return err instanceof Error ? err.message : String(err);
     }
   }
-  // twinvol-csi beside this executable: dist/csi/twinvol-csi from dist/flex/twinvol.
-  const csiBin = a.csiBin ?? join(dirname(dirname(a.self)), 'csi/twinvol-csi');
-  if (a.csiEndpoint === undefined && !existsSync(csiBin)) return `no CSI server to start: ${csiBin} does not exist (give --csi-bin FILE or --csi-endpoint unix:///path)`;
-  return { volumeId, ...(pv ? { pv } : {}), ...(a.csiEndpoint ? { endpoint: a.csiEndpoint } : {}), csiBin, pluginDir: a.pluginDir ?? DEFAULT_PLUGIN_DIR, vendor: a.vendor ?? 'twinvol', json: a.json, self: a.self };
+  const csiBin = a.csiBin ?? csiServerNear(a.self);
+  if (a.csiEndpoint === undefined && (csiBin === undefined || !existsSync(csiBin)))
+    return `no CSI server to start: ${csiBin ?? `twinvol-csi is neither beside ${a.self} nor in ../csi/`}${csiBin ? ' does not exist' : ''} (give --csi-bin FILE or --csi-endpoint unix:///path)`;
+  return { volumeId, ...(pv ? { pv } : {}), ...(a.csiEndpoint ? { endpoint: a.csiEndpoint } : {}), csiBin: csiBin ?? '' /* unused: --csi-endpoint names the server */, pluginDir: a.pluginDir ?? DEFAULT_PLUGIN_DIR, vendor: a.vendor ?? 'twinvol', json: a.json, self: a.self };
 }
 
 /**

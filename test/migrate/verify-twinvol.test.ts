@@ -1,9 +1,10 @@
-import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { mountCap, stagingPath, targetPath } from '../csi/helpers/requests.js';
-import { launchCsi } from '../csi/helpers/server.js';
-import { expectSuccess, flexOptions, runAdmin, runFlex } from '../helpers/flex-runner.js';
+import { CSI_BIN, launchCsi } from '../csi/helpers/server.js';
+import { collect } from '../helpers/collect.js';
+import { expectSuccess, FLEX_BUILDS, flexOptions, runAdmin, runFlex } from '../helpers/flex-runner.js';
 import { deviceMountPath } from '../helpers/kubelet-paths.js';
 import { leftovers, parseReport, useVerifyWorld, verify, type VerifyJson, writeRichTree, writeUnderFlex } from './verify-world.js';
 
@@ -152,6 +153,23 @@ describe('migrate verify: twinvol volumes', () => {
       await ok('unmountdevice', global);
       await ok('detach', 'pv-busy', 'node-a');
     }
+  });
+
+  // deploy/image/Containerfile installs twinvol and twinvol-csi side by side in /usr/local/bin: verify
+  // once looked only in ../csi/ (dist/'s layout) and stopped with "no CSI server to start" there.
+  it('starts the twinvol-csi beside the executable, as the image installs them', { timeout: SLOW }, async () => {
+    const s = world();
+    expect((await runAdmin(s.env, ['volume', 'create', 'side-1', '--backend', 'dir', '--size', '16Mi'])).exitCode).toBe(0);
+    const bin = join(s.root, 'usr-local-bin');
+    mkdirSync(bin);
+    const flexDir = dirname(FLEX_BUILDS.bundle);
+    for (const name of ['twinvol', 'twinvol.modules', 'twinvol-mount.node']) copyFileSync(join(flexDir, name), join(bin, name));
+    copyFileSync(CSI_BIN, join(bin, 'twinvol-csi'));
+    const r = await collect(join(bin, 'twinvol'), ['migrate', 'verify', 'side-1', '--json'], { env: { PATH: '/usr/bin:/bin', ...s.env } });
+    expect(r.code, r.stderr).toBe(0);
+    const report = parseReport({ exitCode: r.code ?? -1, stdout: r.stdout, stderr: r.stderr });
+    expect(report.verdict, report.error).toBe('match');
+    expect(report.csi).toBe(`private twinvol-csi (${join(bin, 'twinvol-csi')})`);
   });
 
   it('bad input is one line on stderr, exit 2 for what does not parse and 1 for what is not there', async () => {
