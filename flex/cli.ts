@@ -260,7 +260,7 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
               .option('prefer', { requiresArg: true, choices: ['exec', 'vendor'] as const, default: 'exec' as const, describe: "vendor: a driver with a built-in mapping (k8s/nfs, fstab/cifs, microsoft.com/smb, azure/blobfuse) moves to its vendor's CSI driver; exec: behind twinvol-csi's exec backend" })
               .option('mapping', { type: 'string', nargs: 1, default: [] as string[], coerce: asList, describe: 'a YAML file of mappings to other CSI drivers (applied whatever --prefer says); repeatable' })
               .option('exec', { type: 'boolean', default: true, describe: 'move drivers without a mapping behind the exec backend (--no-exec: skip them)' })
-              .option('out', { requiresArg: true, type: 'string', describe: 'write numbered manifests, rollback/, STEPS.md, migrate.sh and rollback.sh to this new or empty directory' }),
+              .option('out', { requiresArg: true, type: 'string', describe: 'write numbered manifests, rollback/, pods/ (bare pods to re-create, if any), STEPS.md, migrate.sh and rollback.sh to this new or empty directory' }),
           async (a) => {
             // flex/migrate/ parses YAML: packed on its own (scripts/build.mjs), loaded only here.
             if (!load) throw new Error('migrate plan is only available in the built executable');

@@ -174,6 +174,8 @@ describe('twinvol --help and --version, for a person', () => {
     const r = await runAdmin(s.env, ['migrate', 'plan', '--help']);
     expect(r.exitCode).toBe(0);
     expect(r.stdout.replace(/\s+/g, ' ')).toContain('kubectl get pv,pvc,pods,deploy,sts,ds,cronjobs,secrets -A -o yaml');
+    // --out writes pods/ too (flex/migrate/emit.ts): the bare pods migrate.sh deletes and re-creates.
+    expect(r.stdout.replace(/\s+/g, ' ')).toMatch(/--out write numbered manifests, rollback\/, pods\//);
   });
 
   it('--version prints the version', async () => {
