@@ -158,7 +158,7 @@ describe('twinvol compare', () => {
     [['--html', '/nonexistent-twinvol-dir/report.html'], /--html .* does not exist/],
     [['--html', '/tmp'], /--html "\/tmp" is a directory/],
     [['--html', '/tmp/'], /--html "\/tmp\/" is a directory/],
-    [['--html', ''], /--html must name a file/],
+    [['--html', ''], /--html is given an empty value/],
     [['--csi-server', '/nonexistent-twinvol-csi'], /--csi-server .* is not an executable file/],
     [['--csi-server', '/tmp'], /--csi-server "\/tmp" is not an executable file/],
   ])('%j: exit 2, one line, nothing created', async (args, message) => {
