@@ -290,24 +290,28 @@ export class ExecService {
           // An inline volume's record goes with its last mount (csi/node.ts NodeUnpublishVolume).
           const { id, driver } = await this.registered(r.volume_id, r.volume_context, cap, inline ? 'pod' : undefined);
           note({ driver: driver.full });
-          // No staging path: a driver that does not attach mounts the target itself (no stage step); one
-          // that attaches has STAGE_UNSTAGE_VOLUME, and a publish without its staging skipped a step.
-          if (!r.staging_target_path && (await this.serving.capabilities(driver)).attach)
-            throw failedPrecondition(`staging_target_path is required: the FlexVolume driver ${driver.full} attaches, so its volumes are staged before they are published`);
-          const stagingPath = r.staging_target_path ? await checkedPathUnder(r.staging_target_path, kubeletDir, 'staging_target_path') : undefined;
-          await publish(this.core, id, target, {
-            readonly: r.readonly || cap.readerOnly,
-            access: accessRequestOf(cap),
-            via: 'csi',
-            ...(stagingPath !== undefined ? { stagingPath } : {}),
-            ...(cap.mountGroup !== undefined ? { fsGroup: cap.mountGroup } : {}),
-            ...podOf(r.volume_context),
-            secrets: r.secrets,
-          }).catch(async (err: unknown) => {
-            // A failed inline publish that left a mount keeps its record (shared/core/publishing.ts): kubelet unpublishes it.
+          try {
+            // No staging path: a driver that does not attach mounts the target itself (no stage step); one
+            // that attaches has STAGE_UNSTAGE_VOLUME, and a publish without its staging skipped a step.
+            if (!r.staging_target_path && (await this.serving.capabilities(driver)).attach)
+              throw failedPrecondition(`staging_target_path is required: the FlexVolume driver ${driver.full} attaches, so its volumes are staged before they are published`);
+            const stagingPath = r.staging_target_path ? await checkedPathUnder(r.staging_target_path, kubeletDir, 'staging_target_path') : undefined;
+            await publish(this.core, id, target, {
+              readonly: r.readonly || cap.readerOnly,
+              access: accessRequestOf(cap),
+              via: 'csi',
+              ...(stagingPath !== undefined ? { stagingPath } : {}),
+              ...(cap.mountGroup !== undefined ? { fsGroup: cap.mountGroup } : {}),
+              ...podOf(r.volume_context),
+              secrets: r.secrets,
+            });
+          } catch (err) {
+            // Registered above, whatever failed since (the driver's init, a bad staging path, the mount):
+            // an inline volume's record goes unless a mount was left (shared/core/publishing.ts), which
+            // kubelet then unpublishes.
             if (inline) await endInlineIfUnmounted(this.core, id).catch(() => undefined);
             throw err;
-          });
+          }
           return {};
         }, at((r) => r.target_path)),
         (r) => this.isExecVolume(r.volume_id, r.volume_context),

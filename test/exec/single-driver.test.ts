@@ -15,7 +15,7 @@ import { useExecServer } from './helpers.js';
 const tmpfs = useExecServer(() => ['--backends', 'exec', '--flex-driver', 'acme/tmpfs']);
 const loop = useExecServer(() => ['--backends', 'exec', '--flex-driver', 'acme/loop']);
 const host = useExecServer(() => ['--flex-exec', 'host']);
-const allowed = useExecServer(() => ['--flex-inline', 'acme/tmpfs', '--flex-inline', 'acme/verbose', '--flex-inline', 'acme/halfway']);
+const allowed = useExecServer(() => ['--flex-inline', 'acme/tmpfs', '--flex-inline', 'acme/verbose', '--flex-inline', 'acme/halfway', '--flex-inline', 'acme/missing']);
 
 const controllerCaps = async (csi: typeof tmpfs) => (await csi.ctl('ControllerGetCapabilities', {})).capabilities.map((c) => c.rpc.type).sort();
 const nodeCaps = async (csi: typeof tmpfs) => (await csi.node('NodeGetCapabilities', {})).capabilities.map((c) => c.rpc.type).sort();
@@ -116,6 +116,16 @@ describe('exec backend: inline volumes', () => {
     expect(await coreIn(allowed.s).catalog.getVolume(vid('csi-inline'))).toMatchObject({ lifetime: 'pod' });
     await allowed.node('NodeUnpublishVolume', { volume_id: 'csi-inline', target_path: target });
     expect(readMounts().filter((m) => m.mountPoint === target)).toHaveLength(0);
+    expect(await coreIn(allowed.s).catalog.getVolume(vid('csi-inline'))).toBeUndefined();
+  });
+
+  it('an inline publish refused before it reaches the driver leaves no record either: a driver not installed, a bad staging path', async () => {
+    expect(await publishInline(allowed, inline({ backend: 'exec', driver: 'acme/missing' }))).toMatchObject({ code: 'FAILED_PRECONDITION' });
+    expect(await coreIn(allowed.s).catalog.getVolume(vid('csi-inline'))).toBeUndefined();
+    const badStaging = await outcome(
+      allowed.node('NodePublishVolume', { volume_id: 'csi-inline', target_path: targetPath(allowed.s.kubeletDir, 'uid-inline', 'csi-inline'), staging_target_path: '/etc/x', volume_capability: mountCap(), volume_context: inline({ backend: 'exec', driver: 'acme/tmpfs' }) }),
+    );
+    expect(badStaging).toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('staging_target_path') });
     expect(await coreIn(allowed.s).catalog.getVolume(vid('csi-inline'))).toBeUndefined();
   });
 });
