@@ -43,13 +43,14 @@ export interface CompareArgs {
 export const MAX_ROUNDS = 1000;
 const NODE = 'compare-node';
 
+/** --backend's value for every backend of the workload. */
+const ALL = 'all';
+
 /**
  * The command line's values checked before anything is made: the options, or one line saying what is
  * wrong (exit 2). twinvol-csi is looked for beside the FlexVolume executable, and where `npm run build`
  * puts it (dist/csi/twinvol-csi from dist/flex/twinvol).
  */
-/** --backend's value for every backend of the workload. */
-const ALL = 'all';
 
 export function compareUsage(a: CompareArgs): CompareOptions | string {
   const wanted = a.backend ?? ALL;

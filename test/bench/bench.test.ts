@@ -55,7 +55,7 @@ const REFERENCE = [
   ...LIFECYCLE.map((m) => `reference.rpc.${m}.p50`),
 ];
 
-it('npm run bench --short --json prints every row, each a positive ratio to its reference', async () => {
+it('npm run bench -- --short --json prints every row, each a positive ratio to its reference', async () => {
   const env = { ...process.env };
   delete env.NODE_EXTRA_CA_CERTS;
   const { stdout } = await promisify(execFile)(process.execPath, ['scripts/bench.mjs', '--short', '--json'], { cwd: ROOT, env, maxBuffer: 64 * 2 ** 20 });
