@@ -105,11 +105,15 @@ describe('the environment kubelet gives', () => {
     expect(readdirSync(s.kubeletDir)).toEqual([]);
   });
 
-  // Once a bug: "help" and "--help" printed yargs usage text; any verb but kubelet's (and "volume") is Not supported.
-  // --help and --version answer a person (test/flex/cli.test.ts); any other word kubelet does not
-  // send, "help" included, is still a reply.
+  // Once a bug: "help" printed yargs usage text; any word but kubelet's verbs and the admin commands is
+  // Not supported. A word that starts with "-", which kubelet never sends, is a person's command line
+  // (flex/verb-names.ts isAdminCommand): --help answers with usage, a malformed flag with one line, exit 2
+  // (test/flex/cli.test.ts), and neither is ever taken for a reply.
   it('help and other unknown words are not kubelet verbs: they answer Not supported, not usage text', async () => {
-    for (const verb of ['help', '-help', '--HELP', 'version']) expect(replyOf(await call([verb]))).toEqual({ status: 'Not supported' });
+    for (const verb of ['help', 'version', 'Init', 'HELP']) expect(replyOf(await call([verb]))).toEqual({ status: 'Not supported' });
+    const flag = await call(['--HELP']);
+    expect(flag).toMatchObject({ exitCode: 2, stdout: '' });
+    expect(flag.stderr.trimEnd().split('\n')).toHaveLength(1);
   });
 });
 
