@@ -214,7 +214,10 @@ export async function inventory(core: Core, opts: InventoryOptions = {}): Promis
   const registered = new Set(nodes.map((n) => n.nodeId));
   for (const v of volumes)
     for (const a of v.attachments) {
-      if (!registered.has(a.node))
+      // An implicit attachment (a FlexVolume mount on an install without attach, a CSI inline volume) is
+      // made by the node itself for its own staging, never by an attach that names the node and so
+      // registers it (flex/verbs.ts attach): its node need not be registered.
+      if (!registered.has(a.node) && !a.implicit)
         problems.push({ kind: 'attachment-to-unregistered-node', subject: a.node, volumeId: v.id, detail: `volume ${v.id} is attached to node ${a.node}, which is not registered: if that node is gone, twinvol volume release ${v.id} --node ${a.node} --force` });
       if (a.node === config.nodeName && a.inUse && recordsRead && !stagedHere.has(v.id))
         problems.push({ kind: 'staged-mark-without-staging', subject: a.node, volumeId: v.id, detail: `the catalog marks volume ${v.id} staged on this node, which has no staging of it (a reboot?): a detach would keep it fenced until an unstage of it runs here` });

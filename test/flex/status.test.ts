@@ -212,6 +212,17 @@ describe('twinvol status', () => {
     expect(inventory.problems[0]?.detail).toContain('twinvol volume release dir --node node-b --force');
   });
 
+  it('counts the attachment of a mount on an install without attach as consistent: no attach ever registered its node', async () => {
+    // Once reported as an attachment to an unregistered node, for a world twinvol made itself.
+    writeFileSync(s.env.TWINVOL_CONFIG ?? '', JSON.stringify({ flexAttach: false }));
+    await createVolume('na', '--backend', 'dir', '--size', '1Mi');
+    await ok('mount', podVolumeDir(s.kubeletDir, 'pod-na', 'pv-na'), mountOptions('pv-na', podNamed('pod-na'), { volumeId: 'na' }));
+    const { exitCode, inventory } = await status();
+    expect(inventory.volumes.map((v) => v.attachments.map((a) => [a.node, a.implicit]))).toEqual([[['node-a', true]]]);
+    expect(inventory.nodes).toEqual([]);
+    expect({ exitCode, problems: inventory.problems }).toEqual({ exitCode: 0, problems: [] });
+  });
+
   it('names a record that does not parse, and still reports the rest', async () => {
     await createVolume('good', '--backend', 'dir', '--size', '1Mi');
     await createVolume('bad', '--backend', 'dir', '--size', '1Mi');
