@@ -133,8 +133,9 @@ async function publishEphemeral(core: Core, id: VolumeId, target: string, cap: C
   if (cap.access !== 'mount') throw invalidArgument('an inline volume is a filesystem: use mount access');
   await createVolume(core, ephemeralSpec(id, r.volume_context));
   try {
-    // A reader-only mode publishes read-only whatever readonly says, as for a staged volume (publishStaged).
-    await publish(core, id, target, { readonly: r.readonly || cap.readerOnly, fsGroup: cap.mountGroup, mountFlags: cap.mountFlags, via: 'csi' });
+    // A reader-only mode publishes read-only whatever readonly says, as for a staged volume (publishStaged),
+    // told apart from readonly for the repeat of a publish an older twinvol made (PublishOptions.readerOnly).
+    await publish(core, id, target, { readonly: r.readonly, readerOnly: cap.readerOnly, fsGroup: cap.mountGroup, mountFlags: cap.mountFlags, via: 'csi' });
   } catch (err) {
     await endInlineIfUnmounted(core, id).catch(() => undefined);
     throw err;

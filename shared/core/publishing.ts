@@ -16,7 +16,16 @@ import { attach, attachmentOf, releaseImplicitAttachment } from './attachments.j
 import { readOnlyIfAttachedSo, readsOnly, releaseOrphanedAttachment, requireSameVolume, stageLocked, type TeardownOptions, unstageLocked } from './staging.js';
 
 export interface PublishOptions {
+  /** What the request asks (CSI readonly, FlexVolume kubernetes.io/readwrite ro). */
   readonly: boolean;
+  /**
+   * An inline volume's access mode lets the pod only read (CSI *_READER_ONLY): published read-only
+   * whatever `readonly` says. Apart from `readonly` because releases before commit 6f878c4 published
+   * such a volume as `readonly` said, read-write, and kubelet's repeat of that very request after an
+   * upgrade is answered as its own (a staged volume's publish was always held, and its caller folds
+   * the mode into `readonly`: a publish made read-write is then another request's).
+   */
+  readerOnly?: boolean;
   /** The staging path to publish from; without it, the volume's staging on this node (or an implicit one). */
   stagingPath?: string;
   /** Raw block: bind the device node onto a file at the target. */
@@ -46,8 +55,9 @@ export async function publish(core: Core, id: VolumeId, targetPath: string, opts
   const stagingPath = opts.stagingPath && (await checkedPathUnder(opts.stagingPath, core.config.kubeletDir, 'staging path'));
   return core.nodeState.lockVolume(id, async () => {
     const volume = await core.catalog.requireVolume(id);
+    // What the request itself says: a publish made as it said answers its repeat (see readerOnly).
     const asked = opts.readonly;
-    opts = readOnlyIfAttachedSo(volume, core, opts);
+    opts = readOnlyIfAttachedSo(volume, core, opts.readerOnly ? { ...opts, readonly: true } : opts);
     if (opts.claims) refuseContradiction(volume, opts.claims);
     if (opts.access) requireAccess(volume, opts.access);
     if (opts.access?.singleWriter) await requireNoOtherPublish(core, id, target);

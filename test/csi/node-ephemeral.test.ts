@@ -1,6 +1,7 @@
 // NodePublishVolume of an inline (ephemeral) volume: the volume is made by the publish and removed
 // by the unpublish (csi/ephemeral.ts). Apart from test/csi/node.test.ts so that neither passes 400 lines.
-import { existsSync, lstatSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, lstatSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { mountAt } from '../../shared/mountinfo.js';
@@ -84,6 +85,29 @@ describe('inline ephemeral volumes', () => {
       }
       expect(record(id)).toBeUndefined();
     }
+    expect(mountsBelow(csi.s.root)).toEqual([]);
+  });
+
+  it('a reader-only publish an older twinvol made read-write still answers the same request, and goes with its unpublish', async () => {
+    // Releases before the reader-only hold of inline volumes published them as readonly said. Once the
+    // repeat of that very request (after a node plugin upgrade) was ALREADY_EXISTS "published read-write".
+    const id = 'csi-rox-older';
+    const t = targetPath(csi.s.kubeletDir, 'pod-rox-older', 'scratch');
+    const req = { volume_id: id, target_path: t, volume_capability: mountCap('', 'SINGLE_NODE_READER_ONLY'), volume_context: ephemeral({ size: '16Mi' }), readonly: false };
+    await node('NodePublishVolume', req);
+    // As the older release left it: its record says read-write, and so does the mount.
+    const mounts = join(csi.s.stateDir, 'mounts');
+    const [file = ''] = readdirSync(mounts).filter((n) => n.startsWith(`${id}@`));
+    const written = JSON.parse(readFileSync(join(mounts, file), 'utf8'));
+    writeFileSync(join(mounts, `${file}.new`), JSON.stringify({ ...written, readonly: false }));
+    renameSync(join(mounts, `${file}.new`), join(mounts, file));
+    execFileSync('mount', ['-o', 'remount,bind,rw', t]);
+    try {
+      await node('NodePublishVolume', req);
+    } finally {
+      await node('NodeUnpublishVolume', { volume_id: id, target_path: t });
+    }
+    expect(record(id)).toBeUndefined();
     expect(mountsBelow(csi.s.root)).toEqual([]);
   });
 
