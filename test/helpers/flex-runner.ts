@@ -37,10 +37,11 @@ export interface FlexResult {
  * Runs the bundled executable the way kubelet does: a fresh process, argv as given, stdin closed,
  * cwd "/", a bare environment (a plain PATH, no HOME), stdout and stderr read as ONE document.
  * Throws if that document is not a single JSON object: that alone would fail a real kubelet call.
+ * `bin`: another build of the executable (test/upgrade runs an older release's).
  */
-export function runFlex(env: Record<string, string>, argv: readonly string[]): Promise<FlexResult> {
+export function runFlex(env: Record<string, string>, argv: readonly string[], bin = FLEX_BIN): Promise<FlexResult> {
   return new Promise((done, fail) => {
-    const child = spawn(FLEX_BIN, [...argv], {
+    const child = spawn(bin, [...argv], {
       cwd: '/',
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { PATH: '/usr/bin:/bin', ...env },
@@ -113,21 +114,21 @@ export function runCli(env: Record<string, string>, args: readonly string[]): Pr
 }
 
 /** Any command of the administrator's CLI (`twinvol node list`, `twinvol volume ...`). */
-export async function runAdmin(env: Record<string, string>, args: readonly string[]): Promise<CliResult> {
-  const { code, stdout, stderr } = await collect(FLEX_BIN, args, { env: { PATH: '/usr/bin:/bin', ...env } });
+export async function runAdmin(env: Record<string, string>, args: readonly string[], bin = FLEX_BIN): Promise<CliResult> {
+  const { code, stdout, stderr } = await collect(bin, args, { env: { PATH: '/usr/bin:/bin', ...env } });
   return { exitCode: code ?? -1, stdout, stderr };
 }
 
-/** The calls a FlexVolume suite makes, bound to whichever scratch world the current test uses. */
-export function flexSession(env: () => Record<string, string>) {
-  const flex = (...argv: string[]) => runFlex(env(), argv);
+/** The calls a FlexVolume suite makes, bound to whichever scratch world the current test uses (and to `bin`, the executable). */
+export function flexSession(env: () => Record<string, string>, bin = FLEX_BIN) {
+  const flex = (...argv: string[]) => runFlex(env(), argv, bin);
   return {
     flex,
     /** A call that must succeed. */
     ok: async (...argv: string[]) => expectSuccess(await flex(...argv)),
     /** The administrator's `twinvol volume create`, which must succeed quietly. */
     async createVolume(id: string, ...args: string[]): Promise<void> {
-      const r = await runCli(env(), ['create', id, ...args]);
+      const r = await runAdmin(env(), ['volume', 'create', id, ...args], bin);
       if (r.exitCode !== 0 || r.stderr !== '') throw new Error(`volume create ${id} failed (exit ${r.exitCode}): ${r.stderr}`);
     },
   };
