@@ -100,13 +100,16 @@ export async function statusOf(r: Release, env: Record<string, string>): Promise
 /** A suite's title, saying why it skips when it does (vitest names skipped suites, not their reasons). */
 export const suiteTitle = (title: string): string => (SKIP_WHY ? `${title} (skipped: ${SKIP_WHY})` : title);
 
-/** One CSI server at a time on a test's scratch world: `serve` stops whichever runs and starts `release`'s there. */
-export function csiServers(scratch: () => CsiScratch): { serve(release: Release): Promise<RunningCsi>; stop(): Promise<void> } {
+/**
+ * One CSI server at a time on a test's scratch world: `serve` stops whichever runs and starts
+ * `release`'s there, with `args` (further flags) added.
+ */
+export function csiServers(scratch: () => CsiScratch, args: () => string[] = () => []): { serve(release: Release): Promise<RunningCsi>; stop(): Promise<void> } {
   let running: RunningCsi | undefined;
   return {
     async serve(release) {
       await running?.stop();
-      running = await launchCsi(scratch(), { command: [process.execPath, release.csi] });
+      running = await launchCsi(scratch(), { command: [process.execPath, release.csi], args: args() });
       return running;
     },
     async stop() {
