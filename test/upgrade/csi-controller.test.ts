@@ -73,5 +73,24 @@ describe.skipIf(SKIP_WHY)(suiteTitle('CSI controller across a rolling upgrade'),
       expect((await last.call('Controller', 'ListVolumes', {})).entries).toEqual([]);
       expect((await last.call('Controller', 'ListSnapshots', {})).entries).toEqual([]);
     });
+
+    it(`${fromName} cuts a group snapshot; ${toName} repeats it, reads it, restores a member and deletes it`, async () => {
+      const [from, to] = [release(fromName), release(toName)];
+      const first = await serve(from);
+      for (const v of VOLUMES.slice(0, 2)) await first.call('Controller', 'CreateVolume', v);
+      const ids = VOLUMES.slice(0, 2).map((v) => v.name);
+      const made = (await first.call('GroupController', 'CreateVolumeGroupSnapshot', { name: 'nightly', source_volume_ids: ids })).group_snapshot;
+      const ctl = await serve(to);
+      // The snapshotter repeats a create whose answer it lost; the source order is not the question.
+      const again = (await ctl.call('GroupController', 'CreateVolumeGroupSnapshot', { name: 'nightly', source_volume_ids: [...ids].reverse() })).group_snapshot;
+      expect(again.snapshots.map((m) => m.snapshot_id).sort()).toEqual(made.snapshots.map((m) => m.snapshot_id).sort());
+      const got = (await ctl.call('GroupController', 'GetVolumeGroupSnapshot', { group_snapshot_id: made.group_snapshot_id })).group_snapshot;
+      expect(got.snapshots.map((m) => m.source_volume_id).sort()).toEqual([...ids].sort());
+      const member = made.snapshots.find((m) => m.source_volume_id === 'ctl-ext4');
+      await ctl.call('Controller', 'CreateVolume', { name: 'ctl-from-group', volume_capabilities: [mountCap('ext4')], parameters: { backend: 'block' }, capacity_range: size(32 * MiB), volume_content_source: { snapshot: { snapshot_id: member?.snapshot_id ?? '' } } });
+      await ctl.call('GroupController', 'DeleteVolumeGroupSnapshot', { group_snapshot_id: made.group_snapshot_id, snapshot_ids: made.snapshots.map((m) => m.snapshot_id) });
+      expect((await ctl.call('Controller', 'ListSnapshots', {})).entries).toEqual([]);
+      for (const id of [...ids, 'ctl-from-group']) await ctl.call('Controller', 'DeleteVolume', { volume_id: id });
+    });
   }
 });

@@ -31,6 +31,8 @@ interface Kind {
   backend: 'dir' | 'block';
   cap: Partial2<VolumeCapability>;
   readonly: boolean;
+  /** ControllerPublishVolume readonly: the node is held to reading (shared/core/staging.ts readOnlyIfAttachedSo). */
+  attachedReadOnly?: boolean;
 }
 const RAW_RO: Kind = { id: 'vol-raw-ro', backend: 'block', cap: blockCap(), readonly: true };
 const KINDS: Kind[] = [
@@ -38,6 +40,8 @@ const KINDS: Kind[] = [
   { id: 'vol-fs', backend: 'block', cap: mountCap('ext4', 'SINGLE_NODE_WRITER', { mount_flags: ['noexec'] }), readonly: false },
   { id: 'vol-fs-ro', backend: 'block', cap: mountCap('ext4'), readonly: true },
   RAW_RO,
+  { id: 'vol-att-ro', backend: 'block', cap: mountCap('ext4'), readonly: false, attachedReadOnly: true },
+  { id: 'vol-raw-att-ro', backend: 'block', cap: blockCap(), readonly: false, attachedReadOnly: true },
 ];
 
 function calls(k: Kind) {
@@ -57,7 +61,7 @@ function calls(k: Kind) {
 async function setUp(csi: RunningCsi, k: Kind): Promise<void> {
   const ctl = csi.client;
   await ctl.call('Controller', 'CreateVolume', { name: k.id, volume_capabilities: [k.cap], parameters: { backend: k.backend }, capacity_range: size(32 * MiB) });
-  await ctl.call('Controller', 'ControllerPublishVolume', { volume_id: k.id, node_id: 'node-a', volume_capability: k.cap });
+  await ctl.call('Controller', 'ControllerPublishVolume', { volume_id: k.id, node_id: 'node-a', volume_capability: k.cap, readonly: Boolean(k.attachedReadOnly) });
   const c = calls(k);
   mkdirSync(c.staging, { recursive: true });
   mkdirSync(dirname(c.target), { recursive: true });
@@ -65,11 +69,15 @@ async function setUp(csi: RunningCsi, k: Kind): Promise<void> {
   await ctl.call('Node', 'NodePublishVolume', c.publish);
 }
 
-async function repeatAndTearDown(csi: RunningCsi, k: Kind): Promise<void> {
+/**
+ * kubelet's repeats (after its own restart, or the plugin's), then the teardown. `refused`: the repeats
+ * are ALREADY_EXISTS, naming the read-only staging or publish the other release made.
+ */
+async function repeatAndTearDown(csi: RunningCsi, k: Kind, refused = false): Promise<void> {
   const c = calls(k);
-  // kubelet repeats what it may not know finished (after its own restart, or the plugin's).
-  await csi.client.call('Node', 'NodeStageVolume', c.stage);
-  await csi.client.call('Node', 'NodePublishVolume', c.publish);
+  for (const repeat of [() => csi.client.call('Node', 'NodeStageVolume', c.stage), () => csi.client.call('Node', 'NodePublishVolume', c.publish)])
+    if (refused) expect(await expectCode(repeat(), 'ALREADY_EXISTS')).toContain('read-only');
+    else await repeat();
   await csi.client.call('Node', 'NodeUnpublishVolume', c.unpublish);
   await csi.client.call('Node', 'NodeUnstageVolume', c.unstage);
   await csi.client.call('Controller', 'ControllerUnpublishVolume', { volume_id: k.id, node_id: 'node-a' });
@@ -89,23 +97,30 @@ describe.skipIf(SKIP_WHY)(suiteTitle('CSI node plugin across a rolling upgrade')
       expect(records()).toHaveLength(KINDS.length * 2);
       // An older release's read-only raw publish binds the staging's writable device: named, as meant
       // (shared/core/inventory.ts writable-read-only-publish); the rest is consistent to both.
-      const expected = from.executables === 'old' ? [`writable-read-only-publish ${calls(RAW_RO).target}`] : [];
+      const rawReaders = KINDS.filter((k) => k.cap.block && (k.readonly || k.attachedReadOnly));
+      const expected = from.executables === 'old' ? rawReaders.map((k) => `writable-read-only-publish ${calls(k).target}`).sort() : [];
       for (const r of [from, to].filter((r) => r.executables === 'new')) expect(await statusOf(r, s.env)).toEqual({ exitCode: expected.length ? 1 : 0, problems: expected, stderr: '' });
 
       const second = await serve(to);
-      for (const k of KINDS) await repeatAndTearDown(second, k);
+      const rollback = from.executables === 'new' && to.executables === 'old';
+      // A rollback's known refusal: the older release stages and publishes as asked, read-write, on a
+      // node attached read-only, so it calls the newer one's read-only staging another request's.
+      for (const k of KINDS) await repeatAndTearDown(second, k, rollback && k.attachedReadOnly);
       expect(mountsUnder(s.kubeletDir)).toEqual([]);
       expect(records()).toEqual([]);
-      if (from.executables === 'new' && to.executables === 'old') {
+      if (rollback) {
         // A rollback's known leftover: the read-only device a newer release bound for a raw publish
         // (shared/backends/block.ts readOnlyDevice) is one the older release's unstage does not know
         // (it lets go of one device of the image), so its delete refuses the volume. The newer release's
         // status names the device; losetup -d frees it.
-        const left = loopDevices().filter((l) => l.backingFile === image(RAW_RO.id));
-        expect(left.map((l) => l.readOnly)).toEqual([true]);
-        expect(await expectCode(second.client.call('Controller', 'DeleteVolume', { volume_id: RAW_RO.id }), 'FAILED_PRECONDITION')).toContain(left[0]?.device);
-        expect((await statusOf(release('new'), s.env)).problems).toEqual([`loop-without-record ${left[0]?.device}`]);
-        execFileSync('losetup', ['--detach', left[0]?.device ?? '']);
+        const left = rawReaders.map((k) => {
+          const devices = loopDevices().filter((l) => l.backingFile === image(k.id));
+          expect(devices.map((l) => l.readOnly)).toEqual([true]);
+          return { id: k.id, device: devices[0]?.device ?? '' };
+        });
+        for (const { id, device } of left) expect(await expectCode(second.client.call('Controller', 'DeleteVolume', { volume_id: id }), 'FAILED_PRECONDITION')).toContain(device);
+        expect((await statusOf(release('new'), s.env)).problems).toEqual(left.map(({ device }) => `loop-without-record ${device}`).sort());
+        for (const { device } of left) execFileSync('losetup', ['--detach', device]);
       }
       expect(await loopsLeftUnder(s.root)).toEqual([]);
       for (const k of KINDS) await second.client.call('Controller', 'DeleteVolume', { volume_id: k.id });
