@@ -2,8 +2,10 @@
 // release attached and mounted are torn down by the other, and `twinvol status` of either finds the
 // world the other made consistent. Both ways: an upgrade, and a rollback.
 import { readFileSync, writeFileSync } from 'node:fs';
+import { statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { mountAt } from '../../shared/mountinfo.js';
 import { flexOptions, flexSession, mountOptions, podNamed } from '../helpers/flex-runner.js';
 import { deviceMountPath, podVolumeDir } from '../helpers/kubelet-paths.js';
 import { createScratch, loopsLeftUnder, mountsUnder, recordLeftovers, type Scratch } from '../helpers/scratch.js';
@@ -17,6 +19,7 @@ afterEach(() => s.cleanup());
 
 const session = (r: Release) => flexSession(() => s.env, r.flex);
 
+const MiB = 2 ** 20;
 const problems = (r: Release) => statusOf(r, s.env);
 
 /**
@@ -109,6 +112,23 @@ describe.skipIf(SKIP_WHY)(suiteTitle('FlexVolume executable across a rolling upg
         expect(await loopsLeftUnder(s.root)).toEqual([]);
       }
       expect(await problems(b)).toEqual(CONSISTENT);
+    });
+
+    it(`${toName} grows the image of an xfs volume ${fromName} mounted (expandvolume), ${fromName} its filesystem (expandfs)`, async () => {
+      const [from, to] = [release(fromName), release(toName)];
+      await session(from).createVolume('gx', '--size', '320Mi', '--fs-type', 'xfs');
+      const v = await attachAndMount(from, 'gx', false);
+      const opts = flexOptions(v.pv, { volumeId: 'gx' });
+      const dir = v.dirs[0] ?? '';
+      const before = (await statfs(dir)).blocks;
+      expect((await session(to).ok('expandvolume', opts, 'relative/path', String(640 * MiB), String(320 * MiB))).reply.volumeNewSize).toBe(640 * MiB);
+      const device = mountAt(v.global)?.source ?? '';
+      await session(from).ok('expandfs', opts, device, v.global, String(640 * MiB), String(320 * MiB));
+      expect((await statfs(dir)).blocks).toBeGreaterThan(before * 1.8);
+      expect(readFileSync(join(dir, 'written'), 'utf8')).toBe(from.name);
+      await unmountAndDetach(to, v);
+      expect(await loopsLeftUnder(s.root)).toEqual([]);
+      for (const r of [from, to]) expect(await problems(r)).toEqual(CONSISTENT);
     });
 
     it(`non-attachable install: ${fromName} mounts (an implicit staging), ${toName} unmounts and nothing is left`, async () => {
