@@ -12,10 +12,23 @@ import { blockCap, MiB, mountCap, size, stagingPath, targetPath } from '../csi/h
 import { createCsiScratch, type CsiScratch } from '../csi/helpers/scratch.js';
 import type { RunningCsi } from '../csi/helpers/server.js';
 import { loopsLeftUnder, mountsUnder } from '../helpers/scratch.js';
+import { metricsPort, scrape } from '../csi/metrics-scrape.js';
 import { PAIRS, type Release, SKIP_WHY, statusOf, suiteTitle, useReleases, csiServers } from './releases.js';
 
 let s: CsiScratch;
-const servers = csiServers(() => s);
+const servers = csiServers(() => s, () => ['--metrics-address', '127.0.0.1:0']);
+
+/**
+ * The tools a server ran for mounts and loop devices, and the system calls its mount addon made, by
+ * its metrics (the same series in both releases): no mount(8) or umount(8) means the addon beside the
+ * executable, whichever release built it, made and undid every mount.
+ */
+async function mountWork(server: RunningCsi): Promise<{ tools: string[]; systemCalls: number }> {
+  const samples = await scrape(await metricsPort(server));
+  const tools = [...samples.keys()].filter((k) => k.startsWith('twinvol_commands_total{')).map((k) => /tool="([^"]*)"/.exec(k)?.[1] ?? k);
+  const systemCalls = [...samples].filter(([k]) => k.startsWith('twinvol_system_calls_total{')).reduce((n, [, v]) => n + v, 0);
+  return { tools: tools.filter((t) => t === 'mount' || t === 'umount').sort(), systemCalls };
+}
 beforeEach(() => {
   s = createCsiScratch('node-a');
 });
@@ -101,6 +114,7 @@ describe.skipIf(SKIP_WHY)(suiteTitle('CSI node plugin across a rolling upgrade')
       const expected = from.executables === 'old' ? rawReaders.map((k) => `writable-read-only-publish ${calls(k).target}`).sort() : [];
       for (const r of [from, to].filter((r) => r.executables === 'new')) expect(await statusOf(r, s.env)).toEqual({ exitCode: expected.length ? 1 : 0, problems: expected, stderr: '' });
 
+      const set = await mountWork(first);
       const second = await serve(to);
       const rollback = from.executables === 'new' && to.executables === 'old';
       // A rollback's known refusal: the older release stages and publishes as asked, read-write, on a
@@ -108,6 +122,10 @@ describe.skipIf(SKIP_WHY)(suiteTitle('CSI node plugin across a rolling upgrade')
       for (const k of KINDS) await repeatAndTearDown(second, k, rollback && k.attachedReadOnly);
       expect(mountsUnder(s.kubeletDir)).toEqual([]);
       expect(records()).toEqual([]);
+      for (const work of [set, await mountWork(second)]) {
+        expect(work.tools).toEqual([]);
+        expect(work.systemCalls).toBeGreaterThan(0);
+      }
       if (rollback) {
         // A rollback's known leftover: the read-only device a newer release bound for a raw publish
         // (shared/backends/block.ts readOnlyDevice) is one the older release's unstage does not know
