@@ -147,6 +147,39 @@ describe.skipIf(SKIP_WHY)(suiteTitle('CSI node plugin across a rolling upgrade')
   }
 });
 
+describe.skipIf(SKIP_WHY)(suiteTitle('CSI node calls by the two releases in turn'), () => {
+  for (const [fromName, toName] of PAIRS) {
+    it(`${fromName} stages, ${toName} publishes, ${fromName} unpublishes, ${toName} unstages`, async () => {
+      const [a, b] = [release(fromName), release(toName)];
+      // Kinds both releases stage alike (the older one stages a read-only attached node read-write).
+      const kinds = KINDS.filter((k) => !k.attachedReadOnly);
+      const first = await serve(a);
+      for (const k of kinds) {
+        await first.client.call('Controller', 'CreateVolume', { name: k.id, volume_capabilities: [k.cap], parameters: { backend: k.backend }, capacity_range: size(32 * MiB) });
+        await first.client.call('Controller', 'ControllerPublishVolume', { volume_id: k.id, node_id: 'node-a', volume_capability: k.cap });
+        mkdirSync(calls(k).staging, { recursive: true });
+        mkdirSync(dirname(calls(k).target), { recursive: true });
+        await first.client.call('Node', 'NodeStageVolume', calls(k).stage);
+      }
+      const steps: [Release, (c: RunningCsi['client'], k: Kind) => Promise<unknown>][] = [
+        [b, (c, k) => c.call('Node', 'NodePublishVolume', calls(k).publish)],
+        [a, (c, k) => c.call('Node', 'NodeStageVolume', calls(k).stage)],
+        [a, (c, k) => c.call('Node', 'NodeUnpublishVolume', calls(k).unpublish)],
+        [b, (c, k) => c.call('Node', 'NodeUnstageVolume', calls(k).unstage)],
+        [b, (c, k) => c.call('Controller', 'ControllerUnpublishVolume', { volume_id: k.id, node_id: 'node-a' })],
+        [a, (c, k) => c.call('Controller', 'DeleteVolume', { volume_id: k.id })],
+      ];
+      for (const [by, step] of steps) {
+        const { client } = await serve(by);
+        for (const k of kinds) await step(client, k);
+      }
+      expect(mountsUnder(s.kubeletDir)).toEqual([]);
+      expect(await loopsLeftUnder(s.root)).toEqual([]);
+      expect(records()).toEqual([]);
+    });
+  }
+});
+
 describe.skipIf(SKIP_WHY)(suiteTitle('CSI inline volumes and node expansion across a rolling upgrade'), () => {
   const inline = (id: string, backend: string, mode: 'SINGLE_NODE_WRITER' | 'SINGLE_NODE_READER_ONLY') => ({
     volume_id: id,
