@@ -143,7 +143,7 @@ describe.skipIf(SKIP_WHY)(suiteTitle('FlexVolume executable across a rolling upg
         await session(from).ok('mount', dir, mountOptions(pv, podNamed(`pod-${id}`), { volumeId: id }));
         dirs.push(dir);
       }
-      // The older release's status calls the implicit attachments' node unregistered (fixed since: 3abae27).
+      // The older release's status calls the implicit attachments' node unregistered (shared/core/inventory.ts no longer does).
       const judges = [from, to].filter((r) => r.executables === 'new');
       for (const r of judges) expect(await problems(r)).toEqual(CONSISTENT);
       for (const dir of dirs) await session(to).ok('unmount', dir);
