@@ -109,7 +109,8 @@ export {
   parseDriverName,
 } from './backends/exec.js';
 export { type DriverRun, runDriver } from './backends/exec-run.js';
-export { DEFAULT_PLUGIN_DIR, type FlexLog, type FlexSettings, scrub } from './backends/exec-driver.js';
+export { DEFAULT_PLUGIN_DIR, type FlexLog, type FlexSettings } from './backends/exec-driver.js';
+export { scrub, shownOutput } from './secret-text.js';
 export { type DriverCapabilities, type OutputMode, type ReplyOutcome, readReply } from './backends/exec-reply.js';
 export { type ExecPublish, ExecVolumes, flexArgv, type PodInfo } from './backends/exec-volumes.js';
 export { csiGlobalMountPath, csiPodMountPath, DEFAULT_CSI_DRIVER_NAME, type FlexDriverName, flexGlobalMountPath, flexPodVolumePath, validateCsiDriverName } from './kubelet-paths.js';

@@ -306,7 +306,7 @@ export interface ReadReply {
 
 /**
  * What of the driver's own text (its output, its status and message) a failure or a quirk may show:
- * FlexDrivers cuts the call's secrets out (exec-driver.ts `shownOutput`). It gets the whole text, before
+ * FlexDrivers cuts the call's secrets out (shared/secret-text.ts `shownOutput`). It gets the whole text, before
  * any excerpt is cut, so a secret straddling the cut is still found whole.
  */
 export type ShowDriverText = (driverText: string) => string;

@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseDriverName } from '../../shared/backends/exec.js';
-import { FlexDrivers, scrub, shownOutput } from '../../shared/backends/exec-driver.js';
+import { FlexDrivers } from '../../shared/backends/exec-driver.js';
+import { scrub, shownOutput } from '../../shared/secret-text.js';
 import { defaultCapabilities, jsonObjectsIn, readReply, type ScanMeter } from '../../shared/backends/exec-reply.js';
 import { flexArgv } from '../../shared/backends/exec-volumes.js';
 
