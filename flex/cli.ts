@@ -1,6 +1,6 @@
 import yargs, { type Argv } from 'yargs';
 import { VENDOR_VERSION } from '../csi/version.js';
-import { asTwinvolError, checkVolumeSpec, type Config, type Core, createVolume, DEFAULT_CONFIG_PATH, DEFAULT_CSI_DRIVER_NAME, deleteVolume, validateCsiDriverName, failedPrecondition, formatSize, inventory, listNodes, listVolumes, type NodeRecord, notFound, openCore, parseSize, releaseAttachment, validateBackend, validateNodeName, validateVolumeId, type VolumeRecord } from '../shared/index.js';
+import { asTwinvolError, checkVolumeSpec, type Config, type Core, createVolume, DEFAULT_CONFIG_PATH, DEFAULT_CSI_DRIVER_NAME, deleteVolume, validateCsiDriverName, failedPrecondition, formatSize, inventory, listNodes, listVolumes, type NodeRecord, notFound, openCore, parseSize, redact, releaseAttachment, validateBackend, validateNodeName, validateVolumeId, type VolumeRecord } from '../shared/index.js';
 import type { CheckOptions } from './check.js';
 import { statusLines } from './status.js';
 import { stepProgress } from './progress.js';
@@ -352,8 +352,12 @@ function targetOf(a: { 'plugin-dir': string; vendor: string }): InstallTarget {
 
 const VOLUME_HEADER = 'ID\tBACKEND\tSIZE\tFSTYPE\tACCESS\tATTACHMENTS';
 
+/**
+ * Records go out through shared/log.ts `redact`, as they would to a log: a static volume's mountOptions
+ * may hold a CIFS password, and `status --json` or `volume inspect` is what gets pasted into an issue.
+ */
 function print(value: unknown): void {
-  process.stdout.write(typeof value === 'string' ? `${value}\n` : `${JSON.stringify(value, null, 2)}\n`);
+  process.stdout.write(typeof value === 'string' ? `${value}\n` : `${JSON.stringify(redact(value), null, 2)}\n`);
 }
 
 function describeNode(n: NodeRecord): string {

@@ -7,9 +7,23 @@ export type LogFields = Record<string, unknown>;
 /** Keys whose values never reach a log: FlexVolume secrets arrive as kubernetes.io/secret/<key>. */
 const SECRET_KEY = /secret|password|passwd|token|credential|passphrase|private.?key/i;
 
-/** A deep copy with every secret-looking value replaced, including inside nested maps and arrays. */
+/**
+ * Keys whose values are mount options, one string or a list: a static volume's `mountOptions` (its
+ * record, a StorageClass parameter) and CSI's `mount_flags` (a PV's spec.mountOptions), either of which
+ * may hold a CIFS `password=`. Their secret options are cut (`redactOptionValues`), the rest kept.
+ */
+const MOUNT_OPTIONS_KEY = /^mount_?(options|flags)$/i;
+
+/**
+ * A deep copy with every secret-looking value replaced, including inside nested maps and arrays, and
+ * the secret options among mount options cut.
+ */
 export function redact(value: unknown, key = ''): unknown {
   if (key && SECRET_KEY.test(key)) return '[redacted]';
+  if (key && MOUNT_OPTIONS_KEY.test(key)) {
+    if (typeof value === 'string') return redactOptionValues(value);
+    if (Array.isArray(value)) return value.map((v) => (typeof v === 'string' ? redactOptionValues(v) : redact(v)));
+  }
   if (Array.isArray(value)) return value.map((v) => redact(v));
   if (value && typeof value === 'object') {
     const out: Record<string, unknown> = {};

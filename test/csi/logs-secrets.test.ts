@@ -1,6 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { useExecServer } from '../exec/helpers.js';
+import { wrappedTool } from '../helpers/tool-wrapper.js';
 import { outcome } from './helpers/client.js';
 import { MiB, mountCap, size, stagingPath, targetPath } from './helpers/requests.js';
 
@@ -11,7 +12,16 @@ import { MiB, mountCap, size, stagingPath, targetPath } from './helpers/requests
  * stderr, and, pasted in the wrong field, into an error message. test/csi/audit-requests.test.ts
  * checks the same at the default level.
  */
-const csi = useExecServer(() => ['--log-level', 'trace', '--flex-lenient', 'acme/noise']);
+const csi = useExecServer(() => ['--log-level', 'trace', '--flex-lenient', 'acme/noise'], (s) => ({ PATH: `${echoingMount(s.root)}:${process.env.PATH ?? '/usr/bin:/bin'}` }));
+
+/**
+ * mount(8) as a mount helper that echoes its command line into its error (mount.cifs -v, a vendor's
+ * helper) where the options hold ECHO_ON; the real mount(8) otherwise.
+ */
+const ECHO_ON = 'echo-5e1d=on';
+function echoingMount(root: string): string {
+  return wrappedTool(root, 'mount', `case "$*" in *${ECHO_ON}*) echo "mount: refused: mount $*" >&2; exit 32 ;; esac`).dir;
+}
 
 const KEY = 'acmeKey5e1d';
 const VALUE = 'v4lue-5e1d-MUST-NOT-LEAK';
@@ -111,5 +121,21 @@ describe('a password among a static volume\'s mount options', () => {
     expect(JSON.stringify(mountLines)).toContain('password=[redacted]');
     expect(JSON.stringify(mountLines)).not.toContain(password);
     await csi.ctl('ControllerUnpublishVolume', { volume_id: id, node_id: 'node-a' });
+  });
+
+  it('is cut from the trace line of every request that carries mount options (a parameter, a PV\'s mountOptions as mount_flags)', async () => {
+    const id = 'ls-trace';
+    const password = 'pw-trace-5e1d-MUST-NOT-LEAK';
+    const flag = 'flag-5e1d-MUST-NOT-LEAK';
+    const cap = mountCap('', 'SINGLE_NODE_WRITER', { mount_flags: [`password=${flag}`, 'noatime'] });
+    await csi.ctl('CreateVolume', { name: id, volume_capabilities: [cap], parameters: { backend: 'static', source: 'tmpfs', fsType: 'tmpfs', mountOptions: `size=1m,password=${password}` } });
+    await csi.ctl('ControllerPublishVolume', { volume_id: id, node_id: 'node-a', volume_capability: cap });
+    await csi.ctl('ControllerUnpublishVolume', { volume_id: id, node_id: 'node-a' });
+    const { text, entries } = await csi.server.logWhen((es) => es.some((e) => e.msg === 'rpc' && e.method === 'ControllerUnpublishVolume' && e.volumeId === id));
+    // The options are still there for the operator, less the secret ones.
+    const requests = entries.filter((e) => e.msg === 'rpc request' && e.volumeId === id && e.method !== 'ControllerUnpublishVolume').map((e) => JSON.stringify(e));
+    expect(requests).toEqual([expect.stringContaining('"mountOptions":"size=1m,password=[redacted]"'), expect.stringContaining('"mount_flags":["password=[redacted]","noatime"]')]);
+    expect(requests[0]).toContain('"mount_flags":["password=[redacted]","noatime"]');
+    for (const s of [password, flag]) expect(text).not.toContain(s);
   });
 });
