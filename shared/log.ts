@@ -33,6 +33,9 @@ export function redact(value: unknown, key = ''): unknown {
   return value;
 }
 
+/** One `key=value` of a comma-separated option list, with what comes before it (the start or a comma). */
+const OPTION = /(^|,)([^=,]+)=([^,]*)/g;
+
 /**
  * One argument of a tool with the values of its secret-looking options cut: a static volume's
  * mountOptions may carry a CIFS `password=` or a Ceph `secret=`, and a failed mount's message goes to
@@ -41,7 +44,16 @@ export function redact(value: unknown, key = ''): unknown {
  */
 export function redactOptionValues(arg: string): string {
   if (!arg.includes('=')) return arg;
-  return arg.replace(/(^|,)([^=,]+)=([^,]*)/g, (whole, lead: string, key: string) => (SECRET_KEY.test(key) ? `${lead}${key}=[redacted]` : whole));
+  return arg.replace(OPTION, (whole, lead: string, key: string) => (SECRET_KEY.test(key) ? `${lead}${key}=[redacted]` : whole));
+}
+
+/**
+ * The values `redactOptionValues` cuts from an argument, for cutting them out of the tool's own words
+ * as well: a mount helper may echo its command line, or the value alone, in its error.
+ */
+export function secretOptionValues(arg: string): string[] {
+  if (!arg.includes('=')) return [];
+  return [...arg.matchAll(OPTION)].flatMap((m) => (SECRET_KEY.test(m[2]!) && m[3] ? [m[3]] : []));
 }
 
 export type LogSink = (line: string) => void;

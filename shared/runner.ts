@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { internal, TwinvolError } from './errors.js';
-import { redactOptionValues } from './log.js';
+import { redactOptionValues, secretOptionValues } from './log.js';
+import { shownOutput } from './secret-text.js';
 import { RecordLog } from './record-log.js';
 
 /** One external command as it ran: what `compare` and the benchmarks count and time. */
@@ -257,8 +258,11 @@ export function errorDetail(output: string): string {
 /** A tool that ran and failed; the message carries its stderr, which is where mount(8) and friends explain. */
 export class CommandError extends TwinvolError {
   constructor(readonly result: RunResult) {
-    const detail = errorDetail(result.stderr || result.stdout);
-    // The argv is shown for the operator, less any secret among its options (a static volume's password).
+    // The argv is shown for the operator, less any secret among its options (a static volume's password),
+    // and so is its output, which may echo them (a mount helper printing its command line): cut from the
+    // whole output, before errorDetail's cut could leave part of one at its edge.
+    const secrets = result.args.flatMap(secretOptionValues);
+    const detail = errorDetail(shownOutput(result.stderr || result.stdout, secrets));
     super('Internal', `${result.command} ${result.args.map(redactOptionValues).join(' ')} failed with exit code ${result.exitCode}${detail ? `: ${detail}` : ''}`);
   }
 }

@@ -123,6 +123,23 @@ describe('a password among a static volume\'s mount options', () => {
     await csi.ctl('ControllerUnpublishVolume', { volume_id: id, node_id: 'node-a' });
   });
 
+  it('is cut from a failed mount\'s own words, which echo it', async () => {
+    const id = 'ls-echo';
+    const password = 'pw-echo-5e1d-MUST-NOT-LEAK';
+    const cap = mountCap();
+    await csi.ctl('CreateVolume', { name: id, volume_capabilities: [cap], parameters: { backend: 'static', source: 'tmpfs', fsType: 'tmpfs', mountOptions: `size=1m,${ECHO_ON},password=${password}` } });
+    await csi.ctl('ControllerPublishVolume', { volume_id: id, node_id: 'node-a', volume_capability: cap });
+    const staging = stagingPath(csi.s.kubeletDir, id);
+    mkdirSync(staging, { recursive: true });
+    const staged = await outcome(csi.node('NodeStageVolume', { volume_id: id, staging_target_path: staging, volume_capability: cap }));
+    // The helper's words are there, its echo of the password cut.
+    expect(staged.message).toContain(`mount: refused: mount --no-canonicalize -t tmpfs -o size=1m,${ECHO_ON},password=[redacted]`);
+    expect(staged.message).not.toContain(password);
+    await csi.ctl('ControllerUnpublishVolume', { volume_id: id, node_id: 'node-a' });
+    const { text } = await csi.server.logWhen((es) => es.some((e) => e.msg === 'rpc' && e.method === 'ControllerUnpublishVolume' && e.volumeId === id));
+    expect(text).not.toContain(password);
+  });
+
   it('is cut from the trace line of every request that carries mount options (a parameter, a PV\'s mountOptions as mount_flags)', async () => {
     const id = 'ls-trace';
     const password = 'pw-trace-5e1d-MUST-NOT-LEAK';

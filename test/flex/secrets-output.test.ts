@@ -1,7 +1,8 @@
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { runAdmin } from '../helpers/flex-runner.js';
+import { flexOptions, flexSession, runAdmin } from '../helpers/flex-runner.js';
+import { deviceMountPath } from '../helpers/kubelet-paths.js';
 import { createScratch } from '../helpers/scratch.js';
 import { wrappedTool } from '../helpers/tool-wrapper.js';
 
@@ -18,8 +19,27 @@ afterAll(() => s.cleanup());
 const ECHO_ON = 'echo-7c2a=on';
 const mount = wrappedTool(s.root, 'mount', `case "$*" in *${ECHO_ON}*) echo "mount: refused: mount $*" >&2; exit 32 ;; esac`);
 const env = () => ({ ...s.env, PATH: `${mount.dir}:/usr/bin:/bin` });
+const { flex, ok } = flexSession(env);
+const flexLog = () => readFileSync(join(s.stateDir, 'log/flex.log'), 'utf8');
 
 describe('a password among a static volume\'s mount options', () => {
+  it('is cut from the words of a mount helper that echoes it, in the reply and the log', async () => {
+    const password = 'pw-7c2a-MUST-NOT-LEAK';
+    const opts = flexOptions('pv-echo', { volumeId: 'echo', createIfMissing: 'true', backend: 'static', source: 'tmpfs', fsType: 'tmpfs', mountOptions: `size=1m,${ECHO_ON},password=${password}` });
+    await ok('attach', opts, 'node-a');
+    const global = deviceMountPath(s.kubeletDir, 'pv-echo');
+    mkdirSync(global, { recursive: true });
+    const r = await flex('mountdevice', global, '', opts);
+    expect(r.reply.status).toBe('Failure');
+    // The helper ran and its words are there, the password cut from them as from the argv.
+    expect(mount.calls().some((c) => c.includes(password))).toBe(true);
+    expect(r.reply.message).toContain(`mount: refused: mount --no-canonicalize -t tmpfs -o size=1m,${ECHO_ON},password=[redacted]`);
+    expect(r.output).not.toContain(password);
+    expect(flexLog()).toContain('password=[redacted]');
+    expect(flexLog()).not.toContain(password);
+    await ok('detach', 'pv-echo', 'node-a');
+  });
+
   it('is cut from what the admin CLI prints of the record (status --json, volume list --json, inspect, create --json)', async () => {
     const password = 'pw-cli-7c2a-MUST-NOT-LEAK';
     const created = await runAdmin(env(), ['volume', 'create', 'shown', '--backend', 'static', '--source', 'tmpfs', '--fs-type', 'tmpfs', '--mount-options', `size=1m,password=${password}`, '--json']);
