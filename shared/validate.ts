@@ -1,5 +1,6 @@
 import { posix } from 'node:path';
 import { invalidArgument } from './errors.js';
+import { redactOptionValues } from './log.js';
 
 /** Ids become file names, so the charset is the safe subset that every filesystem and tool accepts. */
 const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
@@ -120,7 +121,8 @@ export function validateMountOptions(value: unknown, what = 'mountOptions'): str
   if (!Array.isArray(list)) throw invalidArgument(`${what} must be a comma-separated string or a list of strings`);
   return list.map((opt: unknown) => {
     if (typeof opt !== 'string' || !/^[A-Za-z0-9_][A-Za-z0-9_.=:+/@-]{0,255}$/.test(opt) || opt.includes('..'))
-      throw invalidArgument(`${what}: mount option ${quoted(String(opt))} is not allowed`);
+      // Quoted less a secret value: a CIFS password often holds the very characters refused here.
+      throw invalidArgument(`${what}: mount option ${quoted(typeof opt === 'string' ? redactOptionValues(opt) : String(opt))} is not allowed`);
     return opt;
   });
 }

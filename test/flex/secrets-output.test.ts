@@ -40,6 +40,16 @@ describe('a password among a static volume\'s mount options', () => {
     await ok('detach', 'pv-echo', 'node-a');
   });
 
+  it('is left out of the refusal of an option whose characters mount options may not hold', async () => {
+    const password = 'pw!7c2a-MUST-NOT-LEAK';
+    const r = await flex('attach', flexOptions('pv-refused', { volumeId: 'refused', createIfMissing: 'true', backend: 'static', source: 'tmpfs', fsType: 'tmpfs', mountOptions: `size=1m,password=${password}` }), 'node-a');
+    expect(r.reply).toEqual({ status: 'Failure', message: 'mountOptions: mount option "password=[redacted]" is not allowed' });
+    const cli = await runAdmin(env(), ['volume', 'create', 'refused', '--backend', 'static', '--source', 'tmpfs', '--fs-type', 'tmpfs', '--mount-options', `password=${password}`]);
+    expect(cli.exitCode).toBe(2);
+    expect(cli.stderr).toContain('mount option "password=[redacted]" is not allowed');
+    expect(`${cli.stdout}${cli.stderr}${flexLog()}`).not.toContain(password);
+  });
+
   it('is cut from what the admin CLI prints of the record (status --json, volume list --json, inspect, create --json)', async () => {
     const password = 'pw-cli-7c2a-MUST-NOT-LEAK';
     const created = await runAdmin(env(), ['volume', 'create', 'shown', '--backend', 'static', '--source', 'tmpfs', '--fs-type', 'tmpfs', '--mount-options', `size=1m,password=${password}`, '--json']);
