@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { handleUnaryCall, ServerUnaryCall, UntypedHandleCall } from '@grpc/grpc-js';
-import { aborted, asTwinvolError, checkBounds, type ErrorCode, type Log, type LogFields, unimplemented } from '../shared/index.js';
+import { aborted, asTwinvolError, checkBounds, type ErrorCode, type Log, type LogFields, scrub, unimplemented } from '../shared/index.js';
 import { GrpcStatus, type GrpcStatusCode, statusName } from './grpc-status.js';
 import { type CallScope, callScope, secretValuesOf } from './logging-scope.js';
 
@@ -108,7 +108,9 @@ export class Rpc {
           (err: unknown) => {
             const e = asTwinvolError(err);
             const code = GRPC_CODE[e.code];
-            const details = boundedDetails(e.message);
+            // The status goes to the sidecars and kubelet, which put it in Events that more people read
+            // than may read the Secret: the request's secret values are cut from it, as from the log.
+            const details = boundedDetails(withoutSecrets(e.message, scope.secrets));
             finish(code, details);
             callback({ code, details });
           },
@@ -122,6 +124,15 @@ export class Rpc {
     return this.unary<Req, Res>(method, async () => {
       throw unimplemented(`${method} is not implemented by twinvol`);
     });
+  }
+}
+
+/** An error's message less the call's secrets; withheld whole should cutting them fail, rather than sent with them. */
+function withoutSecrets(message: string, secrets: readonly string[]): string {
+  try {
+    return scrub(message, secrets);
+  } catch {
+    return "the call failed, and its error could not be cleaned of the call's secrets: see the server's log";
   }
 }
 
