@@ -1,4 +1,4 @@
-import { type DriverRun, type OutputMode, readReply, type ReplyOutcome } from '../shared/index.js';
+import { type DriverRun, type OutputMode, readReply, type ReplyOutcome, shownOutput } from '../shared/index.js';
 
 /**
  * How `twinvol flex check` (flex/check.ts) judges each driver call, and what it says about the driver.
@@ -56,8 +56,21 @@ const LENIENT_KINDS: readonly [RegExp, QuirkKind, string][] = [
   [/^empty output/, 'missing-not-supported', 'prints nothing where kubelet needs {"status":"Not supported"}'],
 ];
 
-/** One driver call judged under both readings. */
-export function judgeCall(step: string, verb: string, run: DriverRun, timeoutMs: number): Judged {
+/**
+ * One driver call judged under both readings, the `secrets` its options carried (each as given and as
+ * its base64 form decodes) cut out of what the report shows, as the CSI server cuts them
+ * (shared/backends/exec-driver.ts): a driver that echoes its options or a refused password would put
+ * them in a report that is made to be passed around.
+ */
+export function judgeCall(step: string, verb: string, run: DriverRun, timeoutMs: number, secrets: readonly string[] = []): Judged {
+  const judged = judgeReadings(step, verb, run, timeoutMs, (text) => shownOutput(text, secrets));
+  if (secrets.length === 0) return judged;
+  // Also the words this file adds around the driver's (a Success's message is shown as it is).
+  const { line } = judged;
+  return { ...judged, line: { ...line, detail: shownOutput(line.detail, secrets), quirks: line.quirks.map((q) => ({ ...q, detail: shownOutput(q.detail, secrets) })) } };
+}
+
+function judgeReadings(step: string, verb: string, run: DriverRun, timeoutMs: number, show: (text: string) => string): Judged {
   if (run.startError) return failed(step, `could not be run: ${run.startError}`, []);
   if (run.timedOut)
     return failed(step, `no reply within ${timeoutMs} ms: its process group was killed`, [
@@ -66,10 +79,10 @@ export function judgeCall(step: string, verb: string, run: DriverRun, timeoutMs:
   const done = { exitCode: run.exitCode, output: run.output };
   // Both readers see only exit code -1 for a signal death: the signal is named here.
   const died = run.signal === undefined ? undefined : `killed by ${run.signal === 'unknown' ? 'a signal' : run.signal}`;
-  const strict = readReply(verb, done, 'strict');
+  const strict = readReply(verb, done, 'strict', show);
   if (strict.outcome.kind !== 'failure') return { line: { step, result: 'pass', detail: describe(strict.outcome), quirks: [] }, outcome: strict.outcome };
   const strictMessage = died ? `${died}; ${strict.outcome.message}` : strict.outcome.message;
-  const lenient = readReply(verb, done, 'lenient' satisfies OutputMode);
+  const lenient = readReply(verb, done, 'lenient' satisfies OutputMode, show);
   if (lenient.outcome.kind === 'failure') {
     const nonJson = lenient.outcome.message.includes('no JSON status object');
     return failed(step, strictMessage, nonJson ? [{ kind: 'non-json', detail: 'no JSON status object in the output', kubelet: false, twinvol: 'no' }] : []);

@@ -260,7 +260,7 @@ class Checker {
     }
     if (this.interrupted) throw new Interrupted(`interrupted by ${this.interrupted}`);
     if (done.pid !== undefined) this.groups.add(done.pid);
-    const judged: Judged = judgeCall(step, verb, done, this.o.timeoutMs);
+    const judged: Judged = judgeCall(step, verb, done, this.o.timeoutMs, secretsOf(this.o.options));
     this.outputs.push(done.outputFile);
     const holding = done.timedOut ? [] : holdersOf([done.outputFile]);
     if (holding.length)
@@ -307,6 +307,11 @@ function mountsUnder(root: string): string[] {
 }
 
 type OutputFile = DriverRun['outputFile'];
+
+/** The secrets among --options, as kubelet passes them (kubernetes.io/secret/<key>, base64): each as given and decoded. */
+function secretsOf(options: Record<string, string>): string[] {
+  return Object.entries(options).flatMap(([key, value]) => (key.startsWith('kubernetes.io/secret/') ? [value, Buffer.from(value, 'base64').toString('utf8')] : []));
+}
 
 /**
  * Live processes, in any group or session, holding one of these output files open (exec-run.ts: an

@@ -71,6 +71,17 @@ esac
 `,
 };
 
+// A driver whose refusal quotes the password and its options (the secret in base64), as one that
+// quotes what the server refused, or its argv, does.
+EXTRA_DRIVERS.echoer = `#!/bin/bash
+case "$1" in
+init) echo '{"status":"Success","capabilities":{"attach":false}}' ;;
+mount) pw=$(printf '%s' "$3" | jq -r '."kubernetes.io/secret/password"' | base64 -d)
+  jq -cn --arg m "login refused for password $pw; options $3" '{status: "Failure", message: $m}'; exit 1 ;;
+*) echo '{"status":"Not supported"}'; exit 1 ;;
+esac
+`;
+
 const STEPS_PLAIN = ['init', 'unknown verb #1', 'unknown verb #2', 'mount #1', 'mount #2', 'unmount #1', 'unmount #2', 'teardown'];
 const STEPS_ATTACHABLE = ['init', 'unknown verb #1', 'unknown verb #2', ...['attach', 'waitforattach', 'mountdevice', 'mount', 'unmount', 'unmountdevice', 'detach'].flatMap((v) => [`${v} #1`, `${v} #2`]), 'teardown'];
 
@@ -170,6 +181,17 @@ describe('twinvol flex check: the report and the command line', () => {
     const lines = r.stdout.trimEnd().split('\n').filter((l) => !l.startsWith(' '));
     expect(lines.map((l) => l.split(/\s{2,}/)[0])).toEqual([...STEPS_PLAIN, 'verdict: does not run under kubelet as it is (stderr-noise); runs behind twinvol\'s CSI server with --flex-lenient acme/noise']);
     expect(lines[3]).toMatch(/^mount #1\s+quirk\s/);
+  });
+
+  it("a driver that echoes the secrets of --options: the report, plain and --json, holds neither form", async () => {
+    const secret = 'S3CR3T-7c2a-MUST-NOT-LEAK';
+    const base64 = Buffer.from(secret).toString('base64');
+    const options = ['--options', JSON.stringify({ 'kubernetes.io/secret/password': base64 })];
+    const [plain, json] = await Promise.all([check(driverPath('echoer'), ...options), check(driverPath('echoer'), '--json', ...options)]);
+    const report = reportOf(json);
+    expect(report.steps.find((st) => st.step === 'mount #1')).toMatchObject({ result: 'fail', detail: expect.stringContaining('login refused for password [redacted]') });
+    expect(plain.stdout).toContain('login refused for password [redacted]');
+    for (const r of [plain, json]) for (const form of [secret, base64]) expect(`${r.stdout}${r.stderr}`).not.toContain(form);
   });
 
   it('--attachable for a driver whose init does not report attach: a failed check, no lifecycle run', async () => {
