@@ -57,8 +57,8 @@ const LENIENT_KINDS: readonly [RegExp, QuirkKind, string][] = [
 ];
 
 /**
- * One driver call judged under both readings, the `secrets` its options carried (each as given and as
- * its base64 form decodes) cut out of what the report shows, as the CSI server cuts them
+ * One driver call judged under both readings, the `secrets` its options carried (shared/log.ts
+ * secretsInOptions) cut out of what the report shows, as the CSI server cuts them
  * (shared/backends/exec-driver.ts): a driver that echoes its options or a refused password would put
  * them in a report that is made to be passed around.
  */

@@ -1,7 +1,7 @@
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
-import { type DriverRun, type ExecVolume, flexArgv, flexGlobalMountPath, flexPodVolumePath, readMounts, type ReplyOutcome, run, runDriver, signalQuietly, validateTimeoutMs } from '../shared/index.js';
+import { type DriverRun, type ExecVolume, flexArgv, flexGlobalMountPath, flexPodVolumePath, readMounts, type ReplyOutcome, run, runDriver, secretsInOptions, signalQuietly, validateTimeoutMs } from '../shared/index.js';
 import { addQuirk, formatReport, type Judged, judgeCall, type StepLine, verdictOf } from './check-report.js';
 
 /**
@@ -260,7 +260,7 @@ class Checker {
     }
     if (this.interrupted) throw new Interrupted(`interrupted by ${this.interrupted}`);
     if (done.pid !== undefined) this.groups.add(done.pid);
-    const judged: Judged = judgeCall(step, verb, done, this.o.timeoutMs, secretsOf(this.o.options));
+    const judged: Judged = judgeCall(step, verb, done, this.o.timeoutMs, secretsInOptions(this.o.options));
     this.outputs.push(done.outputFile);
     const holding = done.timedOut ? [] : holdersOf([done.outputFile]);
     if (holding.length)
@@ -308,10 +308,6 @@ function mountsUnder(root: string): string[] {
 
 type OutputFile = DriverRun['outputFile'];
 
-/** The secrets among --options, as kubelet passes them (kubernetes.io/secret/<key>, base64): each as given and decoded. */
-function secretsOf(options: Record<string, string>): string[] {
-  return Object.entries(options).flatMap(([key, value]) => (key.startsWith('kubernetes.io/secret/') ? [value, Buffer.from(value, 'base64').toString('utf8')] : []));
-}
 
 /**
  * Live processes, in any group or session, holding one of these output files open (exec-run.ts: an

@@ -56,6 +56,24 @@ export function secretOptionValues(arg: string): string[] {
   return [...arg.matchAll(OPTION)].flatMap((m) => (SECRET_KEY.test(m[2]!) && m[3] ? [m[3]] : []));
 }
 
+/** Where kubelet puts a PV's secretRef keys among a FlexVolume driver's options, each value in base64. */
+const KUBELET_SECRET_PREFIX = 'kubernetes.io/secret/';
+
+/**
+ * The secret values a FlexVolume options map carries (kubelet's JSON argument, a PV's options): each
+ * kubernetes.io/secret/<key> as sent and decoded, every secret-looking option as a whole (a password
+ * written inline in the PV, which kubelet hands the driver as it is), and the secret options among its
+ * mount options. What a driver's words are cut of (shared/backends/exec-driver.ts, flex/check.ts).
+ */
+export function secretsInOptions(options: object): string[] {
+  return Object.entries(options).flatMap(([key, value]) => {
+    if (typeof value !== 'string' || value === '') return [];
+    if (key.startsWith(KUBELET_SECRET_PREFIX)) return [value, Buffer.from(value, 'base64').toString('utf8')];
+    if (SECRET_KEY.test(key)) return [value];
+    return MOUNT_OPTIONS_KEY.test(key) ? secretOptionValues(value) : [];
+  });
+}
+
 export type LogSink = (line: string) => void;
 
 /** Levels from the most to the least verbose, as pino names them (the CSI server: csi/logging.ts). */

@@ -1,7 +1,7 @@
 import { stat } from '../fs-async.js';
 import { join } from 'node:path';
 import { errnoCode, failedPrecondition, internal, TwinvolError } from '../errors.js';
-import type { LogFields } from '../log.js';
+import { type LogFields, secretsInOptions } from '../log.js';
 import type { DriverName } from './exec.js';
 import { type DriverCapabilities, type DriverStatus, type OutputMode, readReply } from './exec-reply.js';
 import { recordSpawn } from '../runner.js';
@@ -93,9 +93,12 @@ export class FlexDrivers {
    * Every string in `secrets`, in each form it travels in, is cut out of whatever this puts in a log
    * line or an error (`scrub`; the driver's own text by `shownOutput`).
    */
-  async call(driver: DriverName, verb: string, args: readonly string[], secrets: readonly string[] = []): Promise<CallResult> {
+  async call(driver: DriverName, verb: string, args: readonly string[], given: readonly string[] = []): Promise<CallResult> {
     const probed = await this.current(driver);
     if (probed.unsupported.has(verb)) return { supported: false };
+    // And whatever secrets the options argument itself carries, on every verb that passes one: a
+    // password written inline in the PV (a volume attribute) goes to attach and mountdevice too.
+    const secrets = [...given, ...args.flatMap(secretsInArgument)];
     const reply = await this.run(driver, verb, args, secrets);
     if (reply.kind === 'not-supported') {
       probed.unsupported.add(verb);
@@ -148,6 +151,18 @@ function tooBig(startError: string, args: readonly string[]): string {
   if (!/\bE2BIG\b/.test(startError)) return '';
   const largest = Math.max(0, ...args.map((a) => Buffer.byteLength(a)));
   return ` (its arguments, the largest ${largest} bytes, and its environment are more than the kernel takes for one exec: 128 KiB an argument; the options argument holds the volume's attributes and the pod's secrets)`;
+}
+
+/** The secrets of a driver argument that is kubelet's options JSON (shared/log.ts secretsInOptions). */
+function secretsInArgument(arg: string): string[] {
+  if (!arg.trimStart().startsWith('{')) return [];
+  try {
+    const options: unknown = JSON.parse(arg);
+    return options && typeof options === 'object' && !Array.isArray(options) ? secretsInOptions(options) : [];
+  } catch {
+    // Not JSON after all (a path that starts with a brace): nothing of the options in it.
+    return [];
+  }
 }
 
 /**

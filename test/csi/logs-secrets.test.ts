@@ -102,6 +102,23 @@ describe('secrets never reach the log, at trace', () => {
   });
 });
 
+describe('a password written inline among an exec volume\'s attributes (a PV\'s flexVolume.options)', () => {
+  it('is cut from the driver\'s words that echo its options, as the secrets field is', async () => {
+    const inline = 'inline-5e1d-MUST-NOT-LEAK';
+    const id = 'ls-inline';
+    const target = targetPath(csi.s.kubeletDir, 'pod-inline', id);
+    // kubelet hands the driver a PV's options as they are: the password is in its options argument.
+    await csi.node('NodePublishVolume', { volume_id: id, target_path: target, volume_capability: mountCap(), volume_context: { backend: 'exec', driver: 'acme/noise', password: inline, mountOptions: `vers=4,password=${inline}-mo` } });
+    expect(csi.calls('noise').filter((c) => c[0] === 'mount' && c[1] === target && c[2]?.includes(`"password":"${inline}"`))).toHaveLength(1);
+    await csi.node('NodeUnpublishVolume', { volume_id: id, target_path: target });
+    const { text, entries } = await csi.server.logWhen((es) => es.some((e) => e.msg === 'rpc' && e.method === 'NodeUnpublishVolume' && e.volumeId === id));
+    // The noise driver's argv was logged as the lenient reader set it aside, the password cut from it.
+    const quirks = entries.filter((e) => e.msg === 'FlexVolume driver reply read leniently' && e.volumeId === id);
+    expect(JSON.stringify(quirks)).toContain('\\"password\\":\\"[redacted]\\"');
+    expect(text).not.toContain(inline);
+  });
+});
+
 describe('a password among a static volume\'s mount options', () => {
   it('is cut from the debug lines of the mount it was given to, and from the error of that mount', async () => {
     const id = 'ls-static';

@@ -71,13 +71,14 @@ esac
 `,
 };
 
-// A driver whose refusal quotes the password and its options (the secret in base64), as one that
-// quotes what the server refused, or its argv, does.
+// A driver whose refusal quotes the password, the token and its options (the secret in base64), as
+// one that quotes what the server refused, or its argv, does.
 EXTRA_DRIVERS.echoer = `#!/bin/bash
 case "$1" in
 init) echo '{"status":"Success","capabilities":{"attach":false}}' ;;
 mount) pw=$(printf '%s' "$3" | jq -r '."kubernetes.io/secret/password"' | base64 -d)
-  jq -cn --arg m "login refused for password $pw; options $3" '{status: "Failure", message: $m}'; exit 1 ;;
+  token=$(printf '%s' "$3" | jq -r '.token // ""')
+  jq -cn --arg m "login refused for password $pw, token $token; options $3" '{status: "Failure", message: $m}'; exit 1 ;;
 *) echo '{"status":"Not supported"}'; exit 1 ;;
 esac
 `;
@@ -186,12 +187,14 @@ describe('twinvol flex check: the report and the command line', () => {
   it("a driver that echoes the secrets of --options: the report, plain and --json, holds neither form", async () => {
     const secret = 'S3CR3T-7c2a-MUST-NOT-LEAK';
     const base64 = Buffer.from(secret).toString('base64');
-    const options = ['--options', JSON.stringify({ 'kubernetes.io/secret/password': base64 })];
+    // And a token written inline in the PV's options, which kubelet passes as it is.
+    const inline = 'inline-7c2a-MUST-NOT-LEAK';
+    const options = ['--options', JSON.stringify({ 'kubernetes.io/secret/password': base64, token: inline })];
     const [plain, json] = await Promise.all([check(driverPath('echoer'), ...options), check(driverPath('echoer'), '--json', ...options)]);
     const report = reportOf(json);
-    expect(report.steps.find((st) => st.step === 'mount #1')).toMatchObject({ result: 'fail', detail: expect.stringContaining('login refused for password [redacted]') });
-    expect(plain.stdout).toContain('login refused for password [redacted]');
-    for (const r of [plain, json]) for (const form of [secret, base64]) expect(`${r.stdout}${r.stderr}`).not.toContain(form);
+    expect(report.steps.find((st) => st.step === 'mount #1')).toMatchObject({ result: 'fail', detail: expect.stringContaining('login refused for password [redacted], token [redacted]') });
+    expect(plain.stdout).toContain('login refused for password [redacted], token [redacted]');
+    for (const r of [plain, json]) for (const form of [secret, base64, inline]) expect(`${r.stdout}${r.stderr}`).not.toContain(form);
   });
 
   it('--attachable for a driver whose init does not report attach: a failed check, no lifecycle run', async () => {
