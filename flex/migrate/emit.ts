@@ -1,7 +1,8 @@
 import { chmodSync, existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Document, parse, visit } from 'yaml';
-import { cleaned, isObject, type JsonObject, label } from './objects.js';
+import { redact, secretsInOptions } from '../../shared/index.js';
+import { cleaned, isObject, type Json, type JsonObject, label } from './objects.js';
 import { type Move, type Plan, withRequest } from './plan.js';
 import { bashLine, describeLine, type Direction, type Step, steps, uniqueUsers } from './script.js';
 import type { WorkloadUse } from './workloads.js';
@@ -87,7 +88,10 @@ export function reportLines(p: Plan): string[] {
     lines.push(`planned: ${label(m.pv)} (${m.flexDriver}) -> ${routeOf(m)} volumeHandle ${m.target.volumeHandle}${claim}${users}`);
   }
   for (const s of p.skipped) lines.push(`skipped: ${s}`);
-  for (const v of p.inline) if (v.replacement) lines.push(`inline: ${label(v.object)} volume ${v.volume} (${v.driver}) -> ${JSON.stringify(v.replacement)}${v.notes.length ? ` (${v.notes.join('; ')})` : ''}`);
+  // The attributes less any secret-looking one (an inline password): the report goes to a terminal or
+  // a CI log; the replacement as it must be written is in STEPS.md, which is then the owner's alone.
+  const shown = (v: JsonObject) => JSON.stringify(v, (key, value: unknown) => (key === 'volumeAttributes' ? redact(value) : value));
+  for (const v of p.inline) if (v.replacement) lines.push(`inline: ${label(v.object)} volume ${v.volume} (${v.driver}) -> ${shown(v.replacement)}${v.notes.length ? ` (${v.notes.join('; ')})` : ''}`);
   for (const n of p.notes) lines.push(`note: ${n}`);
   return lines;
 }
@@ -102,6 +106,20 @@ function usersOf(m: Move): string[] {
 const routeOf = (m: Move) => (m.target.route === 'twinvol' ? `${m.target.driver} (same twinvol volume)` : m.target.route === 'exec' ? `${m.target.driver} (exec backend, driver ${m.flexDriver})` : m.target.driver);
 
 const slug = (s: string) => s.replace(/[^A-Za-z0-9_.-]+/g, '-');
+
+/**
+ * 0600 for a file whose objects carry a secret value: a Secret, or one among a flexVolume's options or a
+ * CSI volume's attributes (a password written inline: shared/log.ts secretsInOptions); else 0644.
+ */
+function modeFor(docs: readonly JsonObject[]): number {
+  const carries = (value: Json, key: string): boolean => {
+    if (Array.isArray(value)) return value.some((v) => carries(v, ''));
+    if (!isObject(value)) return false;
+    if ((key === 'options' || key === 'volumeAttributes') && secretsInOptions(value).length) return true;
+    return Object.entries(value).some(([k, v]) => carries(v, k));
+  };
+  return docs.some((d) => d.kind === 'Secret' || carries(d, '')) ? 0o600 : 0o644;
+}
 
 /**
  * --out DIR: manifests/NN-<pv>.yaml (new objects), rollback/NN-<pv>.yaml (the originals, cleaned),
@@ -135,12 +153,13 @@ function writeFiles(dir: string, p: Plan, inputs: readonly string[]): string[] {
   const originals = rollbackObjects(p.moves);
   p.moves.forEach((m, i) => {
     // A manifest that carries a copied Secret (a vendor driver's credentials) is the owner's alone,
-    // from its creation on: writeFileSync's mode applies as the file is made.
+    // from its creation on: writeFileSync's mode applies as the file is made. So is one that carries a
+    // password written inline in a PV, or a pod's volume.
     const docs = fresh[i] ?? [];
-    write(`manifests/${file(m, i)}`, yamlDocuments(docs), docs.some((d) => d.kind === 'Secret') ? 0o600 : 0o644);
-    write(`rollback/${file(m, i)}`, yamlDocuments(originals[i] ?? []));
+    write(`manifests/${file(m, i)}`, yamlDocuments(docs), modeFor(docs));
+    write(`rollback/${file(m, i)}`, yamlDocuments(originals[i] ?? []), modeFor(originals[i] ?? []));
   });
-  for (const u of uniqueUsers(p.moves)) if (u.action.kind === 'pod') write(podFile(u), yamlDocuments([cleaned(u.object.doc)]));
+  for (const u of uniqueUsers(p.moves)) if (u.action.kind === 'pod') write(podFile(u), yamlDocuments([cleaned(u.object.doc)]), modeFor([u.object.doc]));
   const csiDrivers = [...new Set(p.moves.map((m) => m.target.driver))];
   const forward: Direction = {
     currentDriver: (m) => ({ path: '.spec.flexVolume.driver', value: m.flexDriver }),
@@ -158,7 +177,7 @@ function writeFiles(dir: string, p: Plan, inputs: readonly string[]): string[] {
   };
   const forwardSteps = steps(p.moves, forward, podFile);
   const backSteps = steps(p.moves, back, podFile);
-  write('STEPS.md', stepsMarkdown(p, forwardSteps, backSteps, inputs));
+  write('STEPS.md', stepsMarkdown(p, forwardSteps, backSteps, inputs), modeFor(p.inline.flatMap((v) => (v.replacement ? [v.replacement] : []))));
   write('migrate.sh', script(forwardSteps, `moves ${p.moves.length} FlexVolume PV(s) to CSI`), 0o755);
   write('rollback.sh', script(backSteps, `puts the ${p.moves.length} PV(s) back on FlexVolume (the originals in rollback/)`), 0o755);
   return written;
