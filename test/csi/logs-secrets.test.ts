@@ -3,16 +3,17 @@ import { describe, expect, it } from 'vitest';
 import { useExecServer } from '../exec/helpers.js';
 import { wrappedTool } from '../helpers/tool-wrapper.js';
 import { outcome } from './helpers/client.js';
+import { metricsPort, scrape } from './metrics-scrape.js';
 import { MiB, mountCap, size, stagingPath, targetPath } from './helpers/requests.js';
 
 /**
  * No secret reaches the CSI server's log, even at trace, where every request is logged whole: a
  * secret is sent on every RPC that takes one (every `secrets` field of csi.proto the server serves),
  * through the exec backend to a FlexVolume driver that prints its argv (the secret in base64) on
- * stderr, and, pasted in the wrong field, into an error message. test/csi/audit-requests.test.ts
- * checks the same at the default level.
+ * stderr, and, pasted in the wrong field, into an error message; nor its metrics.
+ * test/csi/audit-requests.test.ts checks the same at the default level.
  */
-const csi = useExecServer(() => ['--log-level', 'trace', '--flex-lenient', 'acme/noise'], (s) => ({ PATH: `${echoingMount(s.root)}:${process.env.PATH ?? '/usr/bin:/bin'}` }));
+const csi = useExecServer(() => ['--log-level', 'trace', '--flex-lenient', 'acme/noise', '--metrics-address', '127.0.0.1:0'], (s) => ({ PATH: `${echoingMount(s.root)}:${process.env.PATH ?? '/usr/bin:/bin'}` }));
 
 /**
  * mount(8) as a mount helper that echoes its command line into its error (mount.cifs -v, a vendor's
@@ -97,8 +98,11 @@ describe('secrets never reach the log, at trace', () => {
     // ...the refused parameter's line is there, its value cut out...
     const refused = entries.filter((e) => e.msg === 'rpc' && e.method === 'CreateVolume' && e.code === 'INVALID_ARGUMENT');
     expect(refused).toEqual([expect.objectContaining({ message: expect.stringContaining('backend "[redacted]" is unknown') })]);
-    // ...and no line holds a secret's value, as sent or in base64.
+    // ...and no line holds a secret's value, as sent or in base64, nor does any series of the metrics.
     for (const s of FORBIDDEN) expect(text).not.toContain(s);
+    const metrics = [...(await scrape(await metricsPort(csi.server))).keys()].join('\n');
+    expect(metrics).toContain('method="CreateVolumeGroupSnapshot"');
+    for (const s of FORBIDDEN) expect(metrics).not.toContain(s);
   });
 });
 
