@@ -1,4 +1,4 @@
-import { asTwinvolError, blockingFileCalls, type Config, fileSink, invalidArgument, loadConfig, Logger, openCore, spawnBlockingHere, spawnLog, systemCallLog } from '../shared/index.js';
+import { asTwinvolError, blockingFileCalls, type Config, fileSink, invalidArgument, loadConfig, Logger, openCore, scrub, secretsInArgument, spawnBlockingHere, spawnLog, systemCallLog } from '../shared/index.js';
 import { failure, type FlexReply } from './reply.js';
 import type { FlexVerb } from './verb-names.js';
 import { VERBS } from './verbs.js';
@@ -31,6 +31,12 @@ export async function dispatch(verb: FlexVerb, args: readonly string[], loaded?:
     reply = failure(e.message);
     code = e.code;
   }
+  // The call's own secrets (its options' kubernetes.io/secret/* and any written inline) are cut from
+  // the reply, which kubelet puts in the pod's events, and from the log line, as the CSI server cuts a
+  // call's secrets from its status and log (csi/rpc.ts): a refusal quotes what it refused.
+  const secrets = args.flatMap(secretsInArgument);
+  if (secrets.length && reply.message !== undefined) reply = { ...reply, message: scrub(reply.message, secrets) };
+  if (secrets.length && fields.volumeId !== undefined) fields.volumeId = scrub(fields.volumeId, secrets);
   // One line per call, whatever its outcome, with the volume id and what it spawned.
   logger?.log(reply.status === 'Failure' ? 'error' : 'info', 'call', {
     ...fields,

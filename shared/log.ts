@@ -74,6 +74,18 @@ export function secretsInOptions(options: object): string[] {
   });
 }
 
+/** The secrets of an argument that is kubelet's options JSON (a FlexVolume call's, a driver's); none of any other. */
+export function secretsInArgument(arg: string): string[] {
+  if (!arg.trimStart().startsWith('{')) return [];
+  try {
+    const options: unknown = JSON.parse(arg);
+    return options && typeof options === 'object' && !Array.isArray(options) ? secretsInOptions(options) : [];
+  } catch {
+    // Not JSON after all (a path that starts with a brace): nothing of the options in it.
+    return [];
+  }
+}
+
 export type LogSink = (line: string) => void;
 
 /** Levels from the most to the least verbose, as pino names them (the CSI server: csi/logging.ts). */

@@ -1,7 +1,7 @@
 import { stat } from '../fs-async.js';
 import { join } from 'node:path';
 import { errnoCode, failedPrecondition, internal, TwinvolError } from '../errors.js';
-import { type LogFields, secretsInOptions } from '../log.js';
+import { type LogFields, secretsInArgument } from '../log.js';
 import type { DriverName } from './exec.js';
 import { type DriverCapabilities, type DriverStatus, type OutputMode, readReply } from './exec-reply.js';
 import { recordSpawn } from '../runner.js';
@@ -151,18 +151,6 @@ function tooBig(startError: string, args: readonly string[]): string {
   if (!/\bE2BIG\b/.test(startError)) return '';
   const largest = Math.max(0, ...args.map((a) => Buffer.byteLength(a)));
   return ` (its arguments, the largest ${largest} bytes, and its environment are more than the kernel takes for one exec: 128 KiB an argument; the options argument holds the volume's attributes and the pod's secrets)`;
-}
-
-/** The secrets of a driver argument that is kubelet's options JSON (shared/log.ts secretsInOptions). */
-function secretsInArgument(arg: string): string[] {
-  if (!arg.trimStart().startsWith('{')) return [];
-  try {
-    const options: unknown = JSON.parse(arg);
-    return options && typeof options === 'object' && !Array.isArray(options) ? secretsInOptions(options) : [];
-  } catch {
-    // Not JSON after all (a path that starts with a brace): nothing of the options in it.
-    return [];
-  }
 }
 
 /**

@@ -64,3 +64,14 @@ describe('a password among a static volume\'s mount options', () => {
     }
   });
 });
+
+describe('a call\'s own secret (kubernetes.io/secret/<key>)', () => {
+  it('is cut from a refusal that quotes a field it was pasted into, in the reply and the log', async () => {
+    const secret = 'S3CR3T-7c2a-pasted';
+    const base64 = Buffer.from(secret).toString('base64');
+    const r = await flex('attach', flexOptions('pv-pasted', { volumeId: 'pasted', createIfMissing: 'true', size: secret, 'kubernetes.io/secret/password': base64 }), 'node-a');
+    expect(r.reply.status).toBe('Failure');
+    expect(r.reply.message).toMatch(/^size "\[redacted\]" is not a size/);
+    for (const form of [secret, base64]) expect(`${r.output}${flexLog()}`).not.toContain(form);
+  });
+});
