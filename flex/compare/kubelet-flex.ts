@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { type DriverRun, readReply, type ReplyOutcome, runDriver } from '../../shared/index.js';
+import { type DriverRun, readReply, type ReplyOutcome, runDriver, secretsInArgument, shownOutput } from '../../shared/index.js';
 
 export type DriverStatus = Extract<ReplyOutcome, { kind: 'success' }>['status'];
 
@@ -47,12 +47,16 @@ const CALL_TIMEOUT_MS = 120_000;
  */
 export async function kubeletCall(file: string, verb: string, args: readonly string[], o: { timeoutMs?: number; env?: Record<string, string> } = {}): Promise<{ outcome: ReplyOutcome; run: DriverRun }> {
   const timeoutMs = o.timeoutMs ?? CALL_TIMEOUT_MS;
+  // The driver's words less the secrets its options argument carries (a PV's password written inline):
+  // verify's report shows them, and the CSI server's exec backend cuts them from its own the same way.
+  const secrets = args.flatMap(secretsInArgument);
+  const show = (text: string) => shownOutput(text, secrets);
   const run = await runDriver(file, [verb, ...args], { timeoutMs, graceMs: Math.min(2000, timeoutMs), ...(o.env ? { env: o.env } : {}) });
   const outcome: ReplyOutcome = run.startError
     ? { kind: 'failure', message: `${verb}: the driver could not be started: ${run.startError}` }
     : run.timedOut
       ? { kind: 'failure', message: `${verb}: no reply within ${timeoutMs} ms` }
-      : readReply(verb, run, 'strict').outcome;
+      : readReply(verb, run, 'strict', show).outcome;
   return { outcome, run };
 }
 

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { flexGlobalMountPath } from '../../shared/index.js';
@@ -127,5 +127,24 @@ describe('migrate verify: an exec volume of a third-party FlexVolume driver', ()
       driver('unmountdevice', global);
       driver('detach', 'pv-ex-1', 'node-a');
     }
+  });
+
+  it('a password written inline in the PV\'s options, which the driver echoes in its refusal, is cut from the report', { timeout: 300_000 }, async () => {
+    const s = world();
+    const password = 'inline-9d41-MUST-NOT-LEAK';
+    // A driver whose mount quotes its options (kubelet's JSON, the PV's password in it) when it refuses.
+    const dir = join(pluginDir(), `${VENDOR}~echoer`);
+    mkdirSync(dir, { recursive: true });
+    const script = `#!/bin/bash\ncase "$1" in\ninit) echo '{"status":"Success","capabilities":{"attach":false}}' ;;\nmount) jq -cn --arg m "login refused; options $3" '{status: "Failure", message: $m}'; exit 1 ;;\n*) echo '{"status":"Not supported"}'; exit 1 ;;\nesac\n`;
+    writeFileSync(join(dir, 'echoer'), script);
+    chmodSync(join(dir, 'echoer'), 0o755);
+    const pvFile = join(s.root, 'pv-echoer.yaml');
+    writeFileSync(pvFile, ['apiVersion: v1', 'kind: PersistentVolume', 'metadata: {name: pv-echoer}', 'spec:', '  capacity: {storage: 32Mi}', '  accessModes: [ReadWriteOnce]', '  flexVolume:', '    driver: acme/echoer', `    options: {server: x, password: ${password}}`, ''].join('\n'));
+    const r = await verify(s, ['pv-echoer', '--pv', pvFile, '--plugin-dir', pluginDir(), '--json']);
+    const report = parseReport(r);
+    expect(report.verdict).toBe('failed');
+    expect(report.error).toContain('login refused; options {');
+    expect(report.error).toContain('"password":"[redacted]"');
+    expect(r.stdout).not.toContain(password);
   });
 });
