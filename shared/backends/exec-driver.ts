@@ -90,14 +90,14 @@ export class FlexDrivers {
   /**
    * Runs `<driver> <verb> <args...>`. Success gives the status; "Not supported" is remembered and
    * answered without a run until the driver changes; any failure throws with the driver's message.
-   * Every string in `secrets`, in each form it travels in, is cut out of whatever this puts in a log
-   * line or an error (`scrub`; the driver's own text by `shownOutput`).
+   * The secrets the options argument carries (the pod's, as kubernetes.io/secret/<key>, and a password
+   * written inline in the PV, which attach and mountdevice get too: shared/log.ts secretsInArgument),
+   * and any `given`, are cut, in each form they travel in, out of whatever this puts in a log line or
+   * an error (`scrub`; the driver's own text by `shownOutput`).
    */
   async call(driver: DriverName, verb: string, args: readonly string[], given: readonly string[] = []): Promise<CallResult> {
     const probed = await this.current(driver);
     if (probed.unsupported.has(verb)) return { supported: false };
-    // And whatever secrets the options argument itself carries, on every verb that passes one: a
-    // password written inline in the PV (a volume attribute) goes to attach and mountdevice too.
     const secrets = [...given, ...args.flatMap(secretsInArgument)];
     const reply = await this.run(driver, verb, args, secrets);
     if (reply.kind === 'not-supported') {

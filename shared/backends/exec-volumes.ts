@@ -54,8 +54,11 @@ export const flexArgv = {
   waitforattach: (volume: ExecVolume, device: string, readonly: boolean): string[] => [device, optionsJson(volume, readonly)],
   mountdevice: (volume: ExecVolume, path: string, device: string, readonly: boolean): string[] => [path, device, optionsJson(volume, readonly)],
   unmountdevice: (path: string): string[] => [path],
-  /** With the pod, secrets (base64, as kubelet sends them) and fsGroup kubelet adds; `secrets` gets every value to scrub. */
-  mount(volume: ExecVolume, target: string, opts: ExecPublish, secrets: string[] = []): string[] {
+  /**
+   * With the pod, secrets (base64, as kubelet sends them) and fsGroup kubelet adds; FlexDrivers.call
+   * finds the secrets to cut from the driver's words in this options argument (shared/log.ts secretsInArgument).
+   */
+  mount(volume: ExecVolume, target: string, opts: ExecPublish): string[] {
     const extra: Record<string, string> = {};
     if (opts.pod) {
       extra[KEY.podName] = opts.pod.name;
@@ -63,11 +66,7 @@ export const flexArgv = {
       extra[KEY.podUid] = opts.pod.uid;
       extra[KEY.serviceAccount] = opts.pod.serviceAccount;
     }
-    for (const [name, value] of Object.entries(opts.secrets ?? {})) {
-      extra[`${KEY.secret}/${name}`] = Buffer.from(value, 'utf8').toString('base64');
-      // As given: scrub derives the base64 and escaped forms (shared/backends/exec-driver.ts).
-      secrets.push(value);
-    }
+    for (const [name, value] of Object.entries(opts.secrets ?? {})) extra[`${KEY.secret}/${name}`] = Buffer.from(value, 'utf8').toString('base64');
     if (opts.fsGroup !== undefined) extra[KEY.fsGroup] = String(opts.fsGroup);
     return [target, optionsJson(volume, opts.readonly, extra)];
   },
@@ -158,8 +157,7 @@ export class ExecVolumes implements FlexPort {
    * (mounter.go SetUpAt); false: Not supported (kubelet's mounterDefaults bind from the staging).
    */
   async publish(volume: ExecVolume, target: string, opts: ExecPublish): Promise<boolean> {
-    const secretValues: string[] = [];
-    const r: CallResult = await this.drivers.call(volume.driver, 'mount', flexArgv.mount(volume, target, opts, secretValues), secretValues);
+    const r: CallResult = await this.drivers.call(volume.driver, 'mount', flexArgv.mount(volume, target, opts));
     return r.supported;
   }
 

@@ -179,12 +179,12 @@ describe('secrets: no error and no log line of a driver call shows one', () => {
   async function publish(driver: 'leak' | 'leaky', secret: string, output: (argv: string) => string, code = 1): Promise<{ error: string; log: string }> {
     const flex = new FlexDrivers({ pluginDir: root, timeoutMs: 10_000, lenient: ['acme/leaky'], execIn: 'local' }, (level, message, fields) => logged.push({ level, message, fields }));
     const name = parseDriverName(`acme/${driver}`);
-    const secrets: string[] = [];
-    const args = flexArgv.mount({ id: 'v', driver: name, options: {}, fsType: '' }, TARGET, { readonly: false, secrets: { password: secret } }, secrets);
+    // The secret reaches the call only inside the options argument, as kubelet passes it: FlexDrivers finds it there.
+    const args = flexArgv.mount({ id: 'v', driver: name, options: {}, fsType: '' }, TARGET, { readonly: false, secrets: { password: secret } });
     writeFileSync(join(root, `acme~${driver}`, 'reply'), output(args.join(' ')));
     writeFileSync(join(root, `acme~${driver}`, 'code'), String(code));
     logged.length = 0;
-    const error = await flex.call(name, 'mount', args, secrets).then(
+    const error = await flex.call(name, 'mount', args).then(
       () => '',
       (err: unknown) => String(err instanceof Error ? err.message : err),
     );
