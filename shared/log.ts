@@ -4,8 +4,11 @@ import { isoNow } from './iso-time.js';
 
 export type LogFields = Record<string, unknown>;
 
-/** Keys whose values never reach a log: FlexVolume secrets arrive as kubernetes.io/secret/<key>. */
-const SECRET_KEY = /secret|password|passwd|token|credential|passphrase|private.?key/i;
+/**
+ * Keys whose values never reach a log: FlexVolume secrets arrive as kubernetes.io/secret/<key>; `pass`
+ * alone is mount.cifs's short name for password= (mount.cifs(8): pass=, dom=, cred= are synonyms).
+ */
+const SECRET_KEY = /secret|password|passwd|^pass$|token|credential|passphrase|private.?key/i;
 
 /**
  * Keys whose values are mount options, one string or a list: a static volume's `mountOptions` (its

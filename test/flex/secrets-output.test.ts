@@ -65,6 +65,22 @@ describe('a password among a static volume\'s mount options', () => {
   });
 });
 
+describe('CIFS\'s short name for its password, pass=', () => {
+  it('is a password too: cut from the argv, the helper\'s words, the log and the record shown', async () => {
+    const password = 'pass-7c2a-MUST-NOT-LEAK';
+    const opts = flexOptions('pv-pass', { volumeId: 'pass', createIfMissing: 'true', backend: 'static', source: 'tmpfs', fsType: 'tmpfs', mountOptions: `size=1m,${ECHO_ON},pass=${password}` });
+    await ok('attach', opts, 'node-a');
+    const global = deviceMountPath(s.kubeletDir, 'pv-pass');
+    mkdirSync(global, { recursive: true });
+    const r = await flex('mountdevice', global, '', opts);
+    expect(r.reply.message).toContain(`-o size=1m,${ECHO_ON},pass=[redacted] `);
+    const inspect = await runAdmin(env(), ['volume', 'inspect', 'pass']);
+    expect(inspect.stdout).toContain('"pass=[redacted]"');
+    for (const text of [r.output, flexLog(), inspect.stdout]) expect(text).not.toContain(password);
+    await ok('detach', 'pv-pass', 'node-a');
+  });
+});
+
 describe('a call\'s own secret (kubernetes.io/secret/<key>)', () => {
   it('is cut from a refusal that quotes a field it was pasted into, in the reply and the log', async () => {
     const secret = 'S3CR3T-7c2a-pasted';
