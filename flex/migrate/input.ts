@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { errnoCode } from '../../shared/index.js';
 import { parseAllDocuments } from 'yaml';
 import { isObject, type Json, type JsonObject, type KubeObject } from './objects.js';
 
@@ -21,10 +22,12 @@ export interface Source {
 export function readSources(paths: readonly string[], stdin: () => string): Source[] {
   return paths.map((path) => {
     if (path === '-') return { name: 'stdin', text: stdin() };
+    // An unset variable, quoted: readFileSync('') is ENOENT, which read as ": cannot be read".
+    if (path === '') throw new InputError('an input file is named by an empty word: name a file, or - for stdin');
     try {
       return { name: path, text: readFileSync(path, 'utf8') };
     } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
+      const code = errnoCode(err);
       throw new InputError(`${path}: cannot be read (${code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'a directory' : (code ?? String(err))})`);
     }
   });

@@ -30,6 +30,10 @@ describe('input that is not Kubernetes objects: exit 2, one line, nothing planne
     expect(r.stderr).toBe(`twinvol migrate plan: ${bad(file)}${message.startsWith(':') ? '' : ' '}${message}${USAGE}`);
   });
 
+  it('an empty file name (an unset variable, quoted) is named as such', () => {
+    expect(planOf({ files: [''] })).toMatchObject({ exitCode: 2, stdout: '', stderr: `twinvol migrate plan: an input file is named by an empty word: name a file, or - for stdin${USAGE}` });
+  });
+
   it('an alias to no anchor (the parser throws it late, from toJS) is named like any other YAML error', () => {
     expect(planOf({ files: ['-'] }, '*!')).toMatchObject({ exitCode: 2, stderr: `twinvol migrate plan: stdin document 1: not YAML or JSON: Unresolved alias (the anchor must be set before the alias): !${USAGE}` });
     const aliases = `a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n`;
