@@ -210,15 +210,15 @@ function unstagedBindFlags(opts: PublishOptions): string[] {
   return bindFlagsFor(flags, filesystemFlags(flags), opts.readonly);
 }
 
-/**
- * Group ownership of a read-write filesystem publish, recorded as intent first and as done after the
- * walk, so that a call killed during a walk over a large tree leaves a record the retry finishes from.
- */
 /** The staging record whose flags a publish's bind carries (a backend's that stages a directory), read only then. */
 async function bindsFromRecord(core: Core, backend: Backend, record: MountRecord): Promise<MountRecord | undefined> {
   return backend.stagedDirectory && record.stagingPath !== undefined ? core.nodeState.findByPath(record.stagingPath) : undefined;
 }
 
+/**
+ * Group ownership of a read-write filesystem publish, recorded as intent first and as done after the
+ * walk, so that a call killed during a walk over a large tree leaves a record the retry finishes from.
+ */
 async function ensureFsGroup(core: Core, record: MountRecord, opts: PublishOptions): Promise<void> {
   const gid = opts.fsGroup ?? record.fsGroup;
   if (gid === undefined || opts.readonly || opts.block || record.fsGroupApplied === gid) return;

@@ -278,9 +278,11 @@ export interface TeardownOptions {
 export async function releaseOrphanedAttachment(core: Core, id: VolumeId): Promise<void> {
   await core.nodeState.lockVolume(id, async () => {
     const records = await core.nodeState.listForVolume(id);
-    for (const staging of records.filter((r) => r.kind === 'stage' && r.implicit))
-      if (!records.some((r) => r.kind === 'publish' && r.stagingPath === staging.path)) await unstageLocked(core, staging);
-    if (!(await core.nodeState.listForVolume(id)).length) await releaseImplicitAttachment(core, id, core.config.nodeName);
+    const orphans = records.filter((st) => st.kind === 'stage' && st.implicit && !records.some((r) => r.kind === 'publish' && r.stagingPath === st.path));
+    for (const staging of orphans) await unstageLocked(core, staging);
+    // Listed again only when an unstage changed what is left.
+    const left = orphans.length ? await core.nodeState.listForVolume(id) : records;
+    if (!left.length) await releaseImplicitAttachment(core, id, core.config.nodeName);
   });
 }
 
