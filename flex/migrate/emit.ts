@@ -249,24 +249,36 @@ require() {
   got=$("$@") || { echo "check failed: $*: the command failed (exit $?), expected '$want'" >&2; exit 1; }
   [[ $got == "$want" ]] || { echo "check failed: $*: got '$got', expected '$want'" >&2; exit 1; }
 }
-# What a change must bring about, polled until TIMEOUT seconds have passed (with --apply only).
-await() {
-  (( SKIPPING )) && return 0
-  local want=$1 got seen deadline=$((SECONDS + TIMEOUT))
-  shift
-  if (( ! APPLY )); then echo "(dry run) would wait for: $* = '$want'"; return 0; fi
+# Runs a check ("$3" ...) every 2 s until it answers 0, or stops the script once TIMEOUT seconds have
+# passed, naming its subject ($1), what the check last saw (it sets \`seen\`) and what was awaited ($2).
+poll() {
+  local subject=$1 expected=$2 seen='' deadline=$((SECONDS + TIMEOUT))
+  shift 2
   while :; do
-    # A read that fails is not yet what is awaited: a failed \`get --ignore-not-found\` prints nothing,
-    # as a deleted object does, and the deletes of claims and PVs went on before theirs were done.
-    if got=$("$@" 2>/dev/null); then
-      [[ $got == "$want" ]] && return 0
-      seen="got '$got'"
-    else
-      seen="the command failed (exit $?)"
-    fi
-    (( SECONDS < deadline )) || { echo "check failed after $TIMEOUT s: $*: $seen, expected '$want'" >&2; exit 1; }
+    "$@" && return 0
+    (( SECONDS < deadline )) || { echo "check failed after $TIMEOUT s: $subject: $seen, expected $expected" >&2; exit 1; }
     sleep 2
   done
+}
+# What a change must bring about, polled (with --apply only).
+await() {
+  (( SKIPPING )) && return 0
+  if (( ! APPLY )); then echo "(dry run) would wait for: \${*:2} = '$1'"; return 0; fi
+  poll "\${*:2}" "'$1'" output_is "$@"
+}
+# Whether "$2" ... prints $1 now. A read that fails is not yet what is awaited: a failed
+# \`get --ignore-not-found\` prints nothing, as a deleted object does, and the deletes of claims and PVs
+# went on before theirs were done.
+output_is() {
+  local want=$1 got
+  shift
+  if got=$("$@" 2>/dev/null); then
+    [[ $got == "$want" ]] && return 0
+    seen="got '$got'"
+  else
+    seen="the command failed (exit $?)"
+  fi
+  return 1
 }
 # The pods of a namespace that name a claim, one line each: "<pod> <phase>", the phase Terminating for
 # one being deleted. A list that cannot be read fails, and is no answer: piped into grep -c, a failed
@@ -286,48 +298,48 @@ claim_users() {
 # deadline.
 await_unused() {
   (( SKIPPING )) && return 0
-  local ns=$1 claim=$2 users seen names n deadline=$((SECONDS + TIMEOUT))
-  if (( ! APPLY )); then echo "(dry run) would wait until no pod in namespace $ns names claim $claim"; return 0; fi
-  while :; do
-    if users=$(claim_users "$ns" "$claim"); then
-      [[ -z $users ]] && return 0
-      seen="named by \${users//$'\\n'/, }"
-      if ! grep -qvE ' (Succeeded|Failed)$' <<<"$users"; then
-        names=''
-        while read -r n _; do names+=" $n"; done <<<"$users"
-        echo "check failed: claim $claim in namespace $ns is $seen: finished pods, which Kubernetes counts as users of a claim until they are deleted; delete them (kubectl delete pod -n $ns$names)" >&2
-        exit 1
-      fi
-    else
-      seen="the pod list could not be read (exit $?)"
+  if (( ! APPLY )); then echo "(dry run) would wait until no pod in namespace $1 names claim $2"; return 0; fi
+  poll "claim $2 in namespace $1" 'no pod to name it' claim_unused "$1" "$2"
+}
+claim_unused() {
+  local ns=$1 claim=$2 users names n
+  if users=$(claim_users "$ns" "$claim"); then
+    [[ -z $users ]] && return 0
+    seen="named by \${users//$'\\n'/, }"
+    if ! grep -qvE ' (Succeeded|Failed)$' <<<"$users"; then
+      names=''
+      while read -r n _; do names+=" $n"; done <<<"$users"
+      echo "check failed: claim $claim in namespace $ns is $seen: finished pods, which Kubernetes counts as users of a claim until they are deleted; delete them (kubectl delete pod -n $ns$names)" >&2
+      exit 1
     fi
-    (( SECONDS < deadline )) || { echo "check failed after $TIMEOUT s: claim $claim in namespace $ns: $seen, expected no pod to name it" >&2; exit 1; }
-    sleep 2
-  done
+  else
+    seen="the pod list could not be read (exit $?)"
+  fi
+  return 1
 }
 # A pod the move re-created (with --apply only): until it is Ready, or has Succeeded, as a pod whose
 # restartPolicy is Never or OnFailure does once it ran to completion (it is never Ready then). One that
 # failed is the operator's to look at: the tool cannot tell why.
 settle_pod() {
   (( SKIPPING )) && return 0
-  local ns=$1 pod=$2 state seen deadline=$((SECONDS + TIMEOUT))
-  if (( ! APPLY )); then echo "(dry run) would wait until pod $pod in namespace $ns is Ready or has Succeeded"; return 0; fi
-  while :; do
-    if state=$(kubectl get pod -n "$ns" "$pod" -o 'jsonpath={.status.phase}/{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null); then
-      case $state in
-        */True) return 0 ;;
-        Succeeded/*) echo "pod $pod in namespace $ns ran to completion (Succeeded)"; return 0 ;;
-        Failed/*)
-          echo "check failed: pod $pod in namespace $ns failed after it was started again (its claims are moved): see kubectl logs -n $ns $pod and kubectl describe pod -n $ns $pod; to run it again, delete it (kubectl delete pod -n $ns $pod) and go on from this step" >&2
-          exit 1 ;;
-      esac
-      seen="phase \${state%%/*}, Ready \${state#*/}"
-    else
-      seen="the command failed (exit $?)"
-    fi
-    (( SECONDS < deadline )) || { echo "check failed after $TIMEOUT s: pod $pod in namespace $ns: $seen, expected Ready, or Succeeded" >&2; exit 1; }
-    sleep 2
-  done
+  if (( ! APPLY )); then echo "(dry run) would wait until pod $2 in namespace $1 is Ready or has Succeeded"; return 0; fi
+  poll "pod $2 in namespace $1" 'Ready, or Succeeded' pod_settled "$1" "$2"
+}
+pod_settled() {
+  local ns=$1 pod=$2 state
+  if state=$(kubectl get pod -n "$ns" "$pod" -o 'jsonpath={.status.phase}/{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null); then
+    case $state in
+      */True) return 0 ;;
+      Succeeded/*) echo "pod $pod in namespace $ns ran to completion (Succeeded)"; return 0 ;;
+      Failed/*)
+        echo "check failed: pod $pod in namespace $ns failed after it was started again (its claims are moved): see kubectl logs -n $ns $pod and kubectl describe pod -n $ns $pod; to run it again, delete it (kubectl delete pod -n $ns $pod) and go on from this step" >&2
+        exit 1 ;;
+    esac
+    seen="phase \${state%%/*}, Ready \${state#*/}"
+  else
+    seen="the command failed (exit $?)"
+  fi
+  return 1
 }
 `;
 
