@@ -1,4 +1,4 @@
-import { asksForExec, type Claims, type Core, createVolume, invalidArgument, notFound, parseBoolean, parseGid, parseSize, quoted, refuseContradiction, validatePvName, validateStringMap, validateVolumeId, type VolumeId, type VolumeRecord } from '../shared/index.js';
+import { asksForExec, KUBELET_SECRET_PREFIX, type Claims, type Core, createVolume, invalidArgument, notFound, parseBoolean, parseGid, parseSize, quoted, refuseContradiction, validatePvName, validateStringMap, validateVolumeId, type VolumeId, type VolumeRecord } from '../shared/index.js';
 
 /** Keys kubelet adds to every options map (kubelet's pkg/volume/flexvolume adds them); everything else comes from the PV. */
 const KUBE = 'kubernetes.io/';
@@ -7,7 +7,6 @@ const K_READWRITE = `${KUBE}readwrite`;
 const K_PV_NAME = `${KUBE}pvOrVolumeName`;
 const K_FS_GROUP = `${KUBE}mounterArgs.FsGroup`;
 const K_FS_GROUP_OLD = `${KUBE}fsGroup`;
-const K_SECRET = `${KUBE}secret/`;
 
 /** The PV options twinvol reads. Unknown ones are refused, so a typo ("volumeID") is a clear error, not a silent default. */
 export const DRIVER_KEYS = ['volumeId', 'createIfMissing', 'size', 'backend', 'fsType', 'readOnly', 'access', 'source', 'mountOptions'] as const;
@@ -44,10 +43,10 @@ export function parseOptions(json: string | undefined): FlexOptions {
   }
   const secretKeys: string[] = [];
   for (const [key, value] of Object.entries(raw)) {
-    if (!key.startsWith(K_SECRET)) continue;
+    if (!key.startsWith(KUBELET_SECRET_PREFIX)) continue;
     // Validated so a mangled secret fails here, loudly, rather than deep in a mount; never echoed.
-    if (!/^[A-Za-z0-9+/]*={0,2}$/.test(value) || value.length % 4 !== 0) throw invalidArgument(`secret ${quoted(key.slice(K_SECRET.length), 64)} is not base64`);
-    secretKeys.push(key.slice(K_SECRET.length));
+    if (!/^[A-Za-z0-9+/]*={0,2}$/.test(value) || value.length % 4 !== 0) throw invalidArgument(`secret ${quoted(key.slice(KUBELET_SECRET_PREFIX.length), 64)} is not base64`);
+    secretKeys.push(key.slice(KUBELET_SECRET_PREFIX.length));
   }
   const readwrite = raw[K_READWRITE];
   if (readwrite !== undefined && readwrite !== 'ro' && readwrite !== 'rw') throw invalidArgument(`${K_READWRITE} must be "ro" or "rw"`);

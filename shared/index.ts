@@ -28,7 +28,7 @@ export {
   TwinvolError,
   unimplemented,
 } from './errors.js';
-export { FILE_LOG_MAX_BYTES, fileSink, type Log, type LogFields, Logger, LOG_LEVELS, type LogLevel, type LogSink, redact, redactOptionValues, secretsInArgument, secretsInOptions } from './log.js';
+export { FILE_LOG_MAX_BYTES, fileSink, type Log, type LogFields, Logger, LOG_LEVELS, type LogLevel, type LogSink, redact, redactOptionValues, KUBELET_SECRET_PREFIX, secretsInArgument, secretsInOptions } from './log.js';
 export { observeSpawns, run, signalQuietly, type SpawnRecord, spawnLog, toolEnv } from './runner.js';
 export { spawnBlockingHere } from './spawn-blocking.js';
 export { blockingFileCalls, blockingFileCallsWhile } from './fs-async.js';

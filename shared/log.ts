@@ -60,7 +60,7 @@ export function secretOptionValues(arg: string): string[] {
 }
 
 /** Where kubelet puts a PV's secretRef keys among a FlexVolume driver's options, each value in base64. */
-const KUBELET_SECRET_PREFIX = 'kubernetes.io/secret/';
+export const KUBELET_SECRET_PREFIX = 'kubernetes.io/secret/';
 
 /**
  * The secret values a FlexVolume options map carries (kubelet's JSON argument, a PV's options): each

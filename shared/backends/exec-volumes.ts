@@ -1,4 +1,5 @@
 import type { BackendPublish, PodInfo } from './backend.js';
+import { KUBELET_SECRET_PREFIX } from '../log.js';
 import { type ExecVolume, type FlexPort, stagedMount } from './exec.js';
 import { type CallResult, FlexDrivers, type FlexLog, type FlexSettings } from './exec-driver.js';
 import type { DriverCapabilities } from './exec-reply.js';
@@ -19,7 +20,6 @@ import type { DriverCapabilities } from './exec-reply.js';
 const KEY = {
   fsType: 'kubernetes.io/fsType',
   readwrite: 'kubernetes.io/readwrite',
-  secret: 'kubernetes.io/secret',
   fsGroup: 'kubernetes.io/mounterArgs.FsGroup',
   pvOrVolumeName: 'kubernetes.io/pvOrVolumeName',
   podName: 'kubernetes.io/pod.name',
@@ -66,7 +66,7 @@ export const flexArgv = {
       extra[KEY.podUid] = opts.pod.uid;
       extra[KEY.serviceAccount] = opts.pod.serviceAccount;
     }
-    for (const [name, value] of Object.entries(opts.secrets ?? {})) extra[`${KEY.secret}/${name}`] = Buffer.from(value, 'utf8').toString('base64');
+    for (const [name, value] of Object.entries(opts.secrets ?? {})) extra[`${KUBELET_SECRET_PREFIX}${name}`] = Buffer.from(value, 'utf8').toString('base64');
     if (opts.fsGroup !== undefined) extra[KEY.fsGroup] = String(opts.fsGroup);
     return [target, optionsJson(volume, opts.readonly, extra)];
   },
