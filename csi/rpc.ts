@@ -110,7 +110,7 @@ export class Rpc {
             const code = GRPC_CODE[e.code];
             // The status goes to the sidecars and kubelet, which put it in Events that more people read
             // than may read the Secret: the request's secret values are cut from it, as from the log.
-            const details = boundedDetails(withoutSecrets(e.message, scope.secrets));
+            const details = boundedDetails(scrub(e.message, scope.secrets));
             finish(code, details);
             callback({ code, details });
           },
@@ -124,15 +124,6 @@ export class Rpc {
     return this.unary<Req, Res>(method, async () => {
       throw unimplemented(`${method} is not implemented by twinvol`);
     });
-  }
-}
-
-/** An error's message less the call's secrets; withheld whole should cutting them fail, rather than sent with them. */
-function withoutSecrets(message: string, secrets: readonly string[]): string {
-  try {
-    return scrub(message, secrets);
-  } catch {
-    return "the call failed, and its error could not be cleaned of the call's secrets: see the server's log";
   }
 }
 
