@@ -8,6 +8,7 @@ import { checkedNode } from './node-shebang.js';
 import { configText, DEFAULT_FLEX_PLUGIN_DIR, DEFAULT_VENDOR, installFlex, installTarget, type InstallTarget, runningExecutable, uninstallFlex } from './install.js';
 import { isSea, type loadPacked } from './packed-modules.js';
 import { asList, checkedWords, cliConfig, ConfigError, oneLine, usable, UsageError } from './cli-input.js';
+// The commands the usage line and a missing command name are flex/main.ts's (one added there is named here too).
 import { ADMIN_COMMANDS } from './verb-names.js';
 
 /**
@@ -26,7 +27,7 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
     // --help and --version return rather than exit, so flex/main.ts can still report output that could not be written.
     .exitProcess(false)
     .usage(
-      `$0 ${COMMANDS.join('|')} ...\n\nThe administrator's side of the twinvol FlexVolume driver. kubelet runs this same file with its own verbs (init, attach, mount, ...) and reads one JSON reply; those are not for a terminal.\nSettings come from ${DEFAULT_CONFIG_PATH} (or TWINVOL_CONFIG) and TWINVOL_DATA_ROOT, TWINVOL_STATE_DIR, TWINVOL_KUBELET_DIR, TWINVOL_NODE_NAME.\nExit codes: 0 done, 1 refused or failed, 2 a command line that does not parse (nothing was touched).`,
+      `$0 ${ADMIN_COMMANDS.join('|')} ...\n\nThe administrator's side of the twinvol FlexVolume driver. kubelet runs this same file with its own verbs (init, attach, mount, ...) and reads one JSON reply; those are not for a terminal.\nSettings come from ${DEFAULT_CONFIG_PATH} (or TWINVOL_CONFIG) and TWINVOL_DATA_ROOT, TWINVOL_STATE_DIR, TWINVOL_KUBELET_DIR, TWINVOL_NODE_NAME.\nExit codes: 0 done, 1 refused or failed, 2 a command line that does not parse (nothing was touched).`,
     )
     .command('volume', 'create, delete, list and inspect volumes in the catalog', (y) =>
       y
@@ -293,7 +294,7 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
         )
         .demandCommand(1, 'name a migrate command: plan or verify'),
     )
-    .demandCommand(1, `name a command: ${COMMANDS.slice(0, -1).join(', ')} or ${COMMANDS.at(-1)}`)
+    .demandCommand(1, `name a command: ${ADMIN_COMMANDS.slice(0, -1).join(', ')} or ${ADMIN_COMMANDS.at(-1)}`)
     // A flag given twice takes its last value, as in most tools, rather than becoming an array that
     // every check downstream would have to expect. Every option that takes a value says
     // `requiresArg`: yargs gives a flag left without one its default, silently, so an unquoted empty
@@ -325,10 +326,6 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
   }
   return exitCode;
 }
-
-// The commands the usage line and a missing command name: flex/main.ts's list (flex/verb-names.ts), so
-// that one added there (compare, migrate were left out once) is named here too.
-const COMMANDS = ADMIN_COMMANDS;
 
 function targetOptions<T>(c: Argv<T>) {
   return c
