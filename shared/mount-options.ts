@@ -56,9 +56,6 @@ export function mountFlags(native: NativeMount, options: readonly string[]): num
   return flags;
 }
 
-/** The words that take a flag off: asked for, a bind's flags lose it. */
-const CLEARS = new Map([['rw', 'ro'], ['suid', 'nosuid'], ['dev', 'nodev'], ['exec', 'noexec'], ['diratime', 'nodiratime']]);
-
 /**
  * What a bind made with its flags in one step (native/bind.c) adds to and takes off the flags of its
  * source's mount, as mount(2) flags: its clone keeps them, so only what is asked changes, as
@@ -68,6 +65,7 @@ const CLEARS = new Map([['rw', 'ro'], ['suid', 'nosuid'], ['dev', 'nodev'], ['ex
 export function bindFlagChanges(native: NativeMount, options: readonly string[]): { set: number; clear: number } | undefined {
   const set = mountFlags(native, options);
   if (set === undefined) return undefined;
-  const clear = mountFlags(native, options.flatMap((o) => CLEARS.get(o) ?? []));
+  // A word that is no flag of its own (rw, suid, dev, exec, diratime) takes its opposite's off.
+  const clear = mountFlags(native, options.filter((o) => mountFlags(native, [o]) === 0).flatMap((o) => OPPOSITE.get(o) ?? []));
   return clear === undefined ? undefined : { set, clear };
 }
