@@ -12,7 +12,7 @@ import {
   execRecordParameters,
   execVolumeOf,
   execVolumeOfRecord,
-  endInlineIfUnmounted,
+  publishingInline,
   failedPrecondition,
   idForNameOrUndefined,
   invalidArgument,
@@ -290,7 +290,9 @@ export class ExecService {
           // An inline volume's record goes with its last mount (csi/node.ts NodeUnpublishVolume).
           const { id, driver } = await this.registered(r.volume_id, r.volume_context, cap, inline ? 'pod' : undefined);
           note({ driver: driver.full });
-          try {
+          // Registered above: whatever fails since (the driver's init, a bad staging path, the mount) ends
+          // an inline volume again unless a mount was left, which kubelet then unpublishes.
+          const publishing = async () => {
             // No staging path: a driver that does not attach mounts the target itself (no stage step); one
             // that attaches has STAGE_UNSTAGE_VOLUME, and a publish without its staging skipped a step.
             if (!r.staging_target_path && (await this.serving.capabilities(driver)).attach)
@@ -305,13 +307,8 @@ export class ExecService {
               ...podOf(r.volume_context),
               secrets: r.secrets,
             });
-          } catch (err) {
-            // Registered above, whatever failed since (the driver's init, a bad staging path, the mount):
-            // an inline volume's record goes unless a mount was left (shared/core/publishing.ts), which
-            // kubelet then unpublishes.
-            if (inline) await endInlineIfUnmounted(this.core, id).catch(() => undefined);
-            throw err;
-          }
+          };
+          await (inline ? publishingInline(this.core, id, publishing) : publishing());
           return {};
         }, at((r) => r.target_path)),
         (r) => this.isExecVolume(r.volume_id, r.volume_context),

@@ -1,4 +1,4 @@
-import { type Claims, type Core, createVolume, endInlineIfUnmounted, expandOnNode, failedPrecondition, invalidArgument, publish, stage, unpublish, unstage, validatePathUnder, validateVolumeId, type VolumeId, volumeStats } from '../shared/index.js';
+import { type Claims, type Core, createVolume, endInlineIfUnmounted, expandOnNode, failedPrecondition, invalidArgument, publish, publishingInline, stage, unpublish, unstage, validatePathUnder, validateVolumeId, type VolumeId, volumeStats } from '../shared/index.js';
 import { type Capability, accessRequestOf, parseCapability } from './capabilities.js';
 import type { ServiceContext } from './context.js';
 import { parseRange } from './capacity.js';
@@ -132,14 +132,9 @@ async function publishStaged(core: Core, id: VolumeId, target: string, cap: Capa
 async function publishEphemeral(core: Core, id: VolumeId, target: string, cap: Capability, r: NodePublishVolumeRequest): Promise<void> {
   if (cap.access !== 'mount') throw invalidArgument('an inline volume is a filesystem: use mount access');
   await createVolume(core, ephemeralSpec(id, r.volume_context));
-  try {
-    // A reader-only mode publishes read-only whatever readonly says, as for a staged volume (publishStaged),
-    // told apart from readonly for the repeat of a publish an older twinvol made (PublishOptions.readerOnly).
-    await publish(core, id, target, { readonly: r.readonly, readerOnly: cap.readerOnly, fsGroup: cap.mountGroup, mountFlags: cap.mountFlags, via: 'csi' });
-  } catch (err) {
-    await endInlineIfUnmounted(core, id).catch(() => undefined);
-    throw err;
-  }
+  // A reader-only mode publishes read-only whatever readonly says, as for a staged volume (publishStaged),
+  // told apart from readonly for the repeat of a publish an older twinvol made (PublishOptions.readerOnly).
+  await publishingInline(core, id, () => publish(core, id, target, { readonly: r.readonly, readerOnly: cap.readerOnly, fsGroup: cap.mountGroup, mountFlags: cap.mountFlags, via: 'csi' }));
 }
 
 

@@ -85,7 +85,7 @@ export { attachUnderPvName, rememberPvName } from './core/pv-names.js';
 export { type TopologyRequirement } from './core/placement.js';
 export { mountsOf, publish, type PublishOptions, unpublish } from './core/publishing.js';
 export { requireMountFlagsOptions } from './core/mount-flags.js';
-export { endInlineIfUnmounted, INLINE_PARAMETER, livesWithPod } from './core/inline-volumes.js';
+export { endInlineIfUnmounted, INLINE_PARAMETER, livesWithPod, publishingInline } from './core/inline-volumes.js';
 export { createSnapshot, deleteSnapshot, getSnapshot, listSnapshots, type SnapshotFilter } from './core/snapshots.js';
 export { nodeAttach, stage, type StageOptions, unstage } from './core/staging.js';
 export { checkVolumeSpec, createVolume, type CreateVolumeSpec, deleteVolume, describeVolume, expandVolume, listVolumes, validateBackend, type VolumeListing } from './core/volumes.js';

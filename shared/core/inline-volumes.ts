@@ -40,3 +40,18 @@ export async function endInlineIfUnmounted(core: Core, id: VolumeId): Promise<bo
     return deleteVolume(core, id);
   });
 }
+
+/**
+ * Runs what publishes a pod-lifetime volume just made or registered (`publishing`: the checks after
+ * the registration, then the publish): if any of it fails, the volume goes again unless a mount was
+ * left (endInlineIfUnmounted), since kubelet unpublishes only what it saw published. The failure is
+ * the answer; a failure to end the volume is not.
+ */
+export async function publishingInline<T>(core: Core, id: VolumeId, publishing: () => Promise<T>): Promise<T> {
+  try {
+    return await publishing();
+  } catch (err) {
+    await endInlineIfUnmounted(core, id).catch(() => undefined);
+    throw err;
+  }
+}
