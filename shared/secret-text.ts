@@ -20,9 +20,9 @@ interface Cutter {
 const cutters = new WeakMap<readonly string[], Cutter>();
 
 /**
- * Each secret replaced wherever it appears, in every form it travels in: as given, base64 as the
- * driver receives it (kubernetes.io/secret/<key>), and escaped as JSON text quotes it (a driver's reply,
- * written by JavaScript, Python or Go).
+ * Each secret replaced wherever it appears, in every form it travels in: as given or as a tool prints
+ * it (`printedAs`), base64 as the driver receives it (kubernetes.io/secret/<key>), and escaped as JSON
+ * text quotes it (a driver's reply, written by JavaScript, Python or Go).
  *
  * A form of one or two characters ("bad PIN 42") is cut only where it stands as a word of its own: no
  * letter or digit against a side of it that is a letter or digit. Cut everywhere, "42" would also go out
@@ -67,6 +67,25 @@ function cutterFor(secrets: readonly string[]): Cutter {
 }
 
 function formsOf(secret: string): string[] {
+  return [...new Set(printedAs(secret))].flatMap(encodedAs);
+}
+
+/**
+ * How a tool may spell a secret's value, before any encoding: as given; trimmed, since a Secret made
+ * from a file (kubectl create secret --from-file) ends in the file's newline, which a driver strips
+ * before it uses or quotes the value; and each line of a multi-line one, trimmed (a credentials
+ * file's `password=...`, a key's), which a tool quotes alone, or rejoined (shared/runner.ts errorDetail
+ * trims lines and joins them with "; "). A line of fewer than three characters (a JSON file's brace)
+ * is no secret of its own, and cut it would take every brace out of every log line.
+ */
+function printedAs(secret: string): string[] {
+  const trimmed = secret.trim();
+  const lines = /[\r\n]/.test(trimmed) ? trimmed.split(/\r?\n|\r/).map((line) => line.trim()).filter((line) => line.length >= 3) : [];
+  return [secret, ...(trimmed ? [trimmed] : []), ...lines];
+}
+
+/** A value as given, in base64, and escaped as JSON text quotes it. */
+function encodedAs(secret: string): string[] {
   if (secret === '') return [];
   const json = JSON.stringify(secret).slice(1, -1);
   const escape = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
