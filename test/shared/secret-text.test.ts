@@ -27,3 +27,26 @@ describe('a secret is cut as a tool prints it', () => {
     expect(shownOutput('{"status":"Failure"} [x]', [json])).toBe('{"status":"Failure"} [x]');
   });
 });
+
+describe('a secret is cut as a URL spells it', () => {
+  it('percent-encoded, by any encoder\'s rule and in either case of hex; a space also as "+"', () => {
+    const secret = 'p@ss! w0rd/ä.x';
+    const spellings = [
+      'p%40ss%21%20w0rd%2F%C3%A4.x', // Python's quote(safe=''), Go's url.PathEscape
+      'p%40ss!%20w0rd%2F%C3%A4.x', // encodeURIComponent
+      'p%40ss%21%20w0rd/%c3%a4.x', // lower-case hex, a slash left as it is
+      'p%40ss%21+w0rd%2F%C3%A4.x', // a query's space
+    ];
+    for (const spelt of spellings) expect(scrub(`connect smb://bob:${spelt}@srv/share: refused`, [secret]), spelt).toBe('connect smb://bob:[redacted]@srv/share: refused');
+    // Go's url.URL.String(), as a driver's error prints the URL it dialled.
+    const url = new URL('smb://srv/share');
+    url.username = 'bob';
+    url.password = secret;
+    expect(scrub(`dial ${url.href}: refused`, [secret])).not.toContain('w0rd');
+  });
+
+  it('only as the value: a dot in it stands for a dot, and text that merely looks encoded stays', () => {
+    expect(scrub('p%40ssXw0rd and 100% p@ss', ['p@ss.w0rd'])).toBe('p%40ssXw0rd and 100% p@ss');
+    expect(scrub('a%2Bb', ['a+b'])).toBe('[redacted]');
+  });
+});
