@@ -36,8 +36,13 @@ export function redact(value: unknown, key = ''): unknown {
   return value;
 }
 
-/** One `key=value` of a comma-separated option list, with what comes before it (the start or a comma). */
-const OPTION = /(^|,)([^=,]+)=([^,]*)/g;
+/**
+ * One `key=value` of a comma-separated option list, with what comes before it (the start or a comma).
+ * A value runs on through a doubled comma, which the CIFS client reads as a comma of a password
+ * (fs/smb/client/fs_context.c), and through a quoted part, which libmount reads as one value: cut at
+ * the first comma, a password's rest was shown ("password=[redacted],,rest").
+ */
+const OPTION = /(^|,)([^=,]+)=((?:"[^"]*"|,,|[^,])*)/g;
 
 /**
  * One argument of a tool with the values of its secret-looking options cut: a static volume's
@@ -56,7 +61,9 @@ export function redactOptionValues(arg: string): string {
  */
 export function secretOptionValues(arg: string): string[] {
   if (!arg.includes('=')) return [];
-  return [...arg.matchAll(OPTION)].flatMap((m) => (SECRET_KEY.test(m[2]!) && m[3] ? [m[3]] : []));
+  // Also as the filesystem reads it (its quotes gone, a doubled comma single), which a helper may echo.
+  const read = (value: string) => value.replace(/"([^"]*)"/g, '$1').replace(/,,/g, ',');
+  return [...arg.matchAll(OPTION)].flatMap((m) => (SECRET_KEY.test(m[2]!) && m[3] ? [...new Set([m[3], read(m[3])])] : []));
 }
 
 /** Where kubelet puts a PV's secretRef keys among a FlexVolume driver's options, each value in base64. */
