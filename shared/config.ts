@@ -29,8 +29,13 @@ export interface Config {
   /** FlexVolume attach capability, chosen at install time. */
   flexAttach: boolean;
   defaultFsType: FsType;
-  /** Deadline for each external command. */
+  /** Deadline for each external command but those below. */
   commandTimeoutMs: number;
+  /**
+   * Deadline for a tool that walks a volume's data (mkfs, fsck, e2fsck, resize2fs, cp of a clone or a
+   * snapshot): its time grows with the volume, and kubelet gives its own fsck and mkfs none.
+   */
+  dataCommandTimeoutMs: number;
   /**
    * Host directories under which a static volume's source may lie when a PV or StorageClass writer
    * (FlexVolume options, CSI parameters) chose it; empty: only the administrator's CLI may (see
@@ -53,6 +58,8 @@ const DEFAULTS: Omit<Config, 'nodeName'> = {
   flexAttach: true,
   defaultFsType: 'ext4',
   commandTimeoutMs: 120_000,
+  // Six hours: a copy of 1 TiB at 100 MiB/s takes three.
+  dataCommandTimeoutMs: 21_600_000,
   staticSourceRoots: [],
 };
 
@@ -214,6 +221,7 @@ function checkConfig(raw: Record<string, unknown>, origins: Origins): Config {
     flexAttach: setting('flexAttach', (v) => flag(v, 'flexAttach')),
     defaultFsType: setting('defaultFsType', (v) => validateBlockFsType(v, 'ext4')),
     commandTimeoutMs: setting('commandTimeoutMs', (v) => validateTimeoutMs(v, 1000, 'setting commandTimeoutMs')),
+    dataCommandTimeoutMs: setting('dataCommandTimeoutMs', (v) => validateTimeoutMs(v, 1000, 'setting dataCommandTimeoutMs')),
     staticSourceRoots: setting('staticSourceRoots', (v) => absoluteDirs(v, 'staticSourceRoots')),
   };
 }

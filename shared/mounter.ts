@@ -15,10 +15,12 @@ const WALKS_DATA = new Set(['mkfs.ext4', 'mkfs.xfs', 'e2fsck', 'fsck', 'resize2f
 
 /** The system tools behind every backend, with one deadline for all of them. */
 export class Mounter {
-  constructor(private readonly timeoutMs: number) {}
+  /** `dataTimeoutMs` is the deadline of a tool that walks a volume's data (WALKS_DATA), which grows with the volume. */
+  constructor(private readonly timeoutMs: number, private readonly dataTimeoutMs = timeoutMs) {}
 
   private exec(command: string, args: readonly string[], okExitCodes?: readonly number[], fd3?: number) {
-    return run(command, args, { timeoutMs: this.timeoutMs, okExitCodes, fd3, lengthy: WALKS_DATA.has(command) });
+    const lengthy = WALKS_DATA.has(command);
+    return run(command, args, { timeoutMs: lengthy ? this.dataTimeoutMs : this.timeoutMs, okExitCodes, fd3, lengthy });
   }
 
   /**

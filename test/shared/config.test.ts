@@ -30,6 +30,7 @@ describe('loadConfig', () => {
       flexAttach: true,
       defaultFsType: 'ext4',
       commandTimeoutMs: 120_000,
+      dataCommandTimeoutMs: 21_600_000,
       staticSourceRoots: [],
     });
   });
@@ -52,6 +53,7 @@ describe('loadConfig', () => {
       flexAttach: false,
       defaultFsType: 'xfs',
       commandTimeoutMs: 5000,
+      dataCommandTimeoutMs: 7_200_000,
       staticSourceRoots: ['/srv/shares/'],
     });
     expect(cfg).toEqual({
@@ -64,6 +66,7 @@ describe('loadConfig', () => {
       flexAttach: false,
       defaultFsType: 'xfs',
       commandTimeoutMs: 5000,
+      dataCommandTimeoutMs: 7_200_000,
       staticSourceRoots: ['/srv/shares'],
     });
   });
@@ -116,6 +119,7 @@ describe('loadConfig', () => {
     [{ commandTimeoutMs: 3_000_000_000 }, 'commandTimeoutMs must be a whole number of milliseconds from 1000 to 2147483647'],
     [{ commandTimeoutMs: 1500.5 }, 'commandTimeoutMs'],
     [{ commandTimeoutMs: '5000' }, 'commandTimeoutMs'],
+    [{ dataCommandTimeoutMs: 0 }, 'setting dataCommandTimeoutMs must be a whole number of milliseconds from 1000 to 2147483647'],
     [{ defaultFsType: 'btrfs' }, 'fsType "btrfs" is not supported'],
     [{ staticSourceRoots: '/srv' }, 'setting staticSourceRoots must be a list of at most 64 absolute paths'],
     [{ staticSourceRoots: ['/'] }, 'setting staticSourceRoots[0] must not be /'],
