@@ -36,7 +36,8 @@ export const staticBackend: Backend = {
 
   async stage(volume, staging, readonly, ctx, mountFlags = []) {
     if (!volume.source) throw failedPrecondition(`static volume ${volume.id} has no source`);
-    const options = [...(volume.mountOptions ?? []), ...mountFlags];
+    // mount(8) reads options in order: an rw of the volume's own options after its ro undid it.
+    const options = [...(volume.mountOptions ?? []), ...mountFlags].filter((o) => !readonly || o !== 'rw');
     if (readonly && !options.includes('ro')) options.push('ro');
     const source = await resolveSource(ctx.config, volume.source, volume.createdBy);
     await ctx.mounter.mount(source, staging, { fsType: volume.fsType, options });

@@ -188,6 +188,16 @@ describe('static volume', () => {
     await unstage(core, staging);
     expect(mountsUnder(s.kubeletDir)).toEqual([]);
   });
+
+  it('is read-only when asked, whatever rw its options hold after a ro', async () => {
+    // mount(8) reads options in order: a later rw undid the ro the stage added only where none was.
+    await attachedVolume({ id: 'u', backend: 'static', capacityBytes: 0, source: 'tmpfs', fsType: 'tmpfs', mountOptions: 'ro,size=8m,rw' });
+    const staging = stagingPath('pv-u');
+    await stage(core, vid('u'), staging, { readonly: true });
+    expect(mountAt(staging)?.mountOptions).toContain('ro');
+    await unstage(core, staging);
+    expect(mountsUnder(s.kubeletDir)).toEqual([]);
+  });
 });
 
 describe('foreign mounts and crash recovery', () => {
