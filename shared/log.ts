@@ -52,7 +52,20 @@ const OPTION = /(^|,)([^=,]+)=((?:"[^"]*"|,,|[^,])*)/g;
  */
 export function redactOptionValues(arg: string): string {
   if (!arg.includes('=')) return arg;
-  return arg.replace(OPTION, (whole, lead: string, key: string) => (SECRET_KEY.test(key) ? `${lead}${key}=[redacted]` : whole));
+  return arg.replace(OPTION, (whole, lead: string, key: string, value: string) => {
+    if (SECRET_KEY.test(key)) return `${lead}${key}=[redacted]`;
+    const password = passwordInUser(key, value);
+    return password === undefined ? whole : `${lead}${key}=${value.slice(0, value.length - password.length)}[redacted]`;
+  });
+}
+
+/**
+ * mount.cifs still takes a password within the user name (`user=bob%pass`, `username=`, deprecated but
+ * documented in mount.cifs(8)): what follows the first `%` is a password.
+ */
+function passwordInUser(key: string, value: string): string | undefined {
+  const at = /^(user|username)$/i.test(key) ? value.indexOf('%') : -1;
+  return at >= 0 && at < value.length - 1 ? value.slice(at + 1) : undefined;
 }
 
 /**
@@ -63,7 +76,10 @@ export function secretOptionValues(arg: string): string[] {
   if (!arg.includes('=')) return [];
   // Also as the filesystem reads it (its quotes gone, a doubled comma single), which a helper may echo.
   const read = (value: string) => value.replace(/"([^"]*)"/g, '$1').replace(/,,/g, ',');
-  return [...arg.matchAll(OPTION)].flatMap((m) => (SECRET_KEY.test(m[2]!) && m[3] ? [...new Set([m[3], read(m[3])])] : []));
+  return [...arg.matchAll(OPTION)].flatMap((m) => {
+    const value = SECRET_KEY.test(m[2]!) ? m[3] : passwordInUser(m[2]!, m[3] ?? '');
+    return value ? [...new Set([value, read(value)])] : [];
+  });
 }
 
 /** Where kubelet puts a PV's secretRef keys among a FlexVolume driver's options, each value in base64. */
