@@ -108,11 +108,14 @@ const routeOf = (m: Move) => (m.target.route === 'twinvol' ? `${m.target.driver}
 const slug = (s: string) => s.replace(/[^A-Za-z0-9_.-]+/g, '-');
 
 /**
- * 0600 for a file whose objects carry a secret value: a Secret, or one among a flexVolume's options or a
- * CSI volume's attributes (a password written inline: shared/log.ts secretsInOptions); else 0644.
+ * 0600 for a file whose objects carry a secret value: a Secret, or one among a flexVolume's options, a
+ * CSI volume's attributes or a PV's spec.mountOptions (a password written inline: shared/log.ts
+ * secretsInOptions); else 0644. A vendor mapping moves a CIFS `password=` from the options' mountOptions
+ * string into the new PV's spec.mountOptions list (mappings.ts), one item of its own.
  */
 function modeFor(docs: readonly JsonObject[]): number {
   const carries = (value: Json, key: string): boolean => {
+    if (key === 'mountOptions' && Array.isArray(value)) return secretsInOptions({ mountOptions: value.filter((v) => typeof v === 'string').join(',') }).length > 0;
     if (Array.isArray(value)) return value.some((v) => carries(v, ''));
     if (!isObject(value)) return false;
     if ((key === 'options' || key === 'volumeAttributes') && secretsInOptions(value).length) return true;

@@ -89,3 +89,30 @@ describe('migrate plan: a password written inline', () => {
     for (const [f, m] of Object.entries(modes)) expect({ f, mode: m.mode }).toEqual({ f, mode: m.holds ? '600' : f.endsWith('.sh') ? '755' : '644' });
   });
 });
+
+describe('migrate plan: a password among the mount options of a PV moved to a vendor driver', () => {
+  // fstab/cifs to smb.csi.k8s.io (flex/migrate/mappings.ts): its options' mountOptions become the new
+  // PV's spec.mountOptions, a list, where the password is one item of its own.
+  const CIFS_PASSWORD = 'cifs-3f9b-MUST-NOT-LEAK';
+  const withFlex = (o: ReturnType<typeof pv>, flexVolume: object) => ({ ...o, spec: { ...o.spec, flexVolume } });
+  const cifs = JSON.stringify({
+    apiVersion: 'v1',
+    kind: 'List',
+    items: [
+      withFlex(pv('files', 'files', {}), { driver: 'fstab/cifs', options: { networkPath: '//fs.example/files', mountOptions: `vers=3.0,password=${CIFS_PASSWORD}` }, secretRef: { name: 'cifs-secret' } }),
+      claim('files', 'files'),
+      { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'cifs-secret', namespace: 'shop' }, type: 'fstab/cifs', data: { username: 'dQ==', password: 'cA==' } },
+    ],
+  });
+
+  it("is in spec.mountOptions of the new PV, whose manifest is the owner's alone", () => {
+    const out = join(root, 'vendor');
+    const run = planOf({ files: ['-'], out, prefer: 'vendor' }, cifs);
+    expect(run.exitCode, run.stderr).toBe(0);
+    expect(run.stderr).not.toContain(CIFS_PASSWORD);
+    const manifest = join(out, 'manifests/01-files.yaml');
+    expect(readFileSync(manifest, 'utf8')).toContain(`- password=${CIFS_PASSWORD}`);
+    expect((statSync(manifest).mode & 0o777).toString(8)).toBe('600');
+    expect((statSync(join(out, 'rollback/01-files.yaml')).mode & 0o777).toString(8)).toBe('600');
+  });
+});
