@@ -168,10 +168,9 @@ export function installFlex(target: InstallTarget, source: string, o: { config?:
   return { driver, ...(modules ? { modules } : {}), ...(addon ? { addon } : {}), ...(placedConfig ? { config: placedConfig } : {}) };
 }
 
-/** The bundle as installed: as it is, or with its first line naming `node` (flex/node-shebang.ts). */
+/** The bundle as installed: its first line naming `node`, or env without it (flex/node-shebang.ts). */
 function driverContent(source: string, node: string | undefined): Buffer {
-  const content = readFileSync(source);
-  return node === undefined ? content : withNodeShebang(content, node);
+  return withNodeShebang(readFileSync(source), node);
 }
 
 function readIfPresent(path: string): Buffer | undefined {

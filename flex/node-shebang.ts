@@ -53,19 +53,37 @@ export async function checkedNode(path: string): Promise<string | { error: strin
 }
 
 /**
- * The bundle with its first line naming `node` directly, with the same argument, so the kernel
- * execs node alone. A first line install does not know is refused rather than guessed at: the
- * kernel passes everything after the interpreter as one argument, so only a single one carries over.
- * A path too long for the line is the operator's to change (InvalidArgument); a bundle of another
- * shape is the build's (FailedPrecondition).
+ * A first line that an install with --node wrote: a Node named directly, and the env line's argument.
+ * Recognised so that an install run from such a driver can name another Node, or env again.
  */
-export function withNodeShebang(bundle: Buffer, node: string): Buffer {
-  const m = ENV_SHEBANG.exec(bundle.subarray(0, 512).toString('latin1'));
-  if (!m) throw failedPrecondition('the running bundle does not start with "#!/usr/bin/env -S node" and at most one argument, so --node cannot rewrite its first line');
-  const line = Buffer.from(`#!${node}${m[1] ?? ''}\n`);
-  if (line.length > SHEBANG_MAX) throw invalidArgument(`--node ${JSON.stringify(node.slice(0, 80))} makes a first line of ${line.length} bytes; the kernel reads ${SHEBANG_MAX}`);
-  const rest = bundle.subarray(m[0].length);
-  return Buffer.concat([line, line.length === m[0].length ? rest : withIndexShifted(rest, line.length - m[0].length)]);
+// Read as latin1, byte for byte: only the kernel's own separators end a word (\s would also take the
+// byte 0xa0 of a UTF-8 path for a blank).
+const NODE_SHEBANG = /^#!(\/[^ \t\n]+)( [^ \t\n]+)?\n/;
+
+/**
+ * The bundle with its first line naming `node` directly, with the same argument, so the kernel
+ * execs node alone; without `node`, the build's env line. A first line install does not know is
+ * refused rather than guessed at: the kernel passes everything after the interpreter as one
+ * argument, so only a single one carries over. The bundle may be the build's (the env line) or a
+ * driver an install with --node placed (its Node's line): installing from an installed driver is
+ * how an operator moves to another Node. Content with neither line (a single executable) is
+ * returned as it is when no `node` is asked for. A path too long for the line is the operator's to
+ * change (InvalidArgument); a bundle of another shape is the build's (FailedPrecondition).
+ */
+export function withNodeShebang(bundle: Buffer, node: string | undefined): Buffer {
+  const head = bundle.subarray(0, 512).toString('latin1');
+  const m = ENV_SHEBANG.exec(head) ?? NODE_SHEBANG.exec(head);
+  if (!m) {
+    if (node === undefined) return bundle;
+    throw failedPrecondition('the running bundle does not start with "#!/usr/bin/env -S node" (or a Node\'s path) and at most one argument, so --node cannot rewrite its first line');
+  }
+  const argument = ENV_SHEBANG.test(head) ? m[1] : m[2];
+  const line = Buffer.from(node === undefined ? `#!/usr/bin/env -S node${argument ?? ''}\n` : `#!${node}${argument ?? ''}\n`);
+  if (line.length > SHEBANG_MAX) throw invalidArgument(`--node ${JSON.stringify((node ?? '').slice(0, 80))} makes a first line of ${line.length} bytes; the kernel reads ${SHEBANG_MAX}`);
+  const first = Buffer.from(m[0], 'latin1');
+  if (line.equals(first)) return bundle;
+  const rest = bundle.subarray(first.length);
+  return Buffer.concat([line, line.length === first.length ? rest : withIndexShifted(rest, line.length - first.length)]);
 }
 
 declare const __TWINVOL_PACKED_MARKER__: string;
