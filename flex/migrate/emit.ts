@@ -227,6 +227,9 @@ while (( $# )); do
   shift
 done
 TIMEOUT="\${MIGRATE_TIMEOUT:-300}"
+# Checked before any change: read in bash arithmetic, "10m" failed each wait as an expansion error that
+# set -e does not stop at, so every wait was skipped and the run went on to "done".
+[[ $TIMEOUT =~ ^[1-9][0-9]{0,5}$ ]] || { echo "$0: MIGRATE_TIMEOUT '$TIMEOUT' must be a whole number of seconds, 1 or more" >&2; exit 2; }
 (( APPLY )) || echo "dry run: changes are sent with --dry-run; run with --apply to make them"
 # A run that stops part of the way says where to go on from: each step's changes can be made again
 # (patches, --ignore-not-found deletes, apply), but the first step's checks hold only before any.

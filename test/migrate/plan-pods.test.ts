@@ -186,3 +186,16 @@ describe('a bare pod whose restartPolicy is Never', () => {
   });
 });
 
+
+describe('MIGRATE_TIMEOUT', () => {
+  // Read in bash arithmetic at the first wait, after step 2's patches: "10m" (kubectl's way of
+  // writing it) once ended the run there with bash's "value too great for base", and went as
+  // `--timeout=10ms` to kubectl rollout status.
+  it.each(['10m', 'abc', '0', '-5', '1e3'])('%j is refused before anything is changed: exit 2, one line', (value) => {
+    const { dir } = planned([LOADER]);
+    const run = migrate(dir, { loader: 'Running|True||logs' }, 'Running|True', value);
+    expect(run.stderr).toBe(`${join(dir, 'plan', 'migrate.sh')}: MIGRATE_TIMEOUT '${value}' must be a whole number of seconds, 1 or more\n`);
+    expect(run.status).toBe(2);
+    expect(run.calls).toEqual(['']);
+  });
+});
