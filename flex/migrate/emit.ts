@@ -331,6 +331,25 @@ settle_pod() {
   if (( ! APPLY )); then echo "(dry run) would wait until pod $2 in namespace $1 is Ready or has Succeeded"; return 0; fi
   poll "pod $2 in namespace $1" 'Ready, or Succeeded' pod_settled "$1" "$2"
 }
+# A StatefulSet or DaemonSet whose updateStrategy is OnDelete, which kubectl rollout status refuses
+# (with --apply only): until its controller has seen the change and every pod it wants is ready.
+settle_ready() {
+  (( SKIPPING )) && return 0
+  if (( ! APPLY )); then echo "(dry run) would wait until every pod of $2 in namespace $1 is ready"; return 0; fi
+  poll "$2 in namespace $1" 'every pod it wants ready' all_ready "$1" "$2"
+}
+# Compared as strings, not in bash arithmetic, where a word that is no number is an error set -e passes over.
+all_ready() {
+  local state generation observed want ready
+  if state=$(kubectl get -n "$1" "$2" -o 'jsonpath={.metadata.generation}|{.status.observedGeneration}|{.spec.replicas}{.status.desiredNumberScheduled}|{.status.readyReplicas}{.status.numberReady}' 2>/dev/null); then
+    IFS='|' read -r generation observed want ready <<<"$state"
+    [[ -n $generation && $observed == "$generation" && \${ready:-0} == "\${want:-0}" ]] && return 0
+    seen="\${ready:-0} of \${want:-0} pods ready, generation \${observed:-none} seen of $generation"
+  else
+    seen="the command failed (exit $?)"
+  fi
+  return 1
+}
 pod_settled() {
   local ns=$1 pod=$2 state
   if state=$(kubectl get pod -n "$ns" "$pod" -o 'jsonpath={.status.phase}/{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null); then

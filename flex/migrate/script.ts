@@ -1,4 +1,5 @@
 import { COPY_OF_LABEL } from './input.js';
+import { at } from './objects.js';
 import type { Move } from './plan.js';
 import type { WorkloadUse } from './workloads.js';
 import { shQuote } from '../shell-quote.js';
@@ -21,6 +22,8 @@ export interface Line {
   claimUsers?: [string, string];
   /** settle only: this pod (namespace, name) is Ready or has Succeeded, not a kubectl read (emit.ts settle_pod). */
   pod?: [string, string];
+  /** settle only: every pod this object (namespace, kind/name) wants is ready, not a kubectl read (emit.ts settle_ready). */
+  ready?: [string, string];
 }
 
 export interface Step {
@@ -159,21 +162,32 @@ function stopArgv(u: WorkloadUse): string[] {
   }
 }
 
+/**
+ * The wait for a Deployment, StatefulSet or DaemonSet started again. kubectl rollout status refuses a
+ * StatefulSet or DaemonSet whose updateStrategy is OnDelete ("rollout status is only available for
+ * RollingUpdate strategy type", kubectl's polymorphichelpers/rollout_status.go), exit 1, and such
+ * objects are common where FlexVolume still is: OnDelete was the default of apps/v1beta1 StatefulSets
+ * and extensions/v1beta1 DaemonSets, and an object keeps it. Those are waited for by their counts.
+ */
+function rolloutLine(u: WorkloadUse): Line {
+  if (at(u.object.doc, 'spec.updateStrategy.type') === 'OnDelete') return { kind: 'settle', argv: [], ready: [u.object.namespace, resource(u)] };
+  return { kind: 'settle', argv: ['rollout', 'status', '-n', u.object.namespace, resource(u), TIMEOUT_WORD] };
+}
+
 function startLines(u: WorkloadUse, podFile: string): Line[] {
   const ns = ['-n', u.object.namespace];
-  const timeout = TIMEOUT_WORD;
   switch (u.action.kind) {
     case 'scale':
       return [
         { kind: 'change', argv: ['scale', ...ns, resource(u), `--replicas=${u.action.replicas}`] },
-        ...(u.object.kind === 'Deployment' || u.object.kind === 'StatefulSet' ? [{ kind: 'settle' as const, argv: ['rollout', 'status', ...ns, resource(u), timeout] }] : []),
+        ...(u.object.kind === 'Deployment' || u.object.kind === 'StatefulSet' ? [rolloutLine(u)] : []),
       ];
     case 'daemonset':
       return [
         // A merge patch's null removes the key, and is no change once it is gone: a JSON patch `remove`
         // failed on a missing key, so a run gone on with `--from` this step stopped here every time.
         { kind: 'change', argv: ['patch', ...ns, resource(u), '--type', 'merge', '-p', JSON.stringify({ spec: { template: { spec: { nodeSelector: { [STOP_LABEL]: null } } } } })] },
-        { kind: 'settle', argv: ['rollout', 'status', ...ns, resource(u), timeout] },
+        rolloutLine(u),
       ];
     case 'suspend':
       return [{ kind: 'change', argv: ['patch', ...ns, resource(u), '--type', 'merge', '-p', JSON.stringify({ spec: { suspend: u.action.suspend } })] }];
@@ -209,6 +223,7 @@ const words = (argv: readonly string[]) => argv.map(shellWord).join(' ');
 export function describeLine(l: Line): string {
   if (l.claimUsers) return `no pod in namespace ${l.claimUsers[0]} names claim ${l.claimUsers[1]}, finished or not (kubectl get pods -n ${l.claimUsers[0]}); a finished pod left is named, to be deleted`;
   if (l.pod) return `kubectl get pod -n ${l.pod[0]} ${l.pod[1]}   # wait until it is Ready, or has Succeeded (run to completion); if it fails, see its logs`;
+  if (l.ready) return `kubectl get -n ${l.ready[0]} ${l.ready[1]}   # wait until every pod it wants is ready (updateStrategy OnDelete, which kubectl rollout status refuses)`;
   const cmd = `kubectl ${words(l.argv).replaceAll('${TIMEOUT}', '300')}`;
   if (l.kind === 'require') return `${cmd}   # must print: ${l.want || '(nothing)'}`;
   if (l.kind === 'await') return `${cmd}   # wait until it prints: ${l.want || '(nothing)'}`;
@@ -219,6 +234,7 @@ export function describeLine(l: Line): string {
 export function bashLine(l: Line): string {
   if (l.claimUsers) return `await_unused ${shellWord(l.claimUsers[0])} ${shellWord(l.claimUsers[1])}`;
   if (l.pod) return `settle_pod ${shellWord(l.pod[0])} ${shellWord(l.pod[1])}`;
+  if (l.ready) return `settle_ready ${shellWord(l.ready[0])} ${shellWord(l.ready[1])}`;
   switch (l.kind) {
     case 'require':
       return `require ${shellWord(l.want ?? '')} kubectl ${words(l.argv)}`;
