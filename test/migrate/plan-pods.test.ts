@@ -199,3 +199,22 @@ describe('MIGRATE_TIMEOUT', () => {
     expect(run.calls).toEqual(['']);
   });
 });
+
+describe('--from past the last step', () => {
+  // `--from 80` for 8 once skipped every step and said "done", exit 0, with nothing moved.
+  it('is refused: exit 2, naming how many steps there are, and nothing is run', () => {
+    const { dir } = planned([LOADER]);
+    const script = join(dir, 'plan', 'migrate.sh');
+    const steps = readFileSync(script, 'utf8').match(/^step \d+ /gm)?.length ?? 0;
+    expect(steps).toBeGreaterThan(1);
+    const log = join(dir, 'kubectl.log');
+    const env = { PATH: `${bin}:/usr/bin:/bin`, KUBECTL_LOG: log, STATE: join(dir, 'state') };
+    const r = spawnSync('bash', [script, '--apply', '--from', String(steps + 1)], { env, encoding: 'utf8' });
+    expect(r.stderr).toBe(`${script}: --from ${steps + 1}: there are ${steps} steps\n`);
+    expect(r.status).toBe(2);
+    expect(r.stdout).toBe('');
+    expect(existsSync(log)).toBe(false);
+    // The last step itself is still one to go on from.
+    expect(spawnSync('bash', [script, '--from', String(steps)], { env, encoding: 'utf8' }).status).toBe(0);
+  });
+});
