@@ -1,4 +1,4 @@
-import { backendTraits, type CreateVolumeSpec, INLINE_PARAMETER, invalidArgument, parseBoolean, parseSize, validateBackend } from '../shared/index.js';
+import { backendTraits, type CreateVolumeSpec, INLINE_PARAMETER, invalidArgument, parseBoolean, parseWrittenSize, validateBackend } from '../shared/index.js';
 import { DEFAULT_SIZE_BYTES, sizeFromRange } from './capacity.js';
 import type { StringMap } from './csi-types.js';
 import { pluginKeys } from './parameters.js';
@@ -23,7 +23,7 @@ export function ephemeralSpec(id: string, context: StringMap): CreateVolumeSpec 
   const traits = backendTraits(backend);
   // A volume whose data twinvol does not own (static) would let a pod spec choose what the node mounts.
   if (!traits.ownsData) throw invalidArgument(`an inline volume cannot be a ${backend} volume: its data would come from the pod spec`);
-  const requested = attrs.size === undefined ? 0 : parseSize(attrs.size, 'volume_context size');
+  const requested = attrs.size === undefined ? 0 : parseWrittenSize(attrs.size, 'volume_context size');
   const capacityBytes = sizeFromRange({ required_bytes: String(requested), limit_bytes: '0' }, DEFAULT_SIZE_BYTES, traits.sizeAlignment);
   return {
     id,

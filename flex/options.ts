@@ -1,4 +1,4 @@
-import { asksForExec, KUBELET_SECRET_PREFIX, type Claims, type Core, createVolume, invalidArgument, notFound, parseBoolean, parseGid, parseSize, quoted, refuseContradiction, validatePvName, validateStringMap, validateVolumeId, type VolumeId, type VolumeRecord } from '../shared/index.js';
+import { asksForExec, KUBELET_SECRET_PREFIX, type Claims, type Core, createVolume, invalidArgument, notFound, parseBoolean, parseGid, parseWrittenSize, quoted, refuseContradiction, validatePvName, validateStringMap, validateVolumeId, type VolumeId, type VolumeRecord } from '../shared/index.js';
 
 /** Keys kubelet adds to every options map (kubelet's pkg/volume/flexvolume adds them); everything else comes from the PV. */
 const KUBE = 'kubernetes.io/';
@@ -57,7 +57,7 @@ export function parseOptions(json: string | undefined): FlexOptions {
     create: {
       wanted: parseBoolean(raw.createIfMissing, 'createIfMissing', false),
       backend: flexBackend(raw.backend),
-      capacityBytes: raw.size === undefined ? 0 : parseSize(raw.size),
+      capacityBytes: raw.size === undefined ? 0 : parseWrittenSize(raw.size),
       access: parseAccess(raw.access),
     },
   };

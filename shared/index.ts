@@ -41,7 +41,7 @@ export { type MountEntry, mountAt, readMounts } from './mountinfo.js';
 export type { AccessRequest, AccessScope, Attachment, BackendKind, ContentSource, GroupSnapshotRecord, NodeRecord, Origin, SnapshotRecord, VolumeRecord } from './model.js';
 export { BACKEND_KINDS } from './model.js';
 export { groupSnapshotIdForName, idForNameOrUndefined, snapshotIdForName, validateName, volumeIdForName } from './names.js';
-export { formatSize, MAX_SIZE_BYTES, MIN_FILESYSTEM_BYTES, parseSize, quantityBytes, requireFilesystemFits, type SizeRange, sizeInRange } from './size.js';
+export { formatSize, MAX_SIZE_BYTES, MIN_FILESYSTEM_BYTES, parseSize, parseWrittenSize, quantityBytes, requireFilesystemFits, type SizeRange, sizeInRange } from './size.js';
 export { sameStringMap } from './string-maps.js';
 export { nodeSegments, type Segments, TOPOLOGY_KEY } from './topology.js';
 export {

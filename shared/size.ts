@@ -17,7 +17,7 @@ const QUANTITY = /^([+-]?)([0-9]{0,30})(?:\.([0-9]{0,30}))?(?:(Ki|Mi|Gi|Ti|Pi|Ei
 /**
  * A quantity as an exact fraction of bytes (`n / divisor`), or undefined when the text is no
  * quantity. The one reading of the syntax, for parseSize and quantityBytes; a blank around it is no
- * quantity, as in the API's ParseQuantity (parseSize trims what an operator typed first).
+ * quantity, as in the API's ParseQuantity.
  */
 function quantityOf(input: string): { n: bigint; divisor: bigint } | undefined {
   const m = QUANTITY.exec(input);
@@ -36,17 +36,27 @@ function quantityOf(input: string): { n: bigint; divisor: bigint } | undefined {
  * "1073741824") into bytes. The one parser of sizes for every front end (the CLI's --size, PV
  * options, CSI volume_context, expansion). Computed exactly (integers, no floating point): a value
  * that is not a whole number of bytes ("1.5", "1500m", "0.1Ki"), zero, negative or over the limit is
- * refused rather than rounded.
+ * refused rather than rounded. Read as given, as the API's ParseQuantity reads it: `--size ' 1Mi'` (a
+ * variable quoted with its blank) is no size, as it would be in the PV an operator writes next.
  */
 export function parseSize(input: unknown, what = 'size'): number {
   if (typeof input === 'number') return checkSize(input, what, String(input));
   if (typeof input !== 'string') throw invalidArgument(`${what} must be a string such as "1Gi"`);
   const shown = JSON.stringify(input.slice(0, 40));
-  const q = quantityOf(input.trim());
+  const q = quantityOf(input);
   if (!q) throw invalidArgument(`${what} ${shown} is not a size (use bytes, a suffix Ki Mi Gi Ti Pi or k M G T P, or an exponent: 1.5Gi, 500M, 1e9)`);
   if (q.n < 0n) throw invalidArgument(`${what} ${shown} is negative`);
   if (q.n % q.divisor !== 0n) throw invalidArgument(`${what} ${shown} is not a whole number of bytes`);
   return checkSize(toNumber(q.n / q.divisor), what, input);
+}
+
+/**
+ * parseSize for a size already written into a Kubernetes object that kubelet hands on as it is (a PV's
+ * flexVolume.options, an inline volume's volumeAttributes): a blank around it has always been taken
+ * there, and a volume already in use must keep mounting after an upgrade.
+ */
+export function parseWrittenSize(input: string, what?: string): number {
+  return parseSize(input.trim(), what);
 }
 
 /**

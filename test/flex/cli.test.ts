@@ -32,6 +32,14 @@ describe('twinvol: a command line that does not parse', () => {
     [['volume', 'create', 'v', '--size=-1Gi'], /--size "-1Gi" is negative/],
     [['volume', 'create', 'v', '--size', '2Pi'], /--size "2Pi" is larger than the 1 PiB limit/],
     [['volume', 'create', 'v', '--size', 'lots'], /--size "lots" is not a size/],
+    // A blank around the quantity (a variable quoted with it) made a volume: the API's ParseQuantity,
+    // which reads the PV written next, refuses it, as migrate plan does (shared/size.ts quantityBytes).
+    [['volume', 'create', 'v', '--backend', 'dir', '--size', ' 1Mi'], /--size " 1Mi" is not a size/],
+    [['volume', 'create', 'v', '--backend', 'dir', '--size', '1Mi '], /--size "1Mi " is not a size/],
+    [['volume', 'create', 'v', '--backend', 'dir', '--size', '0'], /--size "0" must be a positive whole number of bytes/],
+    [['volume', 'create', 'v', '--backend', 'dir', '--size', '-1Mi'], /--size "-1Mi" is negative/],
+    [['volume', 'create', 'v', '--backend', 'dir', '--size', '1e30'], /--size "1e30" is larger than the 1 PiB limit/],
+    [['volume', 'create', 'v', '--backend', 'dir', '--size', '9'.repeat(30)], /--size "9+" is larger than the 1 PiB limit/],
     [['volume', 'create', 'v', '--size', '299Mi', '--fs-type', 'xfs'], /size 299Mi is too small for xfs: mkfs.xfs refuses a filesystem smaller than 300 MiB; ask for at least 300Mi/],
     [['volume', 'create', 'v', '--size', '1Gi', '--fs-type', 'btrfs'], /fsType "btrfs" is not supported/],
     // Said as the type "undefined" once.
