@@ -62,6 +62,35 @@ export function checkedWords(argv: readonly string[]) {
   };
 }
 
+/** The flags a word before the command may be: every other flag is a command's own and follows it. */
+const FLAGS_BEFORE_COMMAND = ['--help', '-h', '--version'];
+
+/**
+ * A flag before the command it would belong to (`twinvol --bogus`, `twinvol --bogus volume list`,
+ * `twinvol volume --bogus list`), named. yargs asked for the missing command first ("name a
+ * command"), or took the next word for the flag's value and named that word, or the group's missing
+ * command, instead. Checked before yargs parses; `groups`: the commands whose next word is a command
+ * of their own (`volume` in `volume list`), none of which takes a flag but --help. What follows `--`
+ * is the middleware's (checkedWords).
+ */
+export function flagBeforeCommand(argv: readonly string[], groups: ReadonlySet<string>): void {
+  notUtf8(argv);
+  let wanted = 1;
+  let commands = 0;
+  let group = '';
+  for (const word of argv) {
+    if (commands === wanted || word === '--') return;
+    if (word.startsWith('-') && word !== '-') {
+      // `--help=no` is the middleware's to refuse (booleanValue): only the name counts here.
+      const name = word.split('=')[0] ?? word;
+      if (FLAGS_BEFORE_COMMAND.includes(name)) continue;
+      throw new UsageError(`unknown flag ${name}: name the ${group ? `${group} ` : ''}command first; before it twinvol takes only --help, -h and --version`);
+    }
+    if (commands === 0 && groups.has(word)) [wanted, group] = [2, word];
+    commands++;
+  }
+}
+
 /**
  * Node decodes argv as UTF-8 and puts U+FFFD where bytes are not: `install flex --plugin-dir
  * $'/srv/\xff'` installed into /srv/\uFFFD, a directory nobody named. The bytes are gone by then, so

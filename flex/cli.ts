@@ -7,7 +7,7 @@ import { stepProgress } from './progress.js';
 import { checkedNode } from './node-shebang.js';
 import { configText, DEFAULT_FLEX_PLUGIN_DIR, DEFAULT_VENDOR, installFlex, installTarget, type InstallTarget, runningExecutable, uninstallFlex } from './install.js';
 import { isSea, type loadPacked } from './packed-modules.js';
-import { asList, checkedWords, cliConfig, ConfigError, oneLine, usable, UsageError } from './cli-input.js';
+import { asList, checkedWords, cliConfig, ConfigError, flagBeforeCommand, oneLine, usable, UsageError } from './cli-input.js';
 // The commands the usage line and a missing command name are flex/main.ts's (one added there is named here too).
 import { ADMIN_COMMANDS } from './verb-names.js';
 
@@ -22,6 +22,9 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
   let core: Core | undefined;
   const settings = () => (config ??= cliConfig());
   const open = () => (core ??= openCore(settings()));
+  // The commands whose next word is a command of their own (flagBeforeCommand), named where each is made.
+  const groups = new Set<string>();
+  const group = (name: string) => (groups.add(name), name);
   const parser = yargs([...argv])
     .scriptName('twinvol')
     // --help and --version return rather than exit, so flex/main.ts can still report output that could not be written.
@@ -29,7 +32,7 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
     .usage(
       `$0 ${ADMIN_COMMANDS.join('|')} ...\n\nThe administrator's side of the twinvol FlexVolume driver. kubelet runs this same file with its own verbs (init, attach, mount, ...) and reads one JSON reply; those are not for a terminal.\nSettings come from ${DEFAULT_CONFIG_PATH} (or TWINVOL_CONFIG) and TWINVOL_DATA_ROOT, TWINVOL_STATE_DIR, TWINVOL_KUBELET_DIR, TWINVOL_NODE_NAME.\nExit codes: 0 done, 1 refused or failed, 2 a command line that does not parse (nothing was touched).`,
     )
-    .command('volume', 'create, delete, list and inspect volumes in the catalog', (y) =>
+    .command(group('volume'), 'create, delete, list and inspect volumes in the catalog', (y) =>
       y
         .command(
           'create <id>',
@@ -128,7 +131,7 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
         )
         .demandCommand(1, 'name a volume command: create, delete, list, inspect or release'),
     )
-    .command('node', 'the nodes the catalog knows (ControllerPublishVolume to any other is NOT_FOUND)', (y) =>
+    .command(group('node'), 'the nodes the catalog knows (ControllerPublishVolume to any other is NOT_FOUND)', (y) =>
       y
         .command(
           'list',
@@ -158,7 +161,7 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
         if (!found.consistent) exitCode = 1;
       },
     )
-    .command('install', 'install this executable as a FlexVolume driver on this node', (y) =>
+    .command(group('install'), 'install this executable as a FlexVolume driver on this node', (y) =>
       y
         .command(
           'flex',
@@ -192,7 +195,7 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
         )
         .demandCommand(1, 'name what to install: flex'),
     )
-    .command('uninstall', 'remove what install put on this node', (y) =>
+    .command(group('uninstall'), 'remove what install put on this node', (y) =>
       y
         .command(
           'flex',
@@ -206,7 +209,7 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
         )
         .demandCommand(1, 'name what to uninstall: flex'),
     )
-    .command('flex', 'check a FlexVolume driver before it moves behind twinvol-csi', (y) =>
+    .command(group('flex'), 'check a FlexVolume driver before it moves behind twinvol-csi', (y) =>
       y
         .command(
           'check <driver>',
@@ -248,7 +251,7 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
         exitCode = await compare.runCompareCommand(usage);
       },
     )
-    .command('migrate', 'move volumes from FlexVolume to CSI', (y) =>
+    .command(group('migrate'), 'move volumes from FlexVolume to CSI', (y) =>
       y
         .command(
           'plan [files..]',
@@ -313,6 +316,7 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
       throw err && err.name !== 'YError' ? err : new UsageError(msg ?? err?.message ?? 'the command line does not parse');
     });
   try {
+    flagBeforeCommand(argv, groups);
     await parser.parseAsync();
   } catch (err) {
     if (err instanceof UsageError) {

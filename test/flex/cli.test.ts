@@ -80,8 +80,20 @@ describe('twinvol: a command line that does not parse', () => {
     [['--version=1'], /--version \(given "1"\) must be "true" or "false"/],
     [['--help=yes'], /--help \(given "yes"\) must be "true" or "false"/],
     [['-h=1'], /-h \(given "1"\) must be "true" or "false"/],
-    [['--versoin'], /name a command/],
-    [['-V'], /name a command/],
+    // An unknown flag before the command was answered "name a command", or its next word named instead
+    // ("Unknown arguments: bogus, list"; "name a volume command").
+    [['--versoin'], /^twinvol: unknown flag --versoin: name the command first; before it twinvol takes only --help, -h and --version \(/],
+    [['-V'], /unknown flag -V: name the command first/],
+    [['--bogus'], /unknown flag --bogus: name the command first/],
+    [['--bogus=1'], /unknown flag --bogus: name the command first/],
+    [['--bogus', 'volume', 'list'], /unknown flag --bogus: name the command first/],
+    [['-x', 'volume', 'list'], /unknown flag -x: name the command first/],
+    [['volume', '--bogus', 'list'], /unknown flag --bogus: name the volume command first/],
+    [['volume', '--bogus'], /unknown flag --bogus: name the volume command first/],
+    [['--help=no', '--bogus', 'volume', 'list'], /unknown flag --bogus: name the command first/],
+    [['volume', '--json', 'list'], /unknown flag --json: name the volume command first/],
+    [['migrate', '--out', '/tmp/x', 'plan'], /unknown flag --out: name the migrate command first/],
+    [['status', 'extra', '--bogus'], /Unknown arguments?: .*bogus/],
     [['-'], /Unknown argument: -/],
     // yargs drops what follows "--" from every positional: the command ran without it (migrate plan
     // read stdin, not the file named; "-- init" printed nothing, exit 0).
