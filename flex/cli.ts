@@ -5,7 +5,7 @@ import type { CheckOptions } from './check.js';
 import { statusLines } from './status.js';
 import { stepProgress } from './progress.js';
 import { checkedNode } from './node-shebang.js';
-import { configText, DEFAULT_FLEX_PLUGIN_DIR, DEFAULT_VENDOR, installFlex, installTarget, type InstallTarget, runningExecutable, uninstallFlex } from './install.js';
+import { configText, DEFAULT_FLEX_PLUGIN_DIR, DEFAULT_VENDOR, existingConfigError, installFlex, installTarget, type InstallTarget, runningExecutable, uninstallFlex } from './install.js';
 import { isSea, type loadPacked } from './packed-modules.js';
 import { asList, checkedWords, cliConfig, ConfigError, flagBeforeCommand, oneLine, usable, UsageError } from './cli-input.js';
 // The commands the usage line and a missing command name are flex/main.ts's (one added there is named here too).
@@ -182,9 +182,13 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
             const target = usable(() => targetOf(a));
             const config = a.config === undefined ? undefined : usable(() => configText(a.config ?? ''));
             if (typeof config === 'object') throw new UsageError(config.error);
+            const configPath = process.env.TWINVOL_CONFIG || DEFAULT_CONFIG_PATH;
+            // Given --config, the operator's new config replaces the file; without, the file kept must load.
+            const kept = config === undefined ? existingConfigError(configPath) : undefined;
+            if (kept) throw new ConfigError(kept);
             const node = a.node === undefined ? undefined : await nodeFor(a.node);
             const r = installFlex(target, runningExecutable(), {
-              ...(config === undefined ? {} : { config: { text: config, path: process.env.TWINVOL_CONFIG || DEFAULT_CONFIG_PATH } }),
+              ...(config === undefined ? {} : { config: { text: config, path: configPath } }),
               ...(node === undefined ? {} : { node }),
             });
             if (r.modules) print(`${r.modules.changed ? 'installed' : 'unchanged'}: ${r.modules.path} (the commands kubelet never runs)`);

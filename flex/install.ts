@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { closeSync, constants, fchmodSync, fsyncSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, realpathSync, renameSync, rmdirSync, unlinkSync, writeSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join, normalize } from 'node:path';
-import { checkConfigText, type Core, errnoCode, failedPrecondition, NATIVE_MOUNT_FILE } from '../shared/index.js';
+import { checkConfigFile, checkConfigText, type Core, errnoCode, failedPrecondition, NATIVE_MOUNT_FILE } from '../shared/index.js';
 import { withNodeShebang } from './node-shebang.js';
 import { BESIDE_SUFFIX, isSea } from './packed-modules.js';
 
@@ -69,6 +69,23 @@ export function configText(value: string): string | { error: string } {
     return { error: err instanceof Error ? err.message : String(err) };
   }
   return text.endsWith('\n') ? text : `${text}\n`;
+}
+
+/**
+ * Without `--config`, install keeps the config already at `path` as it is, and the installed driver
+ * reads it on every kubelet call: one that does not load (not JSON, an unknown setting, a bad value)
+ * would have it answer every call with Failure. Checked as the executable checks it
+ * (shared/config.ts), before anything is placed; a usage message naming the file and where it is
+ * wrong, or undefined when it loads (or there is none: the defaults). The file is never rewritten
+ * here: what it should say is the operator's to decide (or to give with --config).
+ */
+export function existingConfigError(path: string): string | undefined {
+  try {
+    checkConfigFile(path);
+    return undefined;
+  } catch (err) {
+    return `${err instanceof Error ? err.message : String(err)}: nothing installed, as the driver would answer every kubelet call with Failure (mend the file, or give --config)`;
+  }
 }
 
 export interface Placed {

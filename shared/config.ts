@@ -118,7 +118,20 @@ function readConfigFile(path: string, explicit: boolean): Record<string, unknown
  * text in a refusal (`config file /x.json`, `--config`).
  */
 export function checkConfigText(text: string, what: string): Config {
-  const file = parseConfigText(text, what);
+  return checkFileSettings(parseConfigText(text, what), what);
+}
+
+/**
+ * The config file at `path` checked as the FlexVolume executable reads it under kubelet (a bare
+ * environment: the file over the defaults, a missing file the defaults alone): `twinvol install flex`
+ * refuses to put a driver in place beside one that does not load, which would answer every call
+ * with Failure.
+ */
+export function checkConfigFile(path: string): Config {
+  return checkFileSettings(readConfigFile(path, false), `config file ${path}`);
+}
+
+function checkFileSettings(file: Record<string, unknown>, what: string): Config {
   return checkConfig({ ...DEFAULTS, nodeName: hostname(), ...file }, Object.fromEntries(Object.keys(file).map((k) => [k, what])));
 }
 

@@ -10,7 +10,7 @@
  */
 
 // Configuration, errors, logging.
-export { checkConfigText, type Config, type ConfigOverrides, DATA_ROOT_SCOPES, type DataRootScope, DEFAULT_CONFIG_PATH, loadConfig } from './config.js';
+export { checkConfigFile, checkConfigText, type Config, type ConfigOverrides, DATA_ROOT_SCOPES, type DataRootScope, DEFAULT_CONFIG_PATH, loadConfig } from './config.js';
 // Strict valibot objects and one phrase per problem they find, the field named (flex/migrate/mappings.ts reads its mapping files with them).
 export { describeIssues, strict as strictSchema } from './store/record-schemas.js';
 export {
