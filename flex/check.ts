@@ -1,7 +1,7 @@
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
-import { type DriverRun, type ExecVolume, flexArgv, flexGlobalMountPath, flexPodVolumePath, readMounts, type ReplyOutcome, run, runDriver, secretsInOptions, signalQuietly, validateTimeoutMs } from '../shared/index.js';
+import { type DriverRun, type ExecVolume, flexArgv, flexGlobalMountPath, flexPodVolumePath, readMounts, type ReplyOutcome, run, runDriver, secretsInOptions, signalQuietly, validateNodeName, validateTimeoutMs } from '../shared/index.js';
 import { addQuirk, formatReport, type Judged, judgeCall, type StepLine, verdictOf } from './check-report.js';
 
 /**
@@ -23,6 +23,8 @@ export interface CheckOptions {
   attachable: boolean;
   json: boolean;
   timeoutMs: number;
+  /** The node attach and detach name, as kubelet names its own: --node, else this host's name. */
+  node: string;
 }
 
 export const DEFAULT_CHECK_TIMEOUT_MS = 60_000;
@@ -30,7 +32,7 @@ const PV = 'flex-check-pv';
 const UNKNOWN_VERB = 'twinvol-check-unknown-verb';
 
 /** The checked command line, or the one-line reason it is not usable (exit 2, nothing run). */
-export function checkUsage(a: { driver: string; options?: string; attachable: boolean; json: boolean; timeoutMs?: number }): CheckOptions | string {
+export function checkUsage(a: { driver: string; options?: string; attachable: boolean; json: boolean; timeoutMs?: number; node?: string }): CheckOptions | string {
   // resolve('') is the cwd, which was then "driver file  is not a file".
   if (a.driver === '') return 'name the driver file: flex check <driver>';
   // Absolute, as the spawn would otherwise look a bare name up on the PATH rather than in the cwd stat'ed here.
@@ -56,12 +58,16 @@ export function checkUsage(a: { driver: string; options?: string; attachable: bo
     options = parsed as Record<string, string>;
   }
   let timeoutMs: number;
+  let node: string;
   try {
     timeoutMs = validateTimeoutMs(a.timeoutMs ?? DEFAULT_CHECK_TIMEOUT_MS, 100, '--timeout-ms');
+    // Checked as a node name is everywhere (shared/validate.ts): twinvol's own driver attaches only to
+    // its config's nodeName, which on many nodes is not the host name.
+    node = a.node === undefined ? hostname() : validateNodeName(a.node, '--node');
   } catch (err) {
     return err instanceof Error ? err.message : String(err);
   }
-  return { driverFile, options, attachable: a.attachable, json: a.json, timeoutMs };
+  return { driverFile, options, attachable: a.attachable, json: a.json, timeoutMs, node };
 }
 
 /** The driver's name as a PV and --flex-lenient write it: <vendor>/<name> from kubelet's <vendor>~<name>/<name> layout. */
@@ -121,7 +127,6 @@ class Checker {
   /** Process groups of every driver call: what a call left running is killed at the end. */
   private readonly groups = new Set<number>();
   private attached = false;
-  private readonly node = hostname();
 
   constructor(
     private readonly o: CheckOptions,
@@ -154,7 +159,7 @@ class Checker {
     let device = '';
     if (this.attachable) {
       // Attached from the first Success on, so cleanup() detaches even when a repeated attach fails.
-      const a = await this.twice('attach', 'attach', () => flexArgv.attach(volume, this.node, false), async (outcome) => {
+      const a = await this.twice('attach', 'attach', () => flexArgv.attach(volume, this.o.node, false), async (outcome) => {
         if (outcome.kind === 'success') this.attached = true;
       });
       if (!a.ok) return;
@@ -186,7 +191,7 @@ class Checker {
     await this.teardown('unmount', target, () => flexArgv.unmount(target));
     if (this.attachable) {
       await this.teardown('unmountdevice', staging, () => flexArgv.unmountdevice(staging));
-      const d = await this.twice('detach', 'detach', () => flexArgv.detach(volume, this.node));
+      const d = await this.twice('detach', 'detach', () => flexArgv.detach(volume, this.o.node));
       if (d.ok) this.attached = false;
     }
     const left = mountsUnder(this.kubeletDir);
@@ -278,7 +283,7 @@ class Checker {
       await umountAll();
       if (this.attached) {
         const volume: ExecVolume = { id: PV, driver: driverNameOf(this.o.driverFile), options: this.o.options, fsType: '' };
-        await runDriver(this.o.driverFile, ['detach', ...flexArgv.detach(volume, this.node)], { timeoutMs: this.o.timeoutMs, graceMs: Math.min(2000, this.o.timeoutMs) });
+        await runDriver(this.o.driverFile, ['detach', ...flexArgv.detach(volume, this.o.node)], { timeoutMs: this.o.timeoutMs, graceMs: Math.min(2000, this.o.timeoutMs) });
       }
     } finally {
       for (const group of this.groups) signalQuietly(-group, 'SIGKILL');

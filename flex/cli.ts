@@ -224,12 +224,13 @@ export async function runCli(argv: readonly string[], load?: typeof loadPacked):
               .option('options', { requiresArg: true, type: 'string', describe: "a PV's flexVolume.options, as a JSON object of strings" })
               .option('attachable', { type: 'boolean', default: false, describe: 'the driver must report attach (attach, waitforattach, mountdevice, ... are checked)' })
               .option('json', { type: 'boolean', default: false, describe: 'one JSON object instead of lines' })
-              .option('timeout-ms', { requiresArg: true, type: 'number', describe: 'deadline of each driver call (default 60000)' }),
+              .option('timeout-ms', { requiresArg: true, type: 'number', describe: 'deadline of each driver call (default 60000)' })
+              .option('node', { requiresArg: true, type: 'string', describe: "the node attach and detach name (default: this host's name); twinvol's own driver attaches only to its config's nodeName" }),
           async (a) => {
             // flex/check.ts runs drivers through execa: packed on its own, loaded only here (scripts/build.mjs).
             if (!load) throw new Error('flex check is only available in the built executable');
             const check = load<typeof import('./check.js')>('check');
-            const usage: CheckOptions | string = check.checkUsage({ driver: a.driver, options: a.options, attachable: a.attachable, json: a.json, timeoutMs: a['timeout-ms'] });
+            const usage: CheckOptions | string = check.checkUsage({ driver: a.driver, options: a.options, attachable: a.attachable, json: a.json, timeoutMs: a['timeout-ms'], node: a.node });
             if (typeof usage === 'string') throw new UsageError(usage);
             exitCode = await check.runCheck(usage);
           },
