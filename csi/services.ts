@@ -35,8 +35,9 @@ export interface OpenServices {
 }
 
 /**
- * What a killed predecessor left is put right at start-up: a crashed create's partial copy, and a
- * filesystem a group snapshot froze and never thawed. Failing at either never stops the server.
+ * What a killed predecessor left is put right at start-up: a crashed create's partial copy, a bind
+ * left on its scratch mount point (shared/bind-by-move.ts), and a filesystem a group snapshot froze
+ * and never thawed. Failing at any never stops the server.
  */
 async function sweepWork(core: Core, log: Log): Promise<void> {
   try {
@@ -44,6 +45,12 @@ async function sweepWork(core: Core, log: Log): Promise<void> {
     if (report.removed.length || report.busy.length || report.foreign.length) log.info('swept abandoned work', { ...report });
   } catch (err) {
     log.warn('could not sweep abandoned work', { error: err instanceof Error ? err.message : String(err) });
+  }
+  try {
+    const undone = await core.mounter.sweepScratchBinds();
+    if (undone.length) log.warn('undid binds a killed call left on their scratch mount points', { undone });
+  } catch (err) {
+    log.warn('could not undo the scratch binds of a killed call', { error: err instanceof Error ? err.message : String(err) });
   }
   try {
     const thawed = await thawAbandonedFreezes(core);

@@ -261,6 +261,8 @@ static const struct {
     {"MS_NOEXEC", MS_NOEXEC},     {"MS_NOATIME", MS_NOATIME},       {"MS_NODIRATIME", MS_NODIRATIME},
     {"MS_RELATIME", MS_RELATIME}, {"MS_STRICTATIME", MS_STRICTATIME}, {"MS_REMOUNT", MS_REMOUNT},
     {"MS_BIND", MS_BIND},         {"UMOUNT_NOFOLLOW", UMOUNT_NOFOLLOW},
+    /* shared/bind-by-move.ts: a bind finished on a private scratch mount point, then moved. */
+    {"MS_MOVE", MS_MOVE},         {"MS_PRIVATE", MS_PRIVATE},
 };
 
 /* Context-aware: the CSI server loads it on its service thread (a worker). */

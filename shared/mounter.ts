@@ -1,11 +1,11 @@
-import { constants as osConstants } from 'node:os';
 import { failedPrecondition, resourceExhausted, systemErrorInOutput } from './errors.js';
 import { isMountPointAsync, type MountEntry, mountsStackedAt, topMountAt } from './mountinfo.js';
-import { CHILD_FD_PATH, fdPath, type MountTarget, type PinnedTarget, pinTarget, requireWithin, whereIs } from './pinned-target.js';
+import { CHILD_FD_PATH, type MountTarget, type PinnedTarget, pinTarget, requireWithin, whereIs } from './pinned-target.js';
 import { CommandError, errorDetail, run } from './runner.js';
-import { longCallsBlock } from './fs-async.js';
-import { type CallMade, callNatively, callNativelyAsync, type LoopAttached, type MountIds, type NativeMount, nativeMount } from './native-mount.js';
-import { bindFlagChanges, mountFlags, remountFlags, remountOptions } from './mount-options.js';
+import { type MountIds, nativeMount } from './native-mount.js';
+import { remountOptions } from './mount-options.js';
+import { bindNatively, bindWithFlagsNatively, loopAttachNatively, loopIoctlNatively, mountNatively, remountNatively, unmountNatively } from './native-steps.js';
+import { bindByMove, type BindSteps, sweepScratchBinds } from './bind-by-move.js';
 
 /**
  * The tools that walk or copy a volume's data, and so may run for minutes on a large one. The rest
@@ -15,8 +15,12 @@ const WALKS_DATA = new Set(['mkfs.ext4', 'mkfs.xfs', 'e2fsck', 'fsck', 'resize2f
 
 /** The system tools behind every backend, with one deadline for all of them. */
 export class Mounter {
-  /** `dataTimeoutMs` is the deadline of a tool that walks a volume's data (WALKS_DATA), which grows with the volume. */
-  constructor(private readonly timeoutMs: number, private readonly dataTimeoutMs = timeoutMs) {}
+  /**
+   * `dataTimeoutMs` is the deadline of a tool that walks a volume's data (WALKS_DATA), which grows
+   * with the volume. `stateDir` holds the scratch mount points of a bind finished before it is moved
+   * (shared/bind-by-move.ts); a Mounter given none (a test of the tools alone) remounts on the target.
+   */
+  constructor(private readonly timeoutMs: number, private readonly dataTimeoutMs = timeoutMs, private readonly stateDir?: string) {}
 
   private exec(command: string, args: readonly string[], okExitCodes?: readonly number[], fd3?: number) {
     const lengthy = WALKS_DATA.has(command);
@@ -26,39 +30,66 @@ export class Mounter {
   /**
    * Mounts `source` onto the pinned target object (shared/pinned-target.ts), never onto a path that
    * could be swapped on the way. A bind with options is made with them in one step where the addon
-   * and kernel can (bindWithFlagsNatively); otherwise it takes them with a remount of the new mount,
-   * pinned in turn. `--no-canonicalize` keeps mount(8) from turning /proc/self/fd/3 back into a path.
+   * and kernel can (bindWithFlagsNatively); otherwise it is bound and remounted on a private scratch
+   * mount point, then moved onto the target finished (shared/bind-by-move.ts says why).
+   * `--no-canonicalize` keeps mount(8) from turning /proc/self/fd/3 back into a path.
    */
   async mount(source: string, target: MountTarget, opts: { fsType?: string; options?: readonly string[] } = {}): Promise<void> {
     const bind = opts.options?.includes('bind') ?? false;
     const options = (opts.options ?? []).filter((o) => o !== 'bind');
     const pinned = await pinTarget(target);
     try {
-      if (bind && options.length && bindWithFlagsNatively(source, pinned, target, options)) {
-        await this.requireLanded(pinned, target);
+      if (bind && options.length) {
+        if (bindWithFlagsNatively(source, pinned, target, options)) await this.requireLanded(pinned, target);
+        else if (this.stateDir !== undefined) await bindByMove(this.steps(), this.stateDir, source, pinned, target, options);
+        else await this.bindThenRemount(source, pinned, target, options);
         return;
       }
-      if (!(bind ? bindNatively(source, pinned, target) : await mountNatively(source, pinned, target, opts.fsType, options))) {
-        // A bind has no filesystem type of its own (mount(8) refuses "-t none --bind").
-        const args = ['--no-canonicalize'];
-        if (bind) args.push('--bind');
-        else args.push(...(opts.fsType ? ['-t', opts.fsType] : []), ...(options.length ? ['-o', options.join(',')] : []));
-        // "--" ends option parsing: a source can never be read as a flag.
-        await this.exec('mount', [...args, '--', source, CHILD_FD_PATH], undefined, pinned.handle.fd);
-      }
-      const made = await this.requireLanded(pinned, target);
-      if (bind && options.length) {
-        try {
-          await this.remountBind(made, target, options);
-        } catch (err) {
-          // A bind without its flags (a read-only publish left writable) must not stay behind.
-          await this.exec('umount', ['--no-canonicalize', '--', made.mountPoint]).catch(() => undefined);
-          throw err;
-        }
-      }
+      await this.mountOnto(source, pinned, target, bind, opts.fsType, options);
+      await this.requireLanded(pinned, target);
     } finally {
       await pinned.handle.close();
     }
+  }
+
+  /** A mount (`bind`, or of a filesystem with its options) onto the pinned object: by the addon, else by mount(8). */
+  private async mountOnto(source: string, pinned: PinnedTarget, target: MountTarget, bind: boolean, fsType: string | undefined, options: readonly string[]): Promise<void> {
+    if (bind ? bindNatively(source, pinned, target) : await mountNatively(source, pinned, target, fsType, options)) return;
+    // A bind has no filesystem type of its own (mount(8) refuses "-t none --bind").
+    const args = ['--no-canonicalize'];
+    if (bind) args.push('--bind');
+    else args.push(...(fsType ? ['-t', fsType] : []), ...(options.length ? ['-o', options.join(',')] : []));
+    // "--" ends option parsing: a source can never be read as a flag.
+    await this.exec('mount', [...args, '--', source, CHILD_FD_PATH], undefined, pinned.handle.fd);
+  }
+
+  /** A bind, then a remount of it with `options`: undone when the remount fails. */
+  private async bindThenRemount(source: string, pinned: PinnedTarget, target: MountTarget, options: readonly string[]): Promise<MountIds> {
+    await this.mountOnto(source, pinned, target, true, undefined, []);
+    const made = await this.requireLanded(pinned, target);
+    try {
+      await this.remountBind(made, target, options);
+    } catch (err) {
+      // A bind without its flags (a read-only publish left writable) must not stay behind.
+      await this.exec('umount', ['--no-canonicalize', '--', made.mountPoint]).catch(() => undefined);
+      throw err;
+    }
+    return made;
+  }
+
+  /** What shared/bind-by-move.ts makes a bind with: this Mounter's own steps. */
+  private steps(): BindSteps {
+    return {
+      bindThenRemount: (source, pinned, target, options) => this.bindThenRemount(source, pinned, target, options),
+      requireLanded: (pinned, target) => this.requireLanded(pinned, target),
+      mountTool: async (args, fd3) => void (await this.exec('mount', args, undefined, fd3)),
+      unmountAll: (path) => this.unmountAll(path),
+    };
+  }
+
+  /** Undoes the scratch binds of killed processes (shared/bind-by-move.ts): a CSI server runs it as it starts. */
+  sweepScratchBinds(): Promise<string[]> {
+    return this.stateDir === undefined ? Promise.resolve([]) : sweepScratchBinds(this.steps(), this.stateDir);
   }
 
   /**
@@ -288,110 +319,4 @@ export class Mounter {
 
 export function describeMount(entry: MountEntry): string {
   return `${entry.source} (${entry.fsType}) at ${entry.mountPoint}`;
-}
-
-/**
- * `mount --bind` as one system call (shared/native-mount.ts), onto the descriptor the tool gets as
- * fd 3 (shared/pinned-target.ts): true once it is made. False leaves it
- * to mount(8): no addon, or the call failed, and the tool then fails with its own words.
- */
-function bindNatively(source: string, pinned: PinnedTarget, target: MountTarget): boolean {
-  const native = nativeMount();
-  if (!native) return false;
-  return callNatively({ call: 'mount', source, target: target.path, options: ['bind'] }, () => native.mount(source, fdPath(pinned.handle), null, native.MS_BIND, null));
-}
-
-/**
- * A bind with its flags in one step (native/bind.c): the flags are set on a detached clone of the
- * source before it is moved onto the target, so no process killed midway leaves a "read-only"
- * publish writable, which kubelet never repairs for FlexVolume (it does not repeat a mount on a
- * mount point). False leaves it to bind and remount: no addon or one built before this, a kernel
- * before 5.12, a seccomp filter, or an option that is no flag.
- */
-function bindWithFlagsNatively(source: string, pinned: PinnedTarget, target: MountTarget, options: readonly string[]): boolean {
-  const native = nativeMount();
-  const bindWithFlags = native?.bindWithFlags;
-  const changes = native && bindFlagChanges(native, options);
-  if (!bindWithFlags || !changes) return false;
-  const what = { call: 'move_mount', source, target: target.path, options: ['bind', ...options] } as const;
-  let errno = 0;
-  const made = callNatively(what, () => (errno = bindWithFlags(source, pinned.handle.fd, changes.set, changes.clear)));
-  // A kernel before 5.12 says so once, and the loaded addon is then used without the call: a
-  // long-running server does not fail (and count) it at every publish.
-  if (errno === osConstants.errno.ENOSYS) Reflect.deleteProperty(native, 'bindWithFlags');
-  return made;
-}
-
-/**
- * Filesystems whose mount(8) runs no helper (mount.<type>) and passes no options of its own: for
- * them mount(2) with the flags does all that mount(8) would. Any other (nfs, cifs, fuse) goes to mount(8).
- */
-const PLAIN_FILESYSTEMS = new Set(['ext2', 'ext3', 'ext4', 'xfs']);
-
-/**
- * A filesystem mount (a block volume's device) as one system call, onto the pinned target: false
- * leaves it to mount(8), as bindNatively. Only options that are mount flags are given natively; a
- * filesystem's own (nouuid, data=..., discard) go to mount(8), which knows how to pass them.
- */
-async function mountNatively(source: string, pinned: PinnedTarget, target: MountTarget, fsType: string | undefined, options: readonly string[]): Promise<boolean> {
-  const native = nativeMount();
-  if (!native || fsType === undefined || !PLAIN_FILESYSTEMS.has(fsType)) return false;
-  const flags = mountFlags(native, options);
-  if (flags === undefined) return false;
-  // A journal replayed at the mount (an unclean shutdown) may take long.
-  const what = { call: 'mount', source, target: target.path, fsType, options } as const;
-  return callWaitingOnDisk(what, [source, fdPath(pinned.handle), fsType, flags, null], native.mount, native.mountAsync);
-}
-
-/** umount2 of the path, not following a symlink put in its place; it may flush what was written to the filesystem. */
-function unmountNatively(native: NativeMount, target: string): Promise<boolean> | boolean {
-  return callWaitingOnDisk({ call: 'umount2', target, options: ['nofollow'] }, [target, native.UMOUNT_NOFOLLOW], native.umount, native.umountAsync);
-}
-
-/**
- * A mount or unmount that may wait on the disk (an unmount flushes what was written to a filesystem it
- * is the last mount of: 185 ms for 96 MiB here), with the same arguments either way: on libuv's
- * threadpool (`offThread`) so that the CSI service thread serves other calls meanwhile, except where
- * this process runs its long calls on its own thread (a FlexVolume call: shared/fs-async.ts
- * longCallsBlock) or the addon has no such call.
- */
-function callWaitingOnDisk<A extends unknown[]>(
-  what: CallMade,
-  args: A,
-  onThread: (...args: A) => number,
-  offThread: ((...args: A) => Promise<number>) | undefined,
-): Promise<boolean> | boolean {
-  if (offThread && !longCallsBlock()) return callNativelyAsync(what, () => offThread(...args));
-  return callNatively(what, () => onThread(...args));
-}
-
-/**
- * A loop device bound to the image by the addon, recorded as its ioctl; undefined leaves it to
- * losetup or mount -o loop, which word what went wrong (no device free, say).
- */
-function loopAttachNatively(image: string, autoclear: boolean, readOnly = false): LoopAttached | undefined {
-  const attach = nativeMount()?.loopAttach;
-  if (!attach) return undefined;
-  let attached: LoopAttached | undefined;
-  callNatively({ call: 'ioctl', target: image, options: ['LOOP_CONFIGURE', ...(autoclear ? ['autoclear'] : []), ...(readOnly ? ['read-only'] : [])] }, () => {
-    const answer = attach(image, autoclear, readOnly);
-    if (typeof answer === 'number') return answer;
-    attached = answer;
-    return 0;
-  });
-  return attached;
-}
-
-/** A loop device's ioctl through the addon (`call`, absent in an older addon), recorded: false leaves it to losetup. */
-function loopIoctlNatively(device: string, request: 'LOOP_CLR_FD' | 'LOOP_SET_CAPACITY', call: ((device: string) => number) | undefined): boolean {
-  return call !== undefined && callNatively({ call: 'ioctl', target: device, options: [request] }, () => call(device));
-}
-
-/** `mount -o remount,bind,<options>` as one system call: false leaves it to mount(8). */
-function remountNatively(options: readonly string[], root: PinnedTarget, target: MountTarget): boolean {
-  const native = nativeMount();
-  if (!native) return false;
-  const flags = remountFlags(native, options);
-  if (flags === undefined) return false;
-  return callNatively({ call: 'mount', target: target.path, options: ['remount', 'bind', ...options] }, () => native.mount(null, fdPath(root.handle), null, flags, null));
 }

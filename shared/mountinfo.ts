@@ -16,6 +16,11 @@ export interface MountEntry {
   fsType: string;
   source: string;
   superOptions: string[];
+  /**
+   * Its propagation, as the optional fields say it (shared:N, master:N, propagate_from:N,
+   * unbindable): none is a private mount.
+   */
+  propagation: string[];
 }
 
 /** mountinfo escapes space, tab, newline and backslash as octal. */
@@ -43,6 +48,7 @@ export function parseMountInfo(text: string): MountEntry[] {
       fsType: fields[sep + 1] ?? '',
       source: unescape(fields[sep + 2] ?? ''),
       superOptions: (fields[sep + 3] ?? '').split(','),
+      propagation: fields.slice(6, sep),
     });
   }
   return entries;

@@ -73,6 +73,12 @@ export interface NativeMount {
   readonly MS_REMOUNT: number;
   readonly MS_BIND: number;
   readonly UMOUNT_NOFOLLOW: number;
+  /**
+   * For a bind finished on a private scratch mount point and then moved (shared/bind-by-move.ts).
+   * Absent in an addon built before it had these: mount(8) --move and --make-private then.
+   */
+  readonly MS_MOVE?: number;
+  readonly MS_PRIVATE?: number;
 }
 
 /** native/spawn.c: a tool started without a fork, watched on the calling thread's event loop. */
@@ -176,6 +182,9 @@ export const NATIVE_MOUNT_FILE = 'twinvol-mount.node';
 const FUNCTIONS = ['mount', 'umount'] as const;
 const NUMBERS = ['MS_RDONLY', 'MS_NOSUID', 'MS_NODEV', 'MS_NOEXEC', 'MS_NOATIME', 'MS_NODIRATIME', 'MS_RELATIME', 'MS_STRICTATIME', 'MS_REMOUNT', 'MS_BIND', 'UMOUNT_NOFOLLOW'] as const;
 
+/** Flags an older addon does not export: without them, the steps that need them go to mount(8). */
+const OPTIONAL_NUMBERS = ['MS_MOVE', 'MS_PRIVATE'] as const;
+
 type Flags = { [K in (typeof NUMBERS)[number]]: number };
 
 /** An errno as the addon answers it: anything but a small integer is a broken addon, so a failure. */
@@ -236,8 +245,14 @@ export function parseAddon(exports: unknown): NativeMount | undefined {
     if (typeof value !== 'number' || !Number.isInteger(value)) return undefined;
     flags[n] = value;
   }
+  const optionalFlags: { MS_MOVE?: number; MS_PRIVATE?: number } = {};
+  for (const n of OPTIONAL_NUMBERS) {
+    const value = e.get(n);
+    if (typeof value === 'number' && Number.isInteger(value) && value > 0) optionalFlags[n] = value;
+  }
   return {
     ...(flags as Flags),
+    ...optionalFlags,
     mount: (...args) => errnoOf(mount(...args)),
     umount: (...args) => errnoOf(umount(...args)),
     mountRoot,

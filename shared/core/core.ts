@@ -22,7 +22,7 @@ export function openCore(config: Config, ports: Pick<BackendContext, 'flex'> = {
     config,
     catalog: config.dataRootOnNetwork ? new NetworkCatalog(config.dataRoot) : new Catalog(config.dataRoot),
     nodeState: new NodeState(config.stateDir),
-    mounter: new Mounter(config.commandTimeoutMs, config.dataCommandTimeoutMs),
+    mounter: new Mounter(config.commandTimeoutMs, config.dataCommandTimeoutMs, config.stateDir),
   };
 }
 

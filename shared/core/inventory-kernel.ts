@@ -2,6 +2,7 @@ import { readFileSync, realpathSync, statSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
 import { blockDeviceNumber, type LoopDevice } from '../loop-devices.js';
 import type { MountEntry } from '../mountinfo.js';
+import { SCRATCH_BINDS } from '../bind-by-move.js';
 
 /**
  * What in the kernel's tables belongs to twinvol, for `twinvol status` (shared/core/inventory.ts): a
@@ -56,7 +57,8 @@ export function kernelView(dataRoot: string, mounts: readonly MountEntry[], loop
 
 /** What a path twinvol's drivers are given is, or undefined when it is not one of them. */
 export interface TwinvolPath {
-  what: 'FlexVolume device mount' | 'FlexVolume pod mount' | 'CSI staging' | 'CSI pod mount' | 'implicit staging';
+  /** A scratch bind: a bind with flags made under `<stateDir>/binds` before it is moved onto its target (shared/bind-by-move.ts). */
+  what: 'FlexVolume device mount' | 'FlexVolume pod mount' | 'CSI staging' | 'CSI pod mount' | 'implicit staging' | 'scratch bind';
   /** The volume the path names, when it names one: an implicit staging's id, a CSI pod mount's handle. */
   volumeId?: string;
   /** A CSI staging path names only sha256 of the volume handle (pkg/volume/csi/csi_attacher.go). */
@@ -67,6 +69,7 @@ export function twinvolPath(path: string, dirs: { kubeletDir: string; stateDir: 
   const underState = below(dirs.stateDir, path);
   if (underState !== undefined) {
     const m = /^staging\/([^/]+)$/.exec(underState);
+    if (new RegExp(`^${SCRATCH_BINDS}/[^/]+$`).test(underState)) return { what: 'scratch bind' };
     return m?.[1] ? { what: 'implicit staging', volumeId: m[1] } : undefined;
   }
   const rel = below(dirs.kubeletDir, path);

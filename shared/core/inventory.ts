@@ -1,9 +1,10 @@
 import { readdir, stat } from '../fs-async.js';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { asTwinvolError } from '../errors.js';
 import { loopDevices } from '../loop-devices.js';
 import type { MountRecord, NodeRecord, VolumeRecord } from '../model.js';
-import { mountAt, readMounts } from '../mountinfo.js';
+import { type MountEntry, mountAt, readMounts } from '../mountinfo.js';
+import { scratchOwnerGone } from '../bind-by-move.js';
 import { isRecordTemp } from '../store/json-record.js';
 import { isAbandonedLock, STALE_MS } from '../store/lock.js';
 import type { Core } from './core.js';
@@ -34,6 +35,7 @@ export const PROBLEM_KINDS = [
   'data-root-not-mounted',
   'writable-read-only-publish',
   'mount-without-its-flags',
+  'stranded-scratch-bind',
 ] as const;
 export type ProblemKind = (typeof PROBLEM_KINDS)[number];
 
@@ -180,6 +182,11 @@ export async function inventory(core: Core, opts: InventoryOptions = {}): Promis
       if (seen.has(m.mountPoint) || recordAt.has(m.mountPoint)) continue;
       const where = twinvolPath(m.mountPoint, dirs);
       const ofSource = kernel.volumeOfSource(m);
+      if (where?.what === 'scratch bind') {
+        // One in flight (its process alive, or of another pid namespace) is no problem.
+        if (await scratchOwnerGone(basename(m.mountPoint))) problems.push(strandedScratchBind(m, ofSource));
+        continue;
+      }
       if (!where && !ofSource) continue;
       const volumeId = ofSource ?? where?.volumeId ?? (where?.handleHash ? byHash.get(where.handleHash) : undefined);
       // A third-party FlexVolume driver's volume behind twinvol-csi: its driver made the mount, and keeps no twinvol record of it.
@@ -278,3 +285,12 @@ async function names(dir: string): Promise<string[]> {
   return (await readdir(dir).catch(() => [] as string[])).sort();
 }
 
+/** A bind a killed call left on its scratch mount point, never moved onto its target (shared/bind-by-move.ts). */
+function strandedScratchBind(m: MountEntry, volumeId: string | undefined): Problem {
+  return {
+    kind: 'stranded-scratch-bind',
+    subject: m.mountPoint,
+    ...(volumeId ? { volumeId } : {}),
+    detail: `${m.fsType} ${m.source}${volumeId ? `, holding volume ${volumeId},` : ''} is bound at a scratch mount point whose call was killed before it moved the bind onto its target (no pod sees it): the next read-only bind made without the one-step call, or twinvol-csi's start, undoes it; or umount it`,
+  };
+}

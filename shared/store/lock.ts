@@ -195,7 +195,7 @@ let ownStart: string | undefined;
  * This process's start time, read once: every lock a long-running server takes names it. Only a
  * successful read is kept; a failed one is tried again by the next lock.
  */
-function ownStartTime(): string | undefined {
+export function ownStartTime(): string | undefined {
   if (ownStart === undefined) {
     try {
       ownStart = startTimeIn(readFileSync(`/proc/${process.pid}/stat`, 'utf8'));
@@ -207,7 +207,7 @@ function ownStartTime(): string | undefined {
 }
 
 /** Field 22 of /proc/<pid>/stat, counted after the command name (which may hold spaces and parens). */
-async function startTimeOf(pid: number): Promise<string | undefined> {
+export async function startTimeOf(pid: number): Promise<string | undefined> {
   const text = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined);
   return text === undefined ? undefined : startTimeIn(text);
 }

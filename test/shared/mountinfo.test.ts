@@ -22,11 +22,12 @@ describe('parseMountInfo', () => {
         fsType: 'ext3',
         source: '/dev/root',
         superOptions: ['rw', 'errors=continue'],
+        propagation: [],
       },
     ]);
   });
 
-  it('skips optional fields, however many', () => {
+  it('skips optional fields, however many, keeping them as its propagation', () => {
     const [one, two] = parseMountInfo(
       [
         '40 22 0:50 / /var/lib/kubelet/pods/x rw,nosuid shared:1 master:2 - tmpfs tmpfs rw,size=1024k',
@@ -35,6 +36,7 @@ describe('parseMountInfo', () => {
     );
     expect(one).toMatchObject({ mountPoint: '/var/lib/kubelet/pods/x', fsType: 'tmpfs', source: 'tmpfs', superOptions: ['rw', 'size=1024k'] });
     expect(two).toMatchObject({ id: 41, mountPoint: '/a', mountOptions: ['ro'], fsType: 'nfs4', source: 'srv:/export' });
+    expect([one?.propagation, two?.propagation]).toEqual([['shared:1', 'master:2'], ['shared:7', 'master:3', 'propagate_from:2', 'unbindable']]);
     expect(isReadOnly(two!)).toBe(true);
     expect(isReadOnly(one!)).toBe(false);
   });

@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { constants as osConstants } from 'node:os';
-import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Mounter } from '../../shared/mounter.js';
@@ -75,20 +75,35 @@ describe('the mount addon', () => {
   ] as const)('binds as mount(8) does, keeping the flags the filesystem under the source has: %s', async (_, fsOptions, readonly, extra) => {
     const native = sourceOn('native', fsOptions);
     const older = sourceOn('older', fsOptions);
+    const moved = sourceOn('moved', fsOptions);
+    const movedByTool = sourceOn('moved-by-tool', fsOptions);
     const tool = sourceOn('tool', fsOptions);
+    const flagged = readonly || extra.length > 0;
     const bound = await measure(() => mounter.bind(native.source, { path: native.target, within: s.kubeletDir }, readonly, extra));
     expect(bound.work.spawns).toEqual([]);
     // With options, one step (native/bind.c); an older addon binds, then remounts.
-    expect(bound.work.systemCalls).toEqual(readonly || extra.length ? ['move_mount'] : ['mount']);
+    expect(bound.work.systemCalls).toEqual(flagged ? ['move_mount'] : ['mount']);
     const remounted = await withoutBindWithFlags(() => measure(() => mounter.bind(older.source, { path: older.target, within: s.kubeletDir }, readonly, extra)));
-    expect(remounted.work.systemCalls).toEqual(readonly || extra.length ? ['mount', 'mount'] : ['mount']);
+    expect(remounted.work.systemCalls).toEqual(flagged ? ['mount', 'mount'] : ['mount']);
+    // Given a state dir, an older addon binds and remounts on a scratch mount point, then moves the
+    // bind onto the target (shared/bind-by-move.ts); the first such bind makes the scratch parent a
+    // private mount of itself (a bind and a make-private), once.
+    const scratchMounter = new Mounter(10_000, 10_000, s.stateDir);
+    const byMove = await withoutBindWithFlags(() => measure(() => scratchMounter.bind(moved.source, { path: moved.target, within: s.kubeletDir }, readonly, extra)));
+    expect(byMove.work.spawns).toEqual([]);
+    expect(byMove.work.systemCalls).toEqual(flagged ? ['mount', 'mount', 'mount', 'mount', 'mount'] : ['mount']);
     setNativeMountPath(null);
+    const movedBySpawns = await measure(() => scratchMounter.bind(movedByTool.source, { path: movedByTool.target, within: s.kubeletDir }, readonly, extra));
+    expect(movedBySpawns.work.spawns).toEqual(flagged ? ['mount', 'mount', 'mount'] : ['mount']);
     const spawned = await measure(() => mounter.bind(tool.source, { path: tool.target, within: s.kubeletDir }, readonly, extra));
-    expect(spawned.work.spawns).toEqual(readonly || extra.length ? ['mount', 'mount'] : ['mount']);
+    expect(spawned.work.spawns).toEqual(flagged ? ['mount', 'mount'] : ['mount']);
     const got = mountAt(native.target);
     const want = mountAt(tool.target);
     expect(got?.mountOptions).toEqual(want?.mountOptions);
-    expect(mountAt(older.target)?.mountOptions).toEqual(want?.mountOptions);
+    for (const other of [older, moved, movedByTool]) expect(mountAt(other.target)?.mountOptions, other.target).toEqual(want?.mountOptions);
+    // Nothing is left on the scratch side: each scratch mount point is unmounted and removed.
+    const binds = join(s.stateDir, 'binds');
+    expect(existsSync(binds) ? readdirSync(binds) : []).toEqual([]);
     // What the filesystem under the source has stays (a read-only publish once dropped nosuid, nodev, noexec).
     for (const o of fsOptions.split(',').filter((o) => o !== 'strictatime')) expect(got?.mountOptions).toContain(o);
     expect(got?.root).toBe('/src');
@@ -281,12 +296,20 @@ describe('a read-only bind made in one step (native/bind.c)', () => {
     await mounter.bind(source, { path: join(shared, 'one-step'), within: s.kubeletDir }, true);
     expect(mountAt(join(peer, 'one-step'))?.mountOptions).toContain('ro');
     expect(readFileSync(join(peer, 'one-step', 'f'), 'utf8')).toBe('prop-src');
-    // A bind and then a remount (an addon without bindWithFlags, mount(8)): the peer gets the bind as it
-    // was made, and a remount's flags never propagate. Its peer's copy is read-write; the kernel's rule.
+    // A bind and then a remount on the target (an addon without bindWithFlags, mount(8)): the peer gets
+    // the bind as it was made, and a remount's flags never propagate, so its copy is read-write (the
+    // kernel's rule). Both steps are made on a private scratch mount point instead, and the finished
+    // bind moved onto the target: a move propagates the mount with its flags (shared/bind-by-move.ts).
+    const scratchMounter = new Mounter(10_000, 10_000, s.stateDir);
     mkdirSync(join(shared, 'two-steps'));
-    await withoutBindWithFlags(() => mounter.bind(source, { path: join(shared, 'two-steps'), within: s.kubeletDir }, true));
+    await withoutBindWithFlags(() => scratchMounter.bind(source, { path: join(shared, 'two-steps'), within: s.kubeletDir }, true));
     expect(mountAt(join(shared, 'two-steps'))?.mountOptions).toContain('ro');
-    expect(mountAt(join(peer, 'two-steps'))?.mountOptions).toContain('rw');
+    expect(mountAt(join(peer, 'two-steps'))?.mountOptions).toContain('ro');
+    expect(readFileSync(join(peer, 'two-steps', 'f'), 'utf8')).toBe('prop-src');
+    setNativeMountPath(null);
+    mkdirSync(join(shared, 'by-tool'));
+    await scratchMounter.bind(source, { path: join(shared, 'by-tool'), within: s.kubeletDir }, true, ['noexec']);
+    expect(mountAt(join(peer, 'by-tool'))?.mountOptions).toEqual(expect.arrayContaining(['ro', 'noexec']));
   });
 });
 
