@@ -1,8 +1,11 @@
 // A process killed between a bind and the remount that gives the bind its flags (shared/mounter.ts
-// mount: a bind, then `mount -o remount,bind,ro,...` of it). The bind was left read-write, and the
-// retry, finding the path mounted and its record there, answered OK: a read-only publish, or a
-// read-only staging that every publish binds from, stayed writable for as long as the pod ran.
-import { mkdirSync } from 'node:fs';
+// mount: a bind, then `mount -o remount,bind,ro,...` of it). The bind was left read-write on the
+// target, and the retry, finding the path mounted and its record there, answered OK: a read-only
+// publish, or a read-only staging that every publish binds from, stayed writable for as long as the
+// pod ran. Both steps are now made on a private scratch mount point and the finished bind moved onto
+// the target (shared/bind-by-move.ts): the kill leaves the target empty, its scratch bind is undone
+// by the next server's start, and the retry binds read-only.
+import { existsSync, mkdirSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readMounts } from '../../shared/mountinfo.js';
@@ -29,6 +32,12 @@ const optionsAt = (path: string) => readMounts().filter((m) => m.mountPoint === 
 
 const launch = (env?: NodeJS.ProcessEnv): Promise<RunningCsi> => crash.launch(env);
 
+/** The scratch mount points under the state dir (shared/bind-by-move.ts), each with what is mounted there. */
+function scratchBinds(): string[][] {
+  const dir = join(s.stateDir, 'binds');
+  return (existsSync(dir) ? readdirSync(dir) : []).map((name) => optionsAt(join(dir, name)));
+}
+
 describe('a CSI server killed between a read-only publish\'s bind and its remount', () => {
   for (const backend of ['dir', 'block'] as const) {
     it(`${backend}: the retried NodePublishVolume binds again, read-only, rather than answer OK over a writable bind`, async () => {
@@ -46,10 +55,12 @@ describe('a CSI server killed between a read-only publish\'s bind and its remoun
 
       const publish = { volume_id: id, staging_target_path: staging, target_path: target, volume_capability: cap, readonly: true };
       await crash.killedAt(stallAtRemount(), (killed) => killed.client.call('Node', 'NodePublishVolume', publish), THROUGH_TOOLS);
-      // What the kill left: the bind, writable.
-      expect(optionsAt(target)).toContain('rw');
+      // What the kill left: nothing on the target; the bind, writable, on its scratch mount point.
+      expect(optionsAt(target)).toEqual([]);
+      expect(scratchBinds()).toEqual([expect.arrayContaining(['rw'])]);
 
       const next = await launch();
+      expect(scratchBinds()).toEqual([]);
       await next.client.call('Node', 'NodePublishVolume', publish);
       expect(optionsAt(target)).toContain('ro');
       expect(readMounts().filter((m) => m.mountPoint === target)).toHaveLength(1);
@@ -79,9 +90,11 @@ describe('a CSI server killed between a read-only staging\'s bind and its remoun
 
     const stage = { volume_id: 'ro-static', staging_target_path: staging, volume_capability: cap };
     await crash.killedAt(stallAtRemount(), (killed) => killed.client.call('Node', 'NodeStageVolume', stage), THROUGH_TOOLS);
-    expect(optionsAt(staging)).toContain('rw');
+    expect(optionsAt(staging)).toEqual([]);
+    expect(scratchBinds()).toEqual([expect.arrayContaining(['rw'])]);
 
     const next = await launch();
+    expect(scratchBinds()).toEqual([]);
     await next.client.call('Node', 'NodeStageVolume', stage);
     expect(optionsAt(staging)).toContain('ro');
     expect(readMounts().filter((m) => m.mountPoint === staging)).toHaveLength(1);
