@@ -5,6 +5,7 @@
 // pod ran. Both steps are now made on a private scratch mount point and the finished bind moved onto
 // the target (shared/bind-by-move.ts): the kill leaves the target empty, its scratch bind is undone
 // by the next server's start, and the retry binds read-only.
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -103,5 +104,31 @@ describe('a CSI server killed between a read-only staging\'s bind and its remoun
     await next.client.call('Node', 'NodeUnpublishVolume', { volume_id: 'ro-static', target_path: target });
     await next.client.call('Node', 'NodeUnstageVolume', stage);
     await next.client.call('Controller', 'ControllerUnpublishVolume', { volume_id: 'ro-static', node_id: 'node-a' });
+  });
+});
+
+describe('the writable bind an older twinvol\'s killed publish left on its target', () => {
+  it('is taken off and made again read-only by the retried NodePublishVolume', async () => {
+    const id = 'ro-older';
+    const cap = mountCap('');
+    const staging = stagingPath(s.kubeletDir, id);
+    const target = targetPath(s.kubeletDir, 'pod-1', id);
+    mkdirSync(staging, { recursive: true });
+    mkdirSync(dirname(target), { recursive: true });
+    const server = await launch();
+    await server.client.call('Controller', 'CreateVolume', { name: id, volume_capabilities: [cap], capacity_range: size(16 * MiB), parameters: { backend: 'dir' } });
+    await server.client.call('Controller', 'ControllerPublishVolume', { volume_id: id, node_id: 'node-a', volume_capability: cap });
+    await server.client.call('Node', 'NodeStageVolume', { volume_id: id, staging_target_path: staging, volume_capability: cap });
+    const publish = { volume_id: id, staging_target_path: staging, target_path: target, volume_capability: cap, readonly: true };
+    await server.client.call('Node', 'NodePublishVolume', publish);
+    // What an older twinvol's call killed between its bind and its remount left on the target.
+    execFileSync('mount', ['-o', 'remount,bind,rw', target]);
+    expect(optionsAt(target)).toContain('rw');
+    await server.client.call('Node', 'NodePublishVolume', publish);
+    expect(optionsAt(target)).toContain('ro');
+    expect(readMounts().filter((m) => m.mountPoint === target)).toHaveLength(1);
+    await server.client.call('Node', 'NodeUnpublishVolume', { volume_id: id, target_path: target });
+    await server.client.call('Node', 'NodeUnstageVolume', { volume_id: id, staging_target_path: staging });
+    await server.client.call('Controller', 'ControllerUnpublishVolume', { volume_id: id, node_id: 'node-a' });
   });
 });
