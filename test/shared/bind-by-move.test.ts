@@ -68,8 +68,9 @@ describe('a read-only bind made without the one-step call', () => {
     expect(more).toEqual([]);
     const point = join(realpathSync(bindsDir()), left ?? '');
     expect(mountAt(point)?.mountOptions).toContain(step === 'move' ? 'ro' : 'rw');
-    // The publish record is written before the mount is made (kubelet's retry repairs it either way).
-    expect((await status()).problems).toEqual([
+    // The publish record is written before the mount is made (kubelet's retry repairs it either way);
+    // the killed call's lock shows as stale once it is a second old, which a loaded machine may reach.
+    expect((await status()).problems.filter((p) => p.kind !== 'stale-lock')).toEqual([
       expect.objectContaining({ kind: 'record-without-mount', subject: target, volumeId: 'kb' }),
       expect.objectContaining({ kind: 'stranded-scratch-bind', subject: point, volumeId: 'kb' }),
     ]);
