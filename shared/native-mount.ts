@@ -73,10 +73,7 @@ export interface NativeMount {
   readonly MS_REMOUNT: number;
   readonly MS_BIND: number;
   readonly UMOUNT_NOFOLLOW: number;
-  /**
-   * For a bind finished on a private scratch mount point and then moved (shared/bind-by-move.ts).
-   * Absent in an addon built before it had these: mount(8) --move and --make-private then.
-   */
+  /** For shared/bind-by-move.ts; absent in an addon built before it had them (OPTIONAL_NUMBERS): mount(8) then. */
   readonly MS_MOVE?: number;
   readonly MS_PRIVATE?: number;
 }
@@ -181,8 +178,6 @@ export const NATIVE_MOUNT_FILE = 'twinvol-mount.node';
 
 const FUNCTIONS = ['mount', 'umount'] as const;
 const NUMBERS = ['MS_RDONLY', 'MS_NOSUID', 'MS_NODEV', 'MS_NOEXEC', 'MS_NOATIME', 'MS_NODIRATIME', 'MS_RELATIME', 'MS_STRICTATIME', 'MS_REMOUNT', 'MS_BIND', 'UMOUNT_NOFOLLOW'] as const;
-
-/** Flags an older addon does not export: without them, the steps that need them go to mount(8). */
 const OPTIONAL_NUMBERS = ['MS_MOVE', 'MS_PRIVATE'] as const;
 
 type Flags = { [K in (typeof NUMBERS)[number]]: number };
@@ -246,10 +241,7 @@ export function parseAddon(exports: unknown): NativeMount | undefined {
     flags[n] = value;
   }
   const optionalFlags: { MS_MOVE?: number; MS_PRIVATE?: number } = {};
-  for (const n of OPTIONAL_NUMBERS) {
-    const value = e.get(n);
-    if (typeof value === 'number' && Number.isInteger(value) && value > 0) optionalFlags[n] = value;
-  }
+  for (const [n, v] of OPTIONAL_NUMBERS.map((n) => [n, e.get(n)] as const)) if (typeof v === 'number' && Number.isInteger(v) && v > 0) optionalFlags[n] = v;
   return {
     ...(flags as Flags),
     ...optionalFlags,

@@ -175,6 +175,9 @@ describe('the mount addon', () => {
     expect([1, 0, -95, -2, 2, '1', null].map((answer) => withRoot(() => answer)?.mountRoot('/'))).toEqual([true, false, undefined, undefined, undefined, undefined, undefined]);
     expect(parseAddon(addonExports({ umount: undefined }))).toBeUndefined();
     expect(parseAddon(addonExports({ MS_BIND: '4096' }))).toBeUndefined();
+    // MS_MOVE and MS_PRIVATE are optional (an older addon): without them, or unreadable, mount(8) moves.
+    expect(parseAddon(addonExports())?.MS_MOVE).toBe(loaded().MS_MOVE);
+    for (const MS_MOVE of [undefined, '8192', -1, 0.5]) expect(parseAddon(addonExports({ MS_MOVE }))?.MS_MOVE, String(MS_MOVE)).toBeUndefined();
   });
 
   it('names the mount on top at a path; topMount is optional, and only two ids and a path say anything', () => {
