@@ -139,7 +139,8 @@ async function privateParent(steps: BindSteps, stateDir: string): Promise<string
   };
   const now = await ready();
   if (now.real !== undefined && now.isPrivate) return now.real;
-  return withLock(join(stateDir, 'locks', 'binds.lock'), async () => {
+  // '@' begins no volume id (shared/validate.ts), so this is never a volume's node lock, which the caller may hold.
+  return withLock(join(stateDir, 'locks', '@binds.lock'), async () => {
     await mkdir(dir, { recursive: true, mode: 0o700 });
     const { real, top, isPrivate } = await ready();
     if (real === undefined) throw failedPrecondition(`${dir} cannot be resolved`);

@@ -85,6 +85,16 @@ describe('a read-only bind made without the one-step call', () => {
     expect(mountAt(target)).toBeUndefined();
   });
 
+  it('makes its private parent under a lock no volume\'s node lock can be, which its caller holds (a volume named binds)', async () => {
+    expect((await runCli(s.env, ['create', 'binds', '--backend', 'dir', '--size', '1Mi'])).exitCode).toBe(0);
+    const target = podVolumeDir(s.kubeletDir, 'uid-b', 'pv-binds');
+    const opts = mountOptions('pv-binds', podNamed('uid-b'), { volumeId: 'binds', 'kubernetes.io/readwrite': 'ro' });
+    const noAddon = { ...s.env, TWINVOL_NATIVE_MOUNT: 'off' };
+    expectSuccess(await runFlex(noAddon, ['mount', target, opts]));
+    expect(mountAt(target)?.mountOptions).toContain('ro');
+    expectSuccess(await runFlex(noAddon, ['unmount', target]));
+  });
+
   it('leaves alone the scratch points of a live process, and of another pid namespace', async () => {
     const mounter = new Mounter(10_000, 10_000, s.stateDir);
     setNativeMountPath(null);
