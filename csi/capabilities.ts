@@ -67,13 +67,16 @@ export function mismatch(volume: VolumeShape, cap: Capability): string | undefin
 }
 
 /**
- * What a server fronting one FlexVolume driver (--backends exec) offers: exactly what the driver's
- * init reports. attach: ControllerPublish and NodeStage (attach, waitforattach, mountdevice);
- * requiresFSResize: expansion (expandvolume, expandfs); fsGroup: the driver takes the pod's group.
- * Registration (CreateVolume) is always there; snapshots never are: FlexVolume has none.
+ * What a server fronting one FlexVolume driver (--backends exec) offers: what the driver's init
+ * reports, as kubelet and the controller-manager read it. attach: ControllerPublish and NodeStage
+ * (attach, waitforattach, mountdevice); requiresFSResize: the node's half of an expansion (expandfs);
+ * fsGroup: the driver takes the pod's group. Registration (CreateVolume) is always there, and so is
+ * the controller's expansion: the expand controller runs any FlexVolume driver's expandvolume
+ * (flexvolume expander.go; the plugin is an ExpandableVolumePlugin whatever its init says), which
+ * the StorageClass's allowVolumeExpansion gates. Snapshots never are: FlexVolume has none.
  */
 export function execControllerCapabilities(driver: DriverCapabilities): ControllerCapabilityName[] {
-  return ['CREATE_DELETE_VOLUME', ...(driver.attach ? (['PUBLISH_UNPUBLISH_VOLUME', 'PUBLISH_READONLY'] as const) : []), ...(driver.requiresFSResize ? (['EXPAND_VOLUME'] as const) : [])];
+  return ['CREATE_DELETE_VOLUME', ...(driver.attach ? (['PUBLISH_UNPUBLISH_VOLUME', 'PUBLISH_READONLY'] as const) : []), 'EXPAND_VOLUME'];
 }
 
 export function execNodeCapabilities(driver: DriverCapabilities): NodeCapabilityName[] {

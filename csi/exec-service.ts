@@ -163,17 +163,20 @@ export class ExecService {
 
   /**
    * The Identity calls that are not the built-in ones (csi/identity.ts), if any: with --backends exec,
-   * the plugin's capabilities are the driver's (expansion only if it resizes), which its init tells.
+   * the plugin's capabilities are the driver's. Expansion is always ONLINE, as the expand controller
+   * runs a FlexVolume driver's expandvolume whether or not the volume is in use
+   * (csi/capabilities.ts execControllerCapabilities).
    */
   identity(): Pick<IdentityHandlers, 'GetPluginCapabilities'> | undefined {
     if (!this.serving.only) return undefined;
     return {
-      GetPluginCapabilities: this.ctx.rpc.unary<GetPluginCapabilitiesRequest, GetPluginCapabilitiesResponse>('GetPluginCapabilities', async () => ({
-        capabilities: [
-          ...(servesController(this.ctx.settings.mode) ? [{ service: { type: 'CONTROLLER_SERVICE' as const } }] : []),
-          ...((await this.driverCapabilities()).requiresFSResize ? [{ volume_expansion: { type: 'ONLINE' as const } }] : []),
-        ],
-      })),
+      GetPluginCapabilities: this.ctx.rpc.unary<GetPluginCapabilitiesRequest, GetPluginCapabilitiesResponse>('GetPluginCapabilities', async () => {
+        // A driver that cannot be found or initialised fails the call, as it did when its init decided.
+        await this.driverCapabilities();
+        return {
+          capabilities: [...(servesController(this.ctx.settings.mode) ? [{ service: { type: 'CONTROLLER_SERVICE' as const } }] : []), { volume_expansion: { type: 'ONLINE' as const } }],
+        };
+      }),
     };
   }
 

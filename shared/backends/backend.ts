@@ -180,6 +180,22 @@ export interface Backend {
   stagedDirectory?(volume: VolumeRecord, ctx: BackendContext): string;
   /** Whether the core applies a pod's fsGroup after a publish (kubelet's SetVolumeOwnership); absent: yes. */
   appliesFsGroup?(volume: VolumeRecord, ctx: BackendContext): Promise<boolean>;
+  /**
+   * Whether this volume's growth has a node half, for a backend whose `expandsOnNode` depends on the
+   * volume (a FlexVolume driver's requiresFSResize); absent: `expandsOnNode`. Read through
+   * `growsOnNode`, the one place that decides.
+   */
+  expandsOnNodeFor?(volume: VolumeRecord, ctx: BackendContext): Promise<boolean>;
+}
+
+/**
+ * Whether growing `volume` has a node half (NodeExpandVolume, FlexVolume expandfs): the backend's
+ * `expandsOnNode`, narrowed per volume where the backend says so. The controller's answer
+ * (node_expansion_required) and the node's call both ask here, so the two never disagree.
+ */
+export async function growsOnNode(backend: Backend, volume: VolumeRecord, ctx: BackendContext): Promise<boolean> {
+  if (!backend.expandsOnNode) return false;
+  return backend.expandsOnNodeFor ? backend.expandsOnNodeFor(volume, ctx) : true;
 }
 
 /** describe() for a backend whose volumes take none of a static volume's fields. */

@@ -186,7 +186,8 @@ export const execBackend: Backend = {
   hasFilesystemType: true,
   // Who may use a volume at once is the catalog's access scope; a filesystem is all FlexVolume gives.
   nodeSharing: 'read-write',
-  // The driver's expandfs runs on the node after expandvolume (expander.go), as kubelet calls it.
+  // The driver's expandfs runs on the node after expandvolume (expander.go), as kubelet calls it, if
+  // the driver's init says requiresFSResize (expandsOnNodeFor).
   expandsOnNode: true,
   ownsData: false,
   makesFilesystem: false,
@@ -247,13 +248,19 @@ export const execBackend: Backend = {
     return (await portOf(ctx, volume).capabilities(execVolumeOfRecord(volume))).fsGroup;
   },
 
-  // `volume` is the record before the expansion: its size is the old size expandvolume is told.
+  // `volume` is the record before the expansion: its size is the old size expandvolume is told. The
+  // expand controller runs a FlexVolume driver's expandvolume whatever its init says (flexvolume
+  // expander.go ExpandVolumeDevice; Not supported is expanderDefaults' success); requiresFSResize only
+  // decides whether the node half follows (expandsOnNodeFor below).
   async expand(volume, newSize, ctx) {
     const exec = execVolumeOfRecord(volume);
-    const port = portOf(ctx, volume);
-    if (!(await port.capabilities(exec)).requiresFSResize)
-      throw invalidArgument(`FlexVolume driver ${exec.driver.full} does not expand volumes (its init says requiresFSResize: false)`);
-    await port.expandVolume(exec, flexDeviceMountPath(ctx.config, exec), newSize, volume.capacityBytes);
+    await portOf(ctx, volume).expandVolume(exec, flexDeviceMountPath(ctx.config, exec), newSize, volume.capacityBytes);
+  },
+
+  // plugin.go RequiresFSResize is the init's requiresFSResize (default true): without it the expand
+  // controller marks the claim resized after expandvolume, and kubelet never runs expandfs.
+  async expandsOnNodeFor(volume, ctx) {
+    return (await portOf(ctx, volume).capabilities(execVolumeOfRecord(volume))).requiresFSResize;
   },
 
   async expandOnNode(volume, stagingPath, ctx) {

@@ -1,5 +1,6 @@
 import { statfs } from '../fs-async.js';
 import { backendFor } from '../backends/index.js';
+import { growsOnNode } from '../backends/backend.js';
 import { errnoCode, failedPrecondition, invalidArgument, notFound } from '../errors.js';
 import type { MountRecord, VolumeRecord } from '../model.js';
 import { isMountPoint } from '../mountinfo.js';
@@ -91,7 +92,7 @@ export async function expandOnNode(core: Core, id: VolumeId, volumePath?: string
     const records = await core.nodeState.listForVolume(id);
     if (volumePath !== undefined) recordAt(records, id, volumePath);
     const backend = backendFor(volume.backend);
-    if (!backend.expandsOnNode) return volume;
+    if (!(await growsOnNode(backend, volume, core))) return volume;
     const staged = records.find((r) => r.kind === 'stage' && !r.block && isMountPoint(r.path));
     if (!staged) {
       // Raw block use: only the device grows; the pod owns whatever is on it.

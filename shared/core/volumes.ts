@@ -10,7 +10,7 @@ import { sameStringMap } from '../string-maps.js';
 import { type AccessRequest, accessSet, filesystemAccess, requireAccess } from './access.js';
 import { type Core, now } from './core.js';
 import { meetsRequirement, placeVolume, type TopologyRequirement, validateRequirement } from './placement.js';
-import type { PopulateSource } from '../backends/backend.js';
+import { growsOnNode, type PopulateSource } from '../backends/backend.js';
 import type { Config } from '../config.js';
 
 export interface CreateVolumeSpec {
@@ -303,13 +303,14 @@ export async function expandVolume(core: Core, id: VolumeId, requested: number, 
     const volume = await core.catalog.requireVolume(id);
     const backend = backendFor(volume.backend);
     const newSize = sizeInRange({ required: requested, limit }, 0, backend.sizeAlignment);
-    if (newSize <= volume.capacityBytes) return { capacityBytes: volume.capacityBytes, nodeExpansionRequired: backend.expandsOnNode };
+    const onNode = await growsOnNode(backend, volume, core);
+    if (newSize <= volume.capacityBytes) return { capacityBytes: volume.capacityBytes, nodeExpansionRequired: onNode };
     await backend.expand(volume, newSize, core);
     // The node's half starts from the size its filesystem still has: that of the first pending growth.
-    const fsResizeFrom = backend.expandsOnNode ? (volume.fsResizePending ? (volume.fsResizeFrom ?? volume.capacityBytes) : volume.capacityBytes) : undefined;
-    const next = { ...volume, capacityBytes: newSize, fsResizePending: backend.expandsOnNode || undefined, fsResizeFrom };
+    const fsResizeFrom = onNode ? (volume.fsResizePending ? (volume.fsResizeFrom ?? volume.capacityBytes) : volume.capacityBytes) : undefined;
+    const next = { ...volume, capacityBytes: newSize, fsResizePending: onNode || undefined, fsResizeFrom };
     await core.catalog.updateVolumeUnlocked(next);
-    return { capacityBytes: newSize, nodeExpansionRequired: backend.expandsOnNode };
+    return { capacityBytes: newSize, nodeExpansionRequired: onNode };
   });
 }
 

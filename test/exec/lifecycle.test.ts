@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, truncateSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readMounts } from '../../shared/mountinfo.js';
@@ -131,6 +131,34 @@ describe('exec backend: an attachable driver, the whole life', () => {
     expect(expandFs?.slice(2)).toEqual([device, staging, String(64 * 2 ** 20), String(32 * 2 ** 20)]);
     await csi.node('NodeUnstageVolume', { volume_id: id, staging_target_path: staging });
     await csi.ctl('ControllerUnpublishVolume', { volume_id: id, node_id: 'node-a' });
+  });
+
+  it('a driver whose init says requiresFSResize: false is grown by its expandvolume alone: no node expansion, no expandfs', async () => {
+    const id = 'flex-grow-2';
+    const image = join(csi.s.root, 'grow-nofs.img');
+    writeFileSync(image, '');
+    truncateSync(image, 32 * 2 ** 20);
+    const params = { backend: 'exec', driver: 'acme/loop', fsType: 'ext4', image };
+    const created = await csi.ctl('CreateVolume', { name: id, parameters: params, volume_capabilities: [mountCap('ext4')], capacity_range: { required_bytes: String(32 * 2 ** 20) } });
+    const ctx = created.volume.volume_context;
+    const pub = await csi.ctl('ControllerPublishVolume', { volume_id: id, node_id: 'node-a', volume_capability: mountCap('ext4'), volume_context: ctx });
+    const staging = stagingPath(csi.s.kubeletDir, id);
+    await csi.node('NodeStageVolume', { volume_id: id, staging_target_path: staging, publish_context: pub.publish_context, volume_capability: mountCap('ext4'), volume_context: ctx });
+    // The expand controller runs expandvolume for any FlexVolume driver, then marks the claim resized
+    // when the plugin does not RequiresFSResize (flexvolume plugin.go): CSI's node_expansion_required false.
+    const grow = { volume_id: id, capacity_range: { required_bytes: String(64 * 2 ** 20) } };
+    expect(await csi.ctl('ControllerExpandVolume', grow)).toMatchObject({ capacity_bytes: String(64 * 2 ** 20), node_expansion_required: false });
+    expect(await csi.ctl('ControllerExpandVolume', grow)).toMatchObject({ capacity_bytes: String(64 * 2 ** 20), node_expansion_required: false });
+    expect(statSync(image).size).toBe(64 * 2 ** 20);
+    // A CO that asks the node anyway gets the size, and the driver is not asked to grow a filesystem.
+    expect(await csi.node('NodeExpandVolume', { volume_id: id, volume_path: staging, staging_target_path: staging, capacity_range: { required_bytes: String(64 * 2 ** 20) } })).toMatchObject({ capacity_bytes: String(64 * 2 ** 20) });
+    const calls = csi.calls('loop').filter((c) => c[0]?.startsWith('expand'));
+    const globalMount = join(csi.s.kubeletDir, 'plugins/kubernetes.io/flexvolume/acme/loop/mounts', id);
+    expect(calls.map((c) => c.slice(2))).toEqual([[globalMount, String(64 * 2 ** 20), String(32 * 2 ** 20)]]);
+    expect(calls.map((c) => c[0])).toEqual(['expandvolume']);
+    await csi.node('NodeUnstageVolume', { volume_id: id, staging_target_path: staging });
+    await csi.ctl('ControllerUnpublishVolume', { volume_id: id, node_id: 'node-a' });
+    await csi.ctl('DeleteVolume', { volume_id: id });
   });
 
   it('the built-in backends are untouched beside exec volumes', async () => {

@@ -21,12 +21,14 @@ const controllerCaps = async (csi: typeof tmpfs) => (await csi.ctl('ControllerGe
 const nodeCaps = async (csi: typeof tmpfs) => (await csi.node('NodeGetCapabilities', {})).capabilities.map((c) => c.rpc.type).sort();
 
 describe('exec backend: a server fronting one driver', () => {
-  it('a non-attachable driver: registration and mounts only, no attach, no stage, no snapshots, no expansion', async () => {
-    expect(await controllerCaps(tmpfs)).toEqual(['CREATE_DELETE_VOLUME']);
+  it('a non-attachable driver: registration, mounts and the controller\'s expansion only: no attach, no stage, no snapshots, no node expansion', async () => {
+    // The expand controller runs any FlexVolume driver's expandvolume; requiresFSResize: false leaves
+    // out only the node's half (expandfs), which kubelet then never runs.
+    expect(await controllerCaps(tmpfs)).toEqual(['CREATE_DELETE_VOLUME', 'EXPAND_VOLUME']);
     // init left fsGroup to kubelet's default (true): the driver takes the pod's group.
     expect(await nodeCaps(tmpfs)).toEqual(['VOLUME_MOUNT_GROUP']);
     const plugin = (await tmpfs.identity('GetPluginCapabilities', {})).capabilities;
-    expect(plugin).toEqual([{ service: { type: 'CONTROLLER_SERVICE' }, type: 'service' }]);
+    expect(plugin).toEqual([{ service: { type: 'CONTROLLER_SERVICE' }, type: 'service' }, { volume_expansion: { type: 'ONLINE' }, type: 'volume_expansion' }]);
     expect((await outcome(tmpfs.client.call('GroupController', 'GroupControllerGetCapabilities', {}))).code).toBe('UNIMPLEMENTED');
   });
 
@@ -40,12 +42,15 @@ describe('exec backend: a server fronting one driver', () => {
     expect(readMounts().filter((m) => m.mountPoint === target)).toHaveLength(1);
     const mount = tmpfs.calls('tmpfs').find((c) => c[0] === 'mount');
     expect(JSON.parse(mount?.[2] ?? '{}')).toMatchObject({ share: 'team-a', 'kubernetes.io/pvOrVolumeName': 'one' });
+    // A driver with no expandvolume answers Not supported: expanderDefaults' success, and no node half.
+    expect(await tmpfs.ctl('ControllerExpandVolume', { volume_id: 'one', capacity_range: { required_bytes: String(2 ** 20) } })).toMatchObject({ capacity_bytes: String(2 ** 20), node_expansion_required: false });
+    expect(tmpfs.calls('tmpfs').filter((c) => c[0]?.startsWith('expand')).map((c) => c[0])).toEqual(['expandvolume']);
     await tmpfs.node('NodeUnpublishVolume', { volume_id: 'one', target_path: target });
     await tmpfs.ctl('DeleteVolume', { volume_id: 'one' });
   });
 
   it('an attachable driver: publish and stage; init runs again when the driver file changes', async () => {
-    expect(await controllerCaps(loop)).toEqual(['CREATE_DELETE_VOLUME', 'PUBLISH_READONLY', 'PUBLISH_UNPUBLISH_VOLUME']);
+    expect(await controllerCaps(loop)).toEqual(['CREATE_DELETE_VOLUME', 'EXPAND_VOLUME', 'PUBLISH_READONLY', 'PUBLISH_UNPUBLISH_VOLUME']);
     expect(await nodeCaps(loop)).toEqual(['STAGE_UNSTAGE_VOLUME', 'VOLUME_MOUNT_GROUP']);
     await nodeCaps(loop);
     expect(loop.calls('loop').filter((c) => c[0] === 'init')).toHaveLength(1);
