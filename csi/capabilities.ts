@@ -79,6 +79,12 @@ export function execControllerCapabilities(driver: DriverCapabilities): Controll
   return ['CREATE_DELETE_VOLUME', ...(driver.attach ? (['PUBLISH_UNPUBLISH_VOLUME', 'PUBLISH_READONLY'] as const) : []), 'EXPAND_VOLUME'];
 }
 
+/** supportsMetrics: volume stats (kubelet's MetricsStatFS of the pod's directory; without it, MetricsNil). */
 export function execNodeCapabilities(driver: DriverCapabilities): NodeCapabilityName[] {
-  return [...(driver.attach ? (['STAGE_UNSTAGE_VOLUME'] as const) : []), ...(driver.requiresFSResize ? (['EXPAND_VOLUME'] as const) : []), ...(driver.fsGroup ? (['VOLUME_MOUNT_GROUP'] as const) : [])];
+  return [
+    ...(driver.attach ? (['STAGE_UNSTAGE_VOLUME'] as const) : []),
+    ...(driver.requiresFSResize ? (['EXPAND_VOLUME'] as const) : []),
+    ...(driver.fsGroup ? (['VOLUME_MOUNT_GROUP'] as const) : []),
+    ...(driver.supportsMetrics ? (['GET_VOLUME_STATS'] as const) : []),
+  ];
 }

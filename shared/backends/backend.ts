@@ -186,6 +186,12 @@ export interface Backend {
    * `growsOnNode`, the one place that decides.
    */
   expandsOnNodeFor?(volume: VolumeRecord, ctx: BackendContext): Promise<boolean>;
+  /**
+   * Why this node reports no usage of the volume (NodeGetVolumeStats), or undefined when it does;
+   * absent: it always does. A FlexVolume driver whose init leaves supportsMetrics false has none in
+   * kubelet (flexvolume plugin.go: MetricsNil).
+   */
+  withoutUsage?(volume: VolumeRecord, ctx: BackendContext): Promise<string | undefined>;
 }
 
 /**

@@ -248,6 +248,14 @@ export const execBackend: Backend = {
     return (await portOf(ctx, volume).capabilities(execVolumeOfRecord(volume))).fsGroup;
   },
 
+  // plugin.go NewMounter: MetricsStatFS of the pod's volume directory if the init says supportsMetrics
+  // (default false), else MetricsNil, whose "not supported" kubelet's stats skip without a word.
+  async withoutUsage(volume, ctx) {
+    const exec = execVolumeOfRecord(volume);
+    if ((await portOf(ctx, volume).capabilities(exec)).supportsMetrics) return undefined;
+    return `its FlexVolume driver ${exec.driver.full} does not report metrics (its init leaves supportsMetrics false), and kubelet gives such a volume none`;
+  },
+
   // `volume` is the record before the expansion: its size is the old size expandvolume is told. The
   // expand controller runs a FlexVolume driver's expandvolume whatever its init says (flexvolume
   // expander.go ExpandVolumeDevice; Not supported is expanderDefaults' success); requiresFSResize only

@@ -1,7 +1,7 @@
 import { statfs } from '../fs-async.js';
 import { backendFor } from '../backends/index.js';
 import { growsOnNode } from '../backends/backend.js';
-import { errnoCode, failedPrecondition, invalidArgument, notFound } from '../errors.js';
+import { errnoCode, failedPrecondition, invalidArgument, notFound, unimplemented } from '../errors.js';
 import type { MountRecord, VolumeRecord } from '../model.js';
 import { isMountPoint } from '../mountinfo.js';
 import { validateVolumeId, type VolumeId } from '../validate.js';
@@ -26,6 +26,10 @@ export async function volumeStats(core: Core, id: VolumeId, volumePath: string):
   const volume = await core.catalog.getVolume(id);
   if (!volume) throw notFound(`volume ${id} does not exist`);
   const record = recordAt(await core.nodeState.listForVolume(id), id, volumePath);
+  // Unimplemented, not zeros: a CO reads a usage of zeros as a volume of no size, and kubelet, as for a
+  // volume whose metrics are not supported, then reports none for it.
+  const unreported = await backendFor(volume.backend).withoutUsage?.(volume, core);
+  if (unreported !== undefined) throw unimplemented(`volume ${id} has no usage to report: ${unreported}`);
   // A staging that is its record alone (a dir volume's) is measured at the directory its pods bind:
   // nothing is mounted at its path, so the mount table is not read for it.
   const stagedDirectory = record.recordOnly ? backendFor(volume.backend).stagedDirectory?.(volume, core) : undefined;

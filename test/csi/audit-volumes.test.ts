@@ -308,7 +308,7 @@ describe.for(csiFlavours())('volumes ($name)', (flavour) => {
     });
 
     // Once a bug: statfs on the stale target threw ENOTCONN, which reached the CO as INTERNAL.
-    it.runIf(runsOn(flavour))('NodeGetVolumeStats on a stale target reports an abnormal condition rather than failing', async () => {
+    it.runIf(runsOn(flavour, { needs: ['volume-stats'] }))('NodeGetVolumeStats on a stale target reports an abnormal condition rather than failing', async () => {
       const { staging, target, cap } = await staged('stale-stats');
       const t = target('pod-stale-stats');
       await node('NodePublishVolume', { volume_id: 'stale-stats', staging_target_path: staging, target_path: t, volume_capability: cap });

@@ -24,6 +24,7 @@ const SCRIPTS: Record<string, string> = {
   halfway: 'tmpfs.sh',
   verbose: 'tmpfs.sh',
   mountns: 'tmpfs.sh',
+  metrics: 'tmpfs.sh',
 };
 export type TestDriver = keyof typeof SCRIPTS;
 export const VENDOR = 'acme';

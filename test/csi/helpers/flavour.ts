@@ -14,7 +14,8 @@ import type { LaunchOptions } from './server.js';
 export type FlavourName = 'built-in' | 'exec';
 
 /** What a case needs of a server beyond the basics (create, attach, stage, publish, filesystems). */
-export type Need = 'snapshots' | 'group-snapshots' | 'raw-block' | 'listing' | 'dir-data' | 'block-backend' | 'inline';
+/** volume-stats: NodeGetVolumeStats answers usage (a FlexVolume driver only with supportsMetrics, which twinvol's init leaves false). */
+export type Need = 'snapshots' | 'group-snapshots' | 'raw-block' | 'listing' | 'dir-data' | 'block-backend' | 'inline' | 'volume-stats';
 
 export interface CsiFlavour {
   name: FlavourName;
@@ -36,7 +37,7 @@ export const BUILT_IN: CsiFlavour = {
   name: 'built-in',
   launch: (_s, options) => options,
   parameters: (backend = 'dir') => ({ backend }),
-  offers: ['snapshots', 'group-snapshots', 'raw-block', 'listing', 'dir-data', 'block-backend', 'inline'],
+  offers: ['snapshots', 'group-snapshots', 'raw-block', 'listing', 'dir-data', 'block-backend', 'inline', 'volume-stats'],
 };
 
 /**

@@ -11,6 +11,7 @@
 #   halfway mounts, then answers Failure (a check after the mount that failed)
 #   verbose fails mount with a message of 1 MiB (a whole log dumped into it)
 #   mountns answers Not supported to mount, though it is not attachable (no device mount to bind)
+#   metrics well behaved, and its init says supportsMetrics: true (kubelet then statfs's the volume)
 # Pids of anything left running go to pids.log; argv to calls.log (see loop.sh).
 set -u
 here=$(dirname "$0")
@@ -24,6 +25,7 @@ fail() { printf '{"status":"Failure","message":%s}\n' "$(jq -Rn --arg m "$1" '$m
 case "${1:-}" in
 init)
   [ "$name" = nofsgroup ] && ok '"capabilities":{"attach":false,"requiresFSResize":false,"fsGroup":false}'
+  [ "$name" = metrics ] && ok '"capabilities":{"attach":false,"requiresFSResize":false,"supportsMetrics":true}'
   ok '"capabilities":{"attach":false,"requiresFSResize":false}' ;;
 mount)
   target=$2
