@@ -293,6 +293,8 @@ export class ExecService {
           // An inline volume's record goes with its last mount (csi/node.ts NodeUnpublishVolume).
           const { id, driver } = await this.registered(r.volume_id, r.volume_context, cap, inline ? 'pod' : undefined);
           note({ driver: driver.full });
+          const pod = podOf(r.volume_context);
+          if (!pod.pod) note({ warning: NO_POD_INFO });
           // Registered above: whatever fails since (the driver's init, a bad staging path, the mount) ends
           // an inline volume again unless a mount was left, which kubelet then unpublishes.
           const publishing = async () => {
@@ -307,7 +309,7 @@ export class ExecService {
               via: 'csi',
               ...(stagingPath !== undefined ? { stagingPath } : {}),
               ...(cap.mountGroup !== undefined ? { fsGroup: cap.mountGroup } : {}),
-              ...podOf(r.volume_context),
+              ...pod,
               secrets: r.secrets,
             });
           };
@@ -319,6 +321,14 @@ export class ExecService {
     };
   }
 }
+
+/**
+ * kubelet's mount always carries the pod (flexvolume mounter.go SetUpAt: kubernetes.io/pod.name,
+ * pod.namespace, pod.uid, serviceAccount.name); a CSI CO sends it only when the CSIDriver object says
+ * podInfoOnMount: true (deploy/csidriver.yaml does), so a deployment of its own without it would hand
+ * a driver that keys its mounts by pod a mount without one, silently.
+ */
+const NO_POD_INFO = 'no pod info in volume_context: the FlexVolume driver\'s mount gets no kubernetes.io/pod.* keys, which kubelet always passed it; set podInfoOnMount: true in the CSIDriver object';
 
 /** CSI pod info (podInfoOnMount) as kubelet's pod keys; absent when the CO sends none. */
 function podOf(context: StringMap): { pod?: PodInfo } {
