@@ -123,7 +123,8 @@ describe('CSI: the work of each RPC', () => {
   it("of an exec volume through its node lifecycle: one run of the driver for each call kubelet would make", async () => {
     const pluginDir = join(s.root, 'plugins');
     installDrivers(pluginDir);
-    const driver = join(pluginDir, `${VENDOR}~tmpfs`, 'tmpfs');
+    // tmpfs.sh as acme/metrics: its init says supportsMetrics, so NodeGetVolumeStats has usage to give.
+    const driver = join(pluginDir, `${VENDOR}~metrics`, 'metrics');
     const csi = await inProcessCsi(s, 'bench', { pluginDir });
     const id = 'life-exec';
     const staging = stagingPath(s.kubeletDir, id);
@@ -134,12 +135,12 @@ describe('CSI: the work of each RPC', () => {
       // The driver by name: its path is this test's scratch.
       got[method] = { ...work, spawns: work.spawns.map((c) => (c === driver ? 'driver' : c)) };
     };
-    await count('Controller', 'CreateVolume', { name: id, capacity_range: size(MiB), volume_capabilities: [mountCap()], parameters: { backend: 'exec', driver: `${VENDOR}/tmpfs` } });
+    await count('Controller', 'CreateVolume', { name: id, capacity_range: size(MiB), volume_capabilities: [mountCap()], parameters: { backend: 'exec', driver: `${VENDOR}/metrics` } });
     // The context CreateVolume answered, which a CO sends with each call that describes the volume:
     // the same description, so nothing more is read or locked for it (shared/core/volumes.ts describeVolume).
-    const again = await csi.call('Controller', 'CreateVolume', { name: id, capacity_range: size(MiB), volume_capabilities: [mountCap()], parameters: { backend: 'exec', driver: `${VENDOR}/tmpfs` } });
+    const again = await csi.call('Controller', 'CreateVolume', { name: id, capacity_range: size(MiB), volume_capabilities: [mountCap()], parameters: { backend: 'exec', driver: `${VENDOR}/metrics` } });
     const volume_context = v.parse(v.object({ volume: v.object({ volume_context: v.record(v.string(), v.string()) }) }), again).volume.volume_context;
-    expect(volume_context).toMatchObject({ backend: 'exec', driver: `${VENDOR}/tmpfs` });
+    expect(volume_context).toMatchObject({ backend: 'exec', driver: `${VENDOR}/metrics` });
     await count('Controller', 'ControllerPublishVolume', { volume_id: id, node_id: 'bench', volume_capability: mountCap(), volume_context });
     await count('Node', 'NodeStageVolume', { volume_id: id, staging_target_path: staging, volume_capability: mountCap(), volume_context });
     await count('Node', 'NodePublishVolume', { volume_id: id, staging_target_path: staging, target_path: target, volume_capability: mountCap(), volume_context });
