@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type CliResult, FLEX_BIN, runAdmin } from '../helpers/flex-runner.js';
 import { eventually } from '../helpers/eventually.js';
 import { createScratch, mountsUnder, type Scratch } from '../helpers/scratch.js';
-import { killQuietly, processGone } from './helpers.js';
+import { killLeftBehind, processGone } from './helpers.js';
 
 /**
  * `twinvol flex check` (flex/check.ts) against drivers kubelet would not run, or whose lifecycle the
@@ -97,7 +97,7 @@ beforeAll(() => {
 afterAll(() => {
   if (!s) return;
   // Should the checker fail to, the escaper's daemons are killed here.
-  for (const pid of escaperPids()) killQuietly(pid);
+  for (const pid of escaperPids()) killLeftBehind(pid, join(s.root, 'plugins'));
   s.cleanup();
 });
 

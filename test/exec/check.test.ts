@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type CliResult, FLEX_BIN, runAdmin } from '../helpers/flex-runner.js';
 import { createScratch, loopsLeftUnder, mountsUnder, type Scratch } from '../helpers/scratch.js';
-import { installDrivers, killQuietly, processGone, VENDOR } from './helpers.js';
+import { installDrivers, killLeftBehind, processGone, VENDOR } from './helpers.js';
 import { eventually } from '../helpers/eventually.js';
 
 /**
@@ -128,7 +128,7 @@ beforeAll(async () => {
 afterAll(() => {
   if (!s) return;
   // Should the checker fail to, what the hang and daemon drivers left running is killed here.
-  for (const pid of loggedPids()) killQuietly(pid);
+  for (const pid of loggedPids()) killLeftBehind(pid, pluginDir());
   s.cleanup();
 });
 

@@ -1,3 +1,4 @@
+import { killIfStill } from '../helpers/kill-if-still.js';
 import { execFileSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -127,17 +128,17 @@ export function loggedPids(pluginDir: string, driver: TestDriver): number[] {
 
 /** Kills whatever every test driver under `pluginDir` logged, for cleanup whether the tests passed or not. */
 export function killLoggedPids(pluginDir: string): void {
-  for (const driver of Object.keys(SCRIPTS)) for (const pid of loggedPids(pluginDir, driver)) killQuietly(pid);
+  for (const driver of Object.keys(SCRIPTS)) for (const pid of loggedPids(pluginDir, driver)) killLeftBehind(pid, pluginDir);
 }
 
-/** SIGKILL to a pid that may be gone already. */
-export function killQuietly(pid: number): void {
-  try {
-    process.kill(pid, 'SIGKILL');
-  } catch {
-    // gone already
-  }
+/**
+ * SIGKILL to a pid a test driver under `pluginDir` logged, while it is still what the driver left:
+ * its `sleep 300`, or the driver itself (test/exec/drivers/tmpfs.sh hang). Never a pid since reused.
+ */
+export function killLeftBehind(pid: number, pluginDir: string): void {
+  killIfStill(pid, (argv) => (argv[0] === 'sleep' && argv[1] === '300') || argv.some((a) => a.startsWith(`${pluginDir}/`)));
 }
+
 
 /** The process is gone (or a zombie nobody has reaped yet: it runs nothing). */
 export function processGone(pid: number): boolean {

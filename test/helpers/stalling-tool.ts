@@ -1,3 +1,4 @@
+import { killIfStill } from './kill-if-still.js';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { shQuote } from '../../flex/shell-quote.js';
@@ -34,11 +35,6 @@ export async function untilStalled(stall: StallingTool, what: string, deadlineMs
 /** Kills the stalled tool's sleeper, if it got that far: called on success and failure alike. */
 export function killStalled(stall: StallingTool): void {
   const pid = existsSync(stall.marker) ? Number(readFileSync(stall.marker, 'utf8')) : 0;
-  if (pid > 0) {
-    try {
-      process.kill(pid, 'SIGKILL');
-    } catch {
-      // already gone
-    }
-  }
+  // The stalled call exec'd `sleep 60`: only that is killed, never a process that took its pid since.
+  if (pid > 0) killIfStill(pid, (argv) => argv[0] === 'sleep' && argv[1] === '60');
 }

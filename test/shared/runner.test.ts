@@ -1,3 +1,4 @@
+import { killIfStill } from '../helpers/kill-if-still.js';
 import { closeSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -137,7 +138,7 @@ describe.each([
       expect(r).toMatchObject({ exitCode: 0, stdout: 'started', stderr: 'note' });
       expect(existsSync(`/proc/${readFileSync(pidFile, 'utf8').trim()}`)).toBe(true);
     } finally {
-      if (existsSync(pidFile)) process.kill(Number(readFileSync(pidFile, 'utf8')), 'SIGKILL');
+      if (existsSync(pidFile)) killIfStill(Number(readFileSync(pidFile, 'utf8')), (argv) => argv[1] === '30.0623');
     }
   });
 
