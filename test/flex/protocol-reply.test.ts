@@ -1,6 +1,7 @@
 // FlexVolume protocol rules, as kubelet's pkg/volume/flexvolume applies them, that the other flex
 // suites leave open: the reply kubelet parses, the bare environment, side-effect-free init, the driver
 // directory, children and deadlines. The world they run in is test/flex/helpers/kubelet-world.ts.
+import { killIfStill } from '../helpers/kill-if-still.js';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -171,7 +172,8 @@ describe('children and deadlines', () => {
     undo.push(() => rmSync(helper, { force: true }));
     undo.push(() => {
       const pid = Number(readFileSync(pidFile, 'utf8').trim());
-      if (pid > 1) process.kill(pid, 'SIGKILL');
+      // Each helper's pid is a `sleep 10`, likely killed by the call's deadline already: never a pid reused since.
+      killIfStill(pid, (argv) => argv[0] === 'sleep' && argv[1] === '10');
     });
     return type;
   }
