@@ -1,7 +1,8 @@
-import { readFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import { expect } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { type MigratePlanArgs, runMigratePlan } from '../../flex/migrate/index.js';
 import { isObject, type JsonObject } from '../deploy/load.js';
 import { schemaProblems } from '../deploy/schema.js';
@@ -81,4 +82,21 @@ export function pvShell(name: string, driver: string, policy: string, claim: [st
       ...(claim ? { claimRef: { apiVersion: 'v1', kind: 'PersistentVolumeClaim', namespace: claim[0], name: claim[1] } } : {}),
     },
   };
+}
+
+/**
+ * A scratch directory for the whole file, with `script` installed as `bin/kubectl` (a fake kubectl
+ * that a test's migrate.sh finds first on its PATH), removed after the file. Read `root` and `bin`
+ * inside the tests: they are set before the first one runs.
+ */
+export function useFakeKubectl(prefix: string, script: string): { readonly root: string; readonly bin: string } {
+  const world = { root: '', bin: '' };
+  beforeAll(() => {
+    world.root = mkdtempSync(join(tmpdir(), `twinvol-${prefix}-`));
+    world.bin = join(world.root, 'bin');
+    mkdirSync(world.bin);
+    writeFileSync(join(world.bin, 'kubectl'), script, { mode: 0o755 });
+  });
+  afterAll(() => rmSync(world.root, { recursive: true, force: true }));
+  return world;
 }

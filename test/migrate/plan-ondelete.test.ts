@@ -1,9 +1,8 @@
 import { spawnSync } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { planOf } from './plan-helpers.js';
+import { describe, expect, it } from 'vitest';
+import { planOf, useFakeKubectl } from './plan-helpers.js';
 
 /**
  * A StatefulSet or DaemonSet whose updateStrategy is OnDelete (the default of apps/v1beta1
@@ -39,21 +38,12 @@ const KUBECTL = [
   '',
 ].join('\n');
 
-let root: string;
-let bin: string;
-beforeAll(() => {
-  root = mkdtempSync(join(tmpdir(), 'twinvol-plan-ondelete-'));
-  bin = join(root, 'bin');
-  mkdirSync(bin);
-  writeFileSync(join(bin, 'kubectl'), KUBECTL);
-  chmodSync(join(bin, 'kubectl'), 0o755);
-});
-afterAll(() => rmSync(root, { recursive: true, force: true }));
+const world = useFakeKubectl('plan-ondelete', KUBECTL);
 
 let n = 0;
 /** The plan of the PV with this workload, and migrate.sh --apply run against the fake kubectl. */
 function moved(workload: { kind: string; spec: { updateStrategy: { type: string } } }, counts: string) {
-  const dir = join(root, `case-${++n}`);
+  const dir = join(world.root, `case-${++n}`);
   const state = join(dir, 'state');
   mkdirSync(state, { recursive: true });
   const input = join(dir, 'cluster.json');
@@ -65,7 +55,7 @@ function moved(workload: { kind: string; spec: { updateStrategy: { type: string 
   writeFileSync(join(state, `${kind}-counts`), counts);
   const log = join(dir, 'kubectl.log');
   writeFileSync(log, '');
-  const env = { PATH: `${bin}:/usr/bin:/bin`, KUBECTL_LOG: log, STATE: state, MIGRATE_TIMEOUT: '1' };
+  const env = { PATH: `${world.bin}:/usr/bin:/bin`, KUBECTL_LOG: log, STATE: state, MIGRATE_TIMEOUT: '1' };
   const r = spawnSync('bash', [join(dir, 'plan', 'migrate.sh'), '--apply'], { env, encoding: 'utf8' });
   return { ...r, calls: readFileSync(log, 'utf8').trim().split('\n') };
 }

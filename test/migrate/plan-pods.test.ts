@@ -1,9 +1,8 @@
 import { spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { linesOf, planOf } from './plan-helpers.js';
+import { describe, expect, it } from 'vitest';
+import { linesOf, planOf, useFakeKubectl } from './plan-helpers.js';
 
 /**
  * Pods that run to an end, and the move. The PVC-protection controller keeps a claim while any pod
@@ -61,21 +60,12 @@ const KUBECTL = [
   '',
 ].join('\n');
 
-let root: string;
-let bin: string;
-beforeAll(() => {
-  root = mkdtempSync(join(tmpdir(), 'twinvol-plan-pods-'));
-  bin = join(root, 'bin');
-  mkdirSync(bin);
-  writeFileSync(join(bin, 'kubectl'), KUBECTL);
-  chmodSync(join(bin, 'kubectl'), 0o755);
-});
-afterAll(() => rmSync(root, { recursive: true, force: true }));
+const world = useFakeKubectl('plan-pods', KUBECTL);
 
 let n = 0;
 /** A plan of the PV and its claim with these pods, written to a new directory. */
 function planned(pods: object[]): { dir: string; r: ReturnType<typeof planOf> } {
-  const dir = join(root, `case-${++n}`);
+  const dir = join(world.root, `case-${++n}`);
   mkdirSync(dir);
   const input = join(dir, 'cluster.json');
   writeFileSync(input, JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [PV, CLAIM, ...pods] }));
@@ -89,7 +79,7 @@ function migrate(dir: string, pods: Record<string, string>, rerun = 'Running|Tru
   for (const [name, line] of Object.entries(pods)) writeFileSync(join(state, 'pods', name), line);
   const log = join(dir, 'kubectl.log');
   writeFileSync(log, '');
-  const env = { PATH: `${bin}:/usr/bin:/bin`, KUBECTL_LOG: log, STATE: state, RERUN: rerun, MIGRATE_TIMEOUT: timeout };
+  const env = { PATH: `${world.bin}:/usr/bin:/bin`, KUBECTL_LOG: log, STATE: state, RERUN: rerun, MIGRATE_TIMEOUT: timeout };
   const r = spawnSync('bash', [join(dir, 'plan', 'migrate.sh'), '--apply'], { env, encoding: 'utf8' });
   return { ...r, calls: readFileSync(log, 'utf8').trim().split('\n'), pods: readdirSync(join(state, 'pods')) };
 }
@@ -208,7 +198,7 @@ describe('--from past the last step', () => {
     const steps = readFileSync(script, 'utf8').match(/^step \d+ /gm)?.length ?? 0;
     expect(steps).toBeGreaterThan(1);
     const log = join(dir, 'kubectl.log');
-    const env = { PATH: `${bin}:/usr/bin:/bin`, KUBECTL_LOG: log, STATE: join(dir, 'state') };
+    const env = { PATH: `${world.bin}:/usr/bin:/bin`, KUBECTL_LOG: log, STATE: join(dir, 'state') };
     const r = spawnSync('bash', [script, '--apply', '--from', String(steps + 1)], { env, encoding: 'utf8' });
     expect(r.stderr).toBe(`${script}: --from ${steps + 1}: there are ${steps} steps\n`);
     expect(r.status).toBe(2);
