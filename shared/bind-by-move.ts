@@ -1,7 +1,7 @@
 import { readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { failedPrecondition } from './errors.js';
-import { mkdir, readdir, realpath, rmdir } from './fs-async.js';
+import { fstat, lstat, mkdir, readdir, realpath, rmdir, unlink, writeFile } from './fs-async.js';
 import { mountsStackedAt } from './mountinfo.js';
 import { callNatively, type MountIds, nativeMount } from './native-mount.js';
 import { CHILD_FD_PATH, fdPath, type MountTarget, type PinnedTarget, pinTarget } from './pinned-target.js';
@@ -84,7 +84,11 @@ export async function bindByMove(steps: BindSteps, stateDir: string, source: str
   await sweepIn(steps, dir);
   // A unique name per call: several FlexVolume calls and a CSI server may bind at once on one node.
   const scratch = { path: join(dir, scratchName()), within: dir };
-  await mkdir(scratch.path, { mode: 0o700 });
+  // A bind joins two objects of one kind: a raw block publish binds a device onto a file, so its
+  // scratch point is a file too (a directory answered ENOTDIR), as the pinned target is.
+  const onDirectory = (await fstat(pinned.handle.fd)).isDirectory();
+  if (onDirectory) await mkdir(scratch.path, { mode: 0o700 });
+  else await writeFile(scratch.path, '', { mode: 0o600, flag: 'wx' });
   try {
     const point = await pinTarget(scratch);
     let made: MountIds;
@@ -98,7 +102,7 @@ export async function bindByMove(steps: BindSteps, stateDir: string, source: str
   } finally {
     // After the move nothing is mounted there (statx says so, no table read); after a failure, the finished bind is.
     await steps.unmountAll(scratch.path).catch(() => undefined);
-    await rmdir(scratch.path).catch(() => undefined);
+    await removePoint(scratch.path).catch(() => undefined);
   }
 }
 
@@ -179,13 +183,19 @@ async function sweepIn(steps: BindSteps, dir: string): Promise<string[]> {
     const path = join(dir, name);
     try {
       await steps.unmountAll(path);
-      await rmdir(path);
+      await removePoint(path);
       undone.push(path);
     } catch {
       // Another sweeper took it first, or it is left for the next one (and `twinvol status` names it).
     }
   }
   return undone;
+}
+
+/** A scratch mount point, a directory or a file (a raw block bind's), once nothing is mounted on it. */
+async function removePoint(path: string): Promise<void> {
+  if ((await lstat(path)).isDirectory()) await rmdir(path);
+  else await unlink(path);
 }
 
 /** sweepIn for a caller that only has the state dir (a CSI server's start): nothing when no scratch bind was ever made. */

@@ -136,3 +136,17 @@ describe('a read-only bind made without the one-step call', () => {
     expect(scratchPoints()).toEqual([]);
   });
 });
+
+describe('a read-only bind of a device onto a file (a raw block publish) made without the one-step call', () => {
+  it('is made on a scratch file, not a directory, moved, and leaves no scratch point', async () => {
+    // A bind joins objects of one kind: a device onto a file. The scratch point was a directory,
+    // and mount(2) answered ENOTDIR (test/upgrade/csi-node.test.ts, new executables with an older addon).
+    const target = join(s.kubeletDir, 'plugins', 'raw-target');
+    mkdirSync(join(s.kubeletDir, 'plugins'), { recursive: true });
+    writeFileSync(target, '');
+    setNativeMountPath(null);
+    await new Mounter(10_000, 10_000, s.stateDir).bind('/dev/null', { path: target, within: s.kubeletDir }, true);
+    expect(mountAt(target)?.mountOptions).toContain('ro');
+    expect(scratchPoints()).toEqual([]);
+  });
+});
