@@ -118,3 +118,13 @@ export function csiServers(scratch: () => CsiScratch, args: () => string[] = () 
     },
   };
 }
+
+/**
+ * Whether this release moves a bind with flags into place with mount(8): new executables beside an
+ * older addon, which has neither the one-step call (native/bind.c bindWithFlags) nor MS_MOVE, bind
+ * and remount on a scratch point by the addon, then run `mount --move` (shared/bind-by-move.ts).
+ */
+export const movesWithTool = (r: Release): boolean => r.name === 'new with the old addon';
+
+/** The private mount such a release keeps under the state dir for its scratch binds: it stays, by design. */
+export const scratchParent = (stateDir: string): string => join(stateDir, 'binds');
