@@ -19,6 +19,16 @@ const ATIME = new Set(['noatime', 'relatime', 'strictatime']);
  * /proc/self/fd/3 rather than a path, mount(8) cannot look them up itself: a read-only publish of a
  * directory on a nosuid,nodev,noexec filesystem once came out without all three.
  */
+/**
+ * The options a read-only mount is made with: every rw dropped, since mount(8) and a remount read
+ * options in order and a later rw undid the ro (a CO's flags on a stage, a bind from a staging that
+ * is its record alone, what a repeat checks the kernel's table against, and a static volume's own
+ * options, shared/backends/static.ts).
+ */
+export function heldToReading(readonly: boolean, options: readonly string[]): string[] {
+  return readonly ? options.filter((option) => option !== 'rw') : [...options];
+}
+
 export function remountOptions(current: readonly string[], asked: readonly string[]): string[] {
   // No atime word in mountinfo is strictatime: said, or a remount without one makes it relatime.
   const out = current.some((o) => ATIME.has(o)) ? [...current] : [...current, 'strictatime'];

@@ -1,4 +1,5 @@
 import { failedPrecondition, invalidArgument, unimplemented } from '../errors.js';
+import { heldToReading } from '../mount-options.js';
 import { requireSourceAllowed, resolveSource } from '../static-source.js';
 import { validateMountOptions, validateStaticFsType, validateStaticSource } from '../validate.js';
 import { type Backend, withoutDevice } from './backend.js';
@@ -36,8 +37,8 @@ export const staticBackend: Backend = {
 
   async stage(volume, staging, readonly, ctx, mountFlags = []) {
     if (!volume.source) throw failedPrecondition(`static volume ${volume.id} has no source`);
-    // mount(8) reads options in order: an rw of the volume's own options after its ro undid it.
-    const options = [...(volume.mountOptions ?? []), ...mountFlags].filter((o) => !readonly || o !== 'rw');
+    // The volume's own options are held to reading too: an rw after their ro undid it.
+    const options = heldToReading(readonly, [...(volume.mountOptions ?? []), ...mountFlags]);
     if (readonly && !options.includes('ro')) options.push('ro');
     const source = await resolveSource(ctx.config, volume.source, volume.createdBy);
     await ctx.mounter.mount(source, staging, { fsType: volume.fsType, options });

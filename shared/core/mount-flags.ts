@@ -1,6 +1,7 @@
 import type { Backend } from '../backends/backend.js';
 import { invalidArgument } from '../errors.js';
 import type { MountRecord } from '../model.js';
+import { heldToReading } from '../mount-options.js';
 
 /**
  * The flags a bind mount can take. A bind has no filesystem of its own: its flags are those of the
@@ -52,14 +53,6 @@ export function filesystemFlags(flags: readonly string[]): string[] {
   return flags.filter((flag) => !BIND_FLAGS.has(flag));
 }
 
-/**
- * The flags a read-only mount is made with: a CO's rw dropped, since mount(8) and a remount read
- * options in order and a later rw undid the ro (a stage's, a bind from a staging that is its record
- * alone, and what a repeat checks the kernel's table against).
- */
-export function heldToReading(readonly: boolean, flags: readonly string[]): string[] {
-  return readonly ? flags.filter((flag) => flag !== 'rw') : [...flags];
-}
 
 /** The flags the kernel's mount table shows on a mount that has them, each with the flag that undoes it. */
 const SHOWN_FLAGS: ReadonlyMap<string, string> = new Map([['ro', 'rw'], ['nosuid', 'suid'], ['nodev', 'dev'], ['noexec', 'exec']]);

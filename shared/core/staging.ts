@@ -9,7 +9,8 @@ import { type AccessRequest, requireAccess } from './access.js';
 import { attach, attachmentOf, detach, markNodeUse, releaseImplicitAttachment, requireAttachedTo } from './attachments.js';
 import { type Claims, refuseContradiction } from './contradiction.js';
 import { type Core, implicitStagingPath, now } from './core.js';
-import { flagsLeftOff, heldToReading, sameFlags } from './mount-flags.js';
+import { flagsLeftOff, sameFlags } from './mount-flags.js';
+import { heldToReading } from '../mount-options.js';
 import { checkedPathUnder, foreignMountAt, isStaleMount, makeMountPoint, removeMountPoint, unmountIfDead } from './mount-target.js';
 
 export interface StageOptions {
